@@ -142,13 +142,13 @@ type Access uint32
 
 // Access flags.
 const (
-	AccessLocalWrite   Access = 1 << 0 // IBV_ACCESS_LOCAL_WRITE
-	AccessRemoteWrite  Access = 1 << 1 // IBV_ACCESS_REMOTE_WRITE
-	AccessRemoteRead   Access = 1 << 2 // IBV_ACCESS_REMOTE_READ
-	AccessRemoteAtomic Access = 1 << 3 // IBV_ACCESS_REMOTE_ATOMIC
-	AccessMWBind       Access = 1 << 4 // IBV_ACCESS_MW_BIND
-	AccessZeroBased    Access = 1 << 5 // IBV_ACCESS_ZERO_BASED
-	AccessOnDemand     Access = 1 << 6 // IBV_ACCESS_ON_DEMAND
+	AccessLocalWrite   Access = 1 << 0  // IBV_ACCESS_LOCAL_WRITE
+	AccessRemoteWrite  Access = 1 << 1  // IBV_ACCESS_REMOTE_WRITE
+	AccessRemoteRead   Access = 1 << 2  // IBV_ACCESS_REMOTE_READ
+	AccessRemoteAtomic Access = 1 << 3  // IBV_ACCESS_REMOTE_ATOMIC
+	AccessMWBind       Access = 1 << 4  // IBV_ACCESS_MW_BIND
+	AccessZeroBased    Access = 1 << 5  // IBV_ACCESS_ZERO_BASED
+	AccessOnDemand     Access = 1 << 6  // IBV_ACCESS_ON_DEMAND
 	AccessRelaxedOrder Access = 1 << 20 // IBV_ACCESS_RELAXED_ORDERING
 
 	// AccessAllRemote is LOCAL_WRITE with every remote access, what most
