@@ -34,7 +34,7 @@ var transitions = map[[2]QPState]transition{
 		req: perType(maskUDInit, maskRCLikeInit, maskRCLikeInit, maskRCLikeInit, maskRCLikeInit, QPAttrPort),
 	},
 	{QPStateInit, QPStateInit}: {
-		opt: perType(maskUDInit, maskRCLikeInit, maskRCLikeInit, maskRCLikeInit, maskRCLikeInit, QPAttrPort),
+		opt: perType(maskUDInit, maskRCLikeInit, maskRCLikeInit, maskRCLikeInit, maskRCLikeInit, 0),
 	},
 	{QPStateInit, QPStateRTR}: {
 		req: perType(0, maskUCRTR, maskRCRTR, maskUCRTR, maskRCRTR, 0),
@@ -42,16 +42,16 @@ var transitions = map[[2]QPState]transition{
 	},
 	{QPStateRTR, QPStateRTS}: {
 		req: perType(QPAttrSQPSN, QPAttrSQPSN, maskRCRTS, maskRCRTS, QPAttrTimeout|QPAttrSQPSN, 0),
-		opt: perType(QPAttrCurState|QPAttrQKey, maskRTSOpt, maskRCRTSRT, maskRCRTSRT, maskRCRTSRT, 0),
+		opt: perType(QPAttrCurState|QPAttrQKey, maskRTSOpt, maskRCRTSRT, maskRTSOpt, maskRCRTSRT, 0),
 	},
 	{QPStateRTS, QPStateRTS}: {
-		opt: perType(QPAttrCurState|QPAttrQKey, maskRTSOpt, maskRCRTSRT, maskRCRTSRT, maskRCRTSRT, 0),
+		opt: perType(QPAttrCurState|QPAttrQKey, maskRTSOpt, maskRCRTSRT, maskRTSOpt, maskRCRTSRT, 0),
 	},
 	{QPStateRTS, QPStateSQD}: {
 		opt: perType(QPAttrEnSQDAsync, QPAttrEnSQDAsync, QPAttrEnSQDAsync, QPAttrEnSQDAsync, QPAttrEnSQDAsync, 0),
 	},
 	{QPStateSQD, QPStateRTS}: {
-		opt: perType(QPAttrCurState|QPAttrQKey, maskRTSOpt, maskRCRTSRT, maskRCRTSRT, maskRCRTSRT, 0),
+		opt: perType(QPAttrCurState|QPAttrQKey, maskRTSOpt, maskRCRTSRT, maskRTSOpt, maskRCRTSRT, 0),
 	},
 	{QPStateSQD, QPStateSQD}: {
 		opt: perType(QPAttrPKeyIndex|QPAttrQKey, QPAttrAV|QPAttrAltPath|QPAttrAccessFlags|QPAttrPKeyIndex|QPAttrPathMigState,
@@ -69,10 +69,11 @@ var transitions = map[[2]QPState]transition{
 }
 
 // CheckModify reports whether a QP of type t may go from cur to next with
-// mask, as the kernel's ib_modify_qp_is_ok decides: every transition to
-// RESET or ERR is allowed; otherwise the transition must exist for the type,
-// mask must hold every required bit and no bit outside required | optional.
-// mask without QPAttrState checks a modification within cur.
+// mask, as the kernel's ib_modify_qp_is_ok decides: every state may go to
+// RESET, and every state but RESET to ERR, with no attribute but the state;
+// otherwise the transition must exist for the type, mask must hold every
+// required bit and no bit outside required | optional. mask without
+// QPAttrState checks a modification within cur.
 func CheckModify(t QPType, cur, next QPState, mask QPAttrMask) error {
 	if mask&QPAttrCurState != 0 && cur != QPStateRTR && cur != QPStateRTS &&
 		cur != QPStateSQD && cur != QPStateSQE {
@@ -82,6 +83,12 @@ func CheckModify(t QPType, cur, next QPState, mask QPAttrMask) error {
 		next = cur
 	}
 	if next == QPStateReset || next == QPStateErr {
+		if cur == QPStateReset && next == QPStateErr {
+			return Errorf("ibv_modify_qp", ErrQPState, "%s QP cannot go from %s to %s", t, cur, next)
+		}
+		if extra := mask &^ QPAttrState; extra != 0 {
+			return Errorf("ibv_modify_qp", ErrInvalidArgument, "%s -> %s on %s does not take %s", cur, next, t, extra)
+		}
 		return nil
 	}
 	tr := transitions[[2]QPState{cur, next}]
