@@ -1,0 +1,239 @@
+package soft
+
+import (
+	ctxpkg "context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Arming states of a CQ (ibv_req_notify_cq).
+const (
+	notifyNone = iota
+	notifyNext
+	notifySolicited
+)
+
+// queueCapacity rounds a requested queue size the way rxe does: the ring has
+// 2^n slots with one kept empty, so the usable size is 2^n - 1 >= req.
+func queueCapacity(req int) int {
+	c := 1
+	for c-1 < req {
+		c <<= 1
+	}
+	if c < 2 {
+		c = 2
+	}
+	return c - 1
+}
+
+type cq struct {
+	ctx *context
+	ch  *compChannel
+
+	mu     sync.Mutex
+	ring   []verbs.WC
+	head   int
+	count  int
+	armed  int
+	closed bool
+
+	uses usage // QPs and SRQs completing here
+	// forcedOverruns makes the next pushes behave as if the CQ were full
+	// (fault injection).
+	forcedOverruns atomic.Int64
+	// lost counts completions dropped by overruns.
+	lost atomic.Uint64
+}
+
+func newCQ(c *context, spec verbs.CQSpec) (*cq, error) {
+	const op = "ibv_create_cq"
+	if spec.CQE < 1 || spec.CQE > maxCQE {
+		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "cqe %d outside 1..%d", spec.CQE, maxCQE)
+	}
+	q := &cq{ctx: c, ring: make([]verbs.WC, queueCapacity(spec.CQE))}
+	if spec.Channel != nil {
+		ch, ok := spec.Channel.(*compChannel)
+		if !ok || ch.ctx != c {
+			return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "completion channel of another context or provider")
+		}
+		q.ch = ch
+		ch.uses.hold()
+	}
+	return q, nil
+}
+
+func (q *cq) rank() int { return rankCQ }
+func (q *cq) CQE() int  { return len(q.ring) }
+
+// push appends a completion. A full CQ loses it and raises IBV_EVENT_CQ_ERR,
+// one event per lost completion, as rxe does (SEMANTICS 10a); the CQ stays
+// usable.
+func (q *cq) push(wc *verbs.WC, solicited bool) {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	if q.count == len(q.ring) || q.forcedOverruns.Load() > 0 && q.forcedOverruns.Add(-1) >= 0 {
+		q.mu.Unlock()
+		q.lost.Add(1)
+		q.ctx.raise(verbs.AsyncEvent{Type: verbs.EventCQErr, CQ: q})
+		return
+	}
+	i := q.head + q.count
+	if i >= len(q.ring) {
+		i -= len(q.ring)
+	}
+	q.ring[i] = *wc
+	q.count++
+	fire := q.armed == notifyNext ||
+		q.armed == notifySolicited && (solicited || wc.Status != verbs.WCSuccess)
+	if fire {
+		q.armed = notifyNone
+	}
+	q.mu.Unlock()
+	if fire && q.ch != nil {
+		q.ch.signal(q)
+	}
+}
+
+// Poll copies out up to len(wcs) completions, oldest first.
+func (q *cq) Poll(wcs []verbs.WC) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return 0, errCQClosed
+	}
+	n := min(q.count, len(wcs))
+	for i := range n {
+		wcs[i] = q.ring[q.head]
+		q.head++
+		if q.head == len(q.ring) {
+			q.head = 0
+		}
+	}
+	q.count -= n
+	return n, nil
+}
+
+var errCQClosed = verbs.NewError("ibv_poll_cq", verbs.ErrClosed, "CQ")
+
+func (q *cq) ReqNotify(solicitedOnly bool) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return verbs.NewError("ibv_req_notify_cq", verbs.ErrClosed, "CQ")
+	}
+	switch {
+	case !solicitedOnly:
+		q.armed = notifyNext
+	case q.armed == notifyNone:
+		q.armed = notifySolicited
+	}
+	return nil
+}
+
+// AckEvents is a no-op: the soft CQ keeps no event count to drain.
+func (q *cq) AckEvents(int) {}
+
+func (q *cq) destroy() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+}
+
+func (q *cq) Close() error {
+	if q.uses.busy() {
+		return errBusy("ibv_destroy_cq", "CQ")
+	}
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	q.mu.Unlock()
+	if q.ctx.remove(q) && q.ch != nil {
+		q.ch.uses.release()
+	}
+	return nil
+}
+
+// compChannel delivers CQ events. The engine never blocks on it: signal
+// queues the CQ and pokes a one-slot channel.
+type compChannel struct {
+	ctx  *context
+	uses usage
+
+	mu     sync.Mutex
+	queue  []*cq
+	wake   chan struct{}
+	done   chan struct{}
+	closed bool
+}
+
+func newCompChannel(c *context) *compChannel {
+	return &compChannel{ctx: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (ch *compChannel) rank() int { return rankChannel }
+
+func (ch *compChannel) signal(q *cq) {
+	ch.mu.Lock()
+	if ch.closed {
+		ch.mu.Unlock()
+		return
+	}
+	ch.queue = append(ch.queue, q)
+	ch.mu.Unlock()
+	select {
+	case ch.wake <- struct{}{}:
+	default:
+	}
+}
+
+// GetCQEvent waits for the next CQ event or for ctx to end (then it returns
+// ctx.Err()).
+func (ch *compChannel) GetCQEvent(ctx ctxpkg.Context) (verbs.CQ, error) {
+	for {
+		ch.mu.Lock()
+		if ch.closed {
+			ch.mu.Unlock()
+			return nil, verbs.NewError("ibv_get_cq_event", verbs.ErrClosed, "completion channel")
+		}
+		if len(ch.queue) > 0 {
+			q := ch.queue[0]
+			ch.queue[0] = nil
+			ch.queue = ch.queue[1:]
+			ch.mu.Unlock()
+			return q, nil
+		}
+		ch.mu.Unlock()
+		select {
+		case <-ch.wake:
+		case <-ch.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (ch *compChannel) destroy() {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !ch.closed {
+		ch.closed = true
+		close(ch.done)
+	}
+}
+
+func (ch *compChannel) Close() error {
+	if ch.uses.busy() {
+		return errBusy("ibv_destroy_comp_channel", "completion channel")
+	}
+	ch.destroy()
+	ch.ctx.remove(ch)
+	return nil
+}

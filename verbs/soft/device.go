@@ -1,0 +1,186 @@
+package soft
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Device limits. They follow rxe where SEMANTICS of the real stack showed
+// them (max_sge 32, inline up to 512 bytes, at least 64 granted) and are
+// otherwise chosen to be generous but finite.
+const (
+	maxQPWR       = 1 << 14
+	maxSGE        = 32
+	maxInline     = 512
+	minInline     = 64
+	maxCQE        = 1 << 20
+	maxSRQWR      = 1 << 14
+	maxRdAtomic   = 16
+	maxObjects    = 1 << 16
+	firstQPN      = 0x11 // QPNs 0 and 1 are the special QPs; rxe starts at 17 too
+	portNum       = 1
+	grhLen        = 40
+	defaultHopLim = 64
+)
+
+type device struct {
+	p    *Provider
+	idx  int
+	name string
+	guid uint64
+	gids []verbs.GID
+
+	nextQPN  atomic.Uint32
+	nextKey  atomic.Uint32
+	nextSRQN atomic.Uint32
+
+	qps  cowMap[uint32, *qp]  // by QPN: where packets are delivered
+	mrs  cowMap[uint32, *mr]  // by key (lkey == rkey)
+	srqs cowMap[uint32, *srq] // XRC SRQs by SRQ number
+
+	mu       sync.Mutex
+	contexts map[*context]struct{}
+}
+
+func newDevice(p *Provider, i int) *device {
+	guid := 0x0200_5e00_0000_0000 | uint64(i+1)
+	d := &device{p: p, idx: i, name: deviceName(i), guid: guid, gids: deviceGIDs(i, guid),
+		contexts: make(map[*context]struct{})}
+	d.nextQPN.Store(firstQPN - 1)
+	d.nextKey.Store(0)
+	d.nextSRQN.Store(0)
+	return d
+}
+
+func (d *device) Name() string { return d.name }
+func (d *device) GUID() uint64 { return d.guid }
+
+// Open opens a context and starts its engine goroutine.
+func (d *device) Open() (verbs.Context, error) {
+	d.p.mu.Lock()
+	closed := d.p.closed
+	d.p.mu.Unlock()
+	if closed {
+		return nil, verbs.NewError("ibv_open_device", verbs.ErrClosed, d.name)
+	}
+	c := newContext(d)
+	d.mu.Lock()
+	d.contexts[c] = struct{}{}
+	d.mu.Unlock()
+	return c, nil
+}
+
+func (d *device) openContexts() []*context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*context, 0, len(d.contexts))
+	for c := range d.contexts {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (d *device) forget(c *context) {
+	d.mu.Lock()
+	delete(d.contexts, c)
+	d.mu.Unlock()
+}
+
+// newKey returns a fresh memory key: an index in the upper 24 bits and a
+// key byte in the lower 8, like hardware keys.
+func (d *device) newKey() uint32 {
+	n := d.nextKey.Add(1)
+	return n<<8 | (n*0x9d)&0xff
+}
+
+func (d *device) attr() verbs.DeviceAttr {
+	return verbs.DeviceAttr{
+		FWVer:        "verbsrt-soft 1.0",
+		NodeGUID:     d.guid,
+		SysImageGUID: d.guid,
+		MaxMRSize:    1 << 46,
+		PageSizeCap:  4096,
+		VendorID:     0,
+		VendorPartID: 0,
+		MaxQP:        maxObjects,
+		MaxQPWR:      maxQPWR,
+		DeviceCapFlags: verbs.DeviceRCRNRNAKGen | verbs.DeviceXRC | verbs.DeviceMemMgtExtensions |
+			verbs.DevicePortActiveEvent | verbs.DeviceSysImageGUID | verbs.DeviceCurrQPStateMod,
+		MaxSGE:          maxSGE,
+		MaxSGERd:        maxSGE,
+		MaxCQ:           maxObjects,
+		MaxCQE:          maxCQE,
+		MaxMR:           maxObjects,
+		MaxPD:           maxObjects,
+		MaxQPRdAtom:     maxRdAtomic,
+		MaxQPInitRdAtom: maxRdAtomic,
+		MaxSRQ:          maxObjects,
+		MaxSRQWR:        maxSRQWR,
+		MaxSRQSGE:       maxSGE,
+		MaxAH:           maxObjects,
+		AtomicCap:       verbs.AtomicHCA,
+		PhysPortCnt:     1,
+	}
+}
+
+func (d *device) port() verbs.PortAttr {
+	return verbs.PortAttr{
+		State:      verbs.PortActive,
+		MaxMTU:     verbs.MTU4096,
+		ActiveMTU:  d.p.mtu,
+		GIDTblLen:  len(d.gids),
+		MaxMsgSz:   verbs.MaxMessageSize,
+		PhysState:  5, // LinkUp
+		LinkLayer:  verbs.LinkLayerEthernet,
+		PKeyTblLen: 1,
+	}
+}
+
+// cowMap is a copy-on-write map: lookups on the data path are one atomic
+// load and a map read, with no lock; writes (object creation and
+// destruction) copy the map.
+type cowMap[K comparable, V any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[K]V]
+}
+
+func (c *cowMap[K, V]) get(k K) (V, bool) {
+	if m := c.m.Load(); m != nil {
+		v, ok := (*m)[k]
+		return v, ok
+	}
+	var zero V
+	return zero, false
+}
+
+func (c *cowMap[K, V]) put(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	n := make(map[K]V, 1)
+	if old != nil {
+		for kk, vv := range *old {
+			n[kk] = vv
+		}
+	}
+	n[k] = v
+	c.m.Store(&n)
+}
+
+func (c *cowMap[K, V]) del(k K) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old == nil {
+		return
+	}
+	n := make(map[K]V, len(*old))
+	for kk, vv := range *old {
+		if kk != k {
+			n[kk] = vv
+		}
+	}
+	c.m.Store(&n)
+}

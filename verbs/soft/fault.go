@@ -1,0 +1,85 @@
+package soft
+
+import (
+	"time"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// FaultKind selects an injected fault.
+type FaultKind int
+
+// Faults the soft device can inject, deterministically, for tests.
+const (
+	// FaultDelay holds each of the QP's next Count WQEs for Delay before
+	// it executes (the queue behind it waits too: RC is in order).
+	FaultDelay FaultKind = iota + 1
+	// FaultDrop loses the QP's next Count transmissions on the wire. A
+	// reliable QP retransmits after its ACK timeout and fails the WR with
+	// RETRY_EXC_ERR once retry_cnt retransmissions are lost too; UC and UD
+	// lose the message silently.
+	FaultDrop
+	// FaultRNR makes the QP, as a responder, answer the next Count
+	// messages that need a receive with RNR NAK, receives posted or not.
+	FaultRNR
+	// FaultQPError moves the QP to ERR at once, as a catastrophic error
+	// does: outstanding WRs flush and IBV_EVENT_QP_FATAL is raised.
+	FaultQPError
+	// FaultCQOverrun (InjectCQ only) loses the CQ's next Count completions
+	// as if it were full: each raises IBV_EVENT_CQ_ERR.
+	FaultCQOverrun
+)
+
+// Fault is one fault to inject.
+type Fault struct {
+	Kind  FaultKind
+	Count int           // how many WQEs, messages or completions; < 1 means 1
+	Delay time.Duration // FaultDelay only
+}
+
+type faultState struct {
+	delayN int
+	delay  time.Duration
+	dropN  int
+	rnrN   int
+}
+
+var errNotSoft = verbs.NewError("inject", verbs.ErrNotSupported, "not an object of the soft provider")
+
+// Inject arms a fault on a QP of the soft provider.
+func Inject(qpv verbs.QP, f Fault) error {
+	q, isSoft := qpv.(*qp)
+	if !isSoft {
+		return errNotSoft
+	}
+	n := max(f.Count, 1)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch f.Kind {
+	case FaultDelay:
+		q.faults.delayN, q.faults.delay = n, f.Delay
+	case FaultDrop:
+		q.faults.dropN = n
+	case FaultRNR:
+		q.faults.rnrN = n
+	case FaultQPError:
+		q.toErrorLocked()
+		q.ctx.raise(verbs.AsyncEvent{Type: verbs.EventQPFatal, QP: q})
+	default:
+		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a QP", f.Kind)
+	}
+	return nil
+}
+
+// InjectCQ arms a fault on a CQ of the soft provider (FaultCQOverrun).
+func InjectCQ(cqv verbs.CQ, f Fault) error {
+	q, isSoft := cqv.(*cq)
+	if !isSoft {
+		return errNotSoft
+	}
+	if f.Kind != FaultCQOverrun {
+		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a CQ", f.Kind)
+	}
+	q.forcedOverruns.Add(int64(max(f.Count, 1)))
+	return nil
+}

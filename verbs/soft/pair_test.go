@@ -1,0 +1,147 @@
+package soft_test
+
+import (
+	"context"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// side is one end of a test connection: a context, PD, CQ, QP and an MR.
+type side struct {
+	ctx verbs.Context
+	pd  verbs.PD
+	cq  verbs.CQ
+	qp  verbs.QP
+	mr  verbs.MR
+	gid verbs.GID
+}
+
+type pairOpts struct {
+	typ      verbs.QPType
+	sigAll   bool
+	sendWR   int
+	rnrRetry uint8
+	retry    uint8
+	timeout  uint8
+	minRNR   uint8
+	cqe      int
+}
+
+// newPair builds a provider with two devices and a connected QP pair, A on
+// soft0 and B on soft1, each with a 64 KiB MR of every access.
+func newPair(t testing.TB, o pairOpts) (a, b *side) {
+	t.Helper()
+	if o.typ == 0 {
+		o.typ = verbs.QPTypeRC
+	}
+	if o.sendWR == 0 {
+		o.sendWR = 256
+	}
+	if o.cqe == 0 {
+		o.cqe = 1024
+	}
+	if o.timeout == 0 {
+		o.timeout = 10
+	}
+	p := soft.New(soft.Config{Devices: 2})
+	t.Cleanup(func() { p.Close() })
+	devs, _ := p.Devices()
+	a, b = newSide(t, devs[0], o), newSide(t, devs[1], o)
+	connect(t, a, b, o)
+	connect(t, b, a, o)
+	return a, b
+}
+
+func newSide(t testing.TB, d verbs.Device, o pairOpts) *side {
+	t.Helper()
+	s := &side{}
+	var err error
+	must := func(e error) {
+		t.Helper()
+		if e != nil {
+			t.Fatal(e)
+		}
+	}
+	s.ctx, err = d.Open()
+	must(err)
+	s.gid, err = s.ctx.QueryGID(1, 1)
+	must(err)
+	s.pd, err = s.ctx.AllocPD()
+	must(err)
+	s.cq, err = s.ctx.CreateCQ(verbs.CQSpec{CQE: o.cqe})
+	must(err)
+	s.qp, err = s.pd.CreateQP(verbs.QPSpec{Type: o.typ, SendCQ: s.cq, RecvCQ: s.cq, SigAll: o.sigAll,
+		Caps: verbs.QPCaps{MaxSendWR: o.sendWR, MaxRecvWR: 256, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}})
+	must(err)
+	arena, err := verbs.NewArena(64 << 10)
+	must(err)
+	t.Cleanup(func() { arena.Close() })
+	s.mr, err = s.pd.RegMR(arena.Bytes(), verbs.AccessAllRemote)
+	must(err)
+	return s
+}
+
+func connect(t testing.TB, s, peer *side, o pairOpts) {
+	t.Helper()
+	access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
+	if o.typ == verbs.QPTypeUC {
+		access = verbs.AccessLocalWrite | verbs.AccessRemoteWrite
+	}
+	init := verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1, AccessFlags: access}
+	mask := verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort | verbs.QPAttrAccessFlags
+	if err := s.qp.Modify(&init, mask); err != nil {
+		t.Fatal(err)
+	}
+	rtr := verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPN: peer.qp.QPN(),
+		MaxDestRdAtomic: 16, MinRNRTimer: o.minRNR,
+		AH: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: peer.gid, SGIDIndex: 1, HopLimit: 64}}}
+	mask = verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN
+	if o.typ == verbs.QPTypeRC {
+		mask |= verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
+	}
+	if err := s.qp.Modify(&rtr, mask); err != nil {
+		t.Fatal(err)
+	}
+	rts := verbs.QPAttr{State: verbs.QPStateRTS, Timeout: o.timeout, RetryCnt: o.retry, RNRRetry: o.rnrRetry, MaxRdAtomic: 16}
+	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
+	if o.typ == verbs.QPTypeRC {
+		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
+	}
+	if err := s.qp.Modify(&rts, mask); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pollN polls cq until n completions arrived or the deadline passed.
+func pollN(t testing.TB, cq verbs.CQ, n int) []verbs.WC {
+	t.Helper()
+	out := make([]verbs.WC, 0, n)
+	buf := make([]verbs.WC, 32)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(out) < n {
+		k, err := cq.Poll(buf[:min(len(buf), n-len(out))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf[:k]...)
+		if k == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("got %d of %d completions before the deadline: %+v", len(out), n, out)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	return out
+}
+
+func sge(mr verbs.MR, off, n int) []verbs.SGE {
+	return []verbs.SGE{{Addr: mr.Addr() + uint64(off), Length: uint32(n), LKey: mr.LKey()}}
+}
+
+func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
+
+var _ = context.Background

@@ -1,0 +1,163 @@
+package soft
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// usage counts the objects that depend on another, so closing it early
+// fails with ErrBusy as the kernel's EBUSY does.
+type usage struct{ n atomic.Int64 }
+
+func (u *usage) hold()    { u.n.Add(1) }
+func (u *usage) release() { u.n.Add(-1) }
+func (u *usage) busy() bool {
+	return u.n.Load() > 0
+}
+
+func errBusy(op, what string) error {
+	return verbs.Errorf(op, verbs.ErrBusy, "%s is still in use", what)
+}
+
+type pd struct {
+	ctx  *context
+	uses usage
+}
+
+func (p *pd) rank() int              { return rankPD }
+func (p *pd) destroy()               {}
+func (p *pd) Context() verbs.Context { return p.ctx }
+
+func (p *pd) Close() error {
+	if p.uses.busy() {
+		return errBusy("ibv_dealloc_pd", "PD")
+	}
+	p.ctx.remove(p)
+	return nil
+}
+
+// RegMR registers buf. The soft device reaches it through the slice, so any
+// memory works, but only memory outside the Go heap (verbs.Arena) has
+// the lifetime real devices need.
+func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
+	const op = "ibv_reg_mr"
+	if len(buf) == 0 {
+		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "empty buffer")
+	}
+	// The IB spec: remote write or atomic access needs local write.
+	if access&(verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0 && access&verbs.AccessLocalWrite == 0 {
+		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE")
+	}
+	if access&(verbs.AccessMWBind|verbs.AccessZeroBased|verbs.AccessOnDemand) != 0 {
+		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "access %s", access)
+	}
+	m := &mr{pd: p, buf: buf, addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), access: access}
+	m.key = p.ctx.dev.newKey()
+	m.valid.Store(true)
+	if err := p.ctx.add(op, m); err != nil {
+		return nil, err
+	}
+	p.uses.hold()
+	p.ctx.dev.mrs.put(m.key, m)
+	return m, nil
+}
+
+func (p *pd) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
+	const op = "ibv_create_ah"
+	if err := checkAV(p.ctx.dev, &attr); err != nil {
+		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
+	}
+	a := &ah{pd: p, attr: attr}
+	if err := p.ctx.add(op, a); err != nil {
+		return nil, err
+	}
+	p.uses.hold()
+	return a, nil
+}
+
+func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) { return newQP(p, spec) }
+
+func (p *pd) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) { return newSRQ(p, spec) }
+
+// checkAV validates an address vector the way a RoCE device does: it needs
+// a GRH (RoCE has no LIDs) whose source GID index exists.
+type avError string
+
+func (e avError) Error() string { return string(e) }
+
+func checkAV(d *device, a *verbs.AHAttr) error {
+	if !a.IsGlobal {
+		return avError("RoCE address vectors need a GRH (is_global)")
+	}
+	if int(a.GRH.SGIDIndex) >= len(d.gids) {
+		return avError("sgid_index out of the GID table")
+	}
+	if a.PortNum != 0 && a.PortNum != portNum {
+		return avError("port_num")
+	}
+	return nil
+}
+
+type mr struct {
+	pd     *pd
+	buf    []byte
+	addr   uint64
+	key    uint32
+	access verbs.Access
+	// valid goes false when a LOCAL_INV or SEND_WITH_INV invalidates the
+	// key; remote and local accesses with it then fail.
+	valid  atomic.Bool
+	closed atomic.Bool
+}
+
+func (m *mr) rank() int            { return rankMR }
+func (m *mr) Addr() uint64         { return m.addr }
+func (m *mr) Len() int             { return len(m.buf) }
+func (m *mr) LKey() uint32         { return m.key }
+func (m *mr) RKey() uint32         { return m.key }
+func (m *mr) Access() verbs.Access { return m.access }
+func (m *mr) Bytes() []byte        { return m.buf }
+func (m *mr) destroy()             { m.pd.ctx.dev.mrs.del(m.key); m.closed.Store(true) }
+func (m *mr) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	if m.pd.ctx.remove(m) {
+		m.pd.ctx.dev.mrs.del(m.key)
+		m.pd.uses.release()
+	}
+	return nil
+}
+
+// slice returns the registered bytes [addr, addr+n), or nil when the range
+// is not inside the MR. n == 0 yields an empty, non-nil slice.
+func (m *mr) slice(addr, n uint64) []byte {
+	if addr < m.addr {
+		return nil
+	}
+	off := addr - m.addr
+	if off > uint64(len(m.buf)) || n > uint64(len(m.buf))-off {
+		return nil
+	}
+	return m.buf[off : off+n : off+n]
+}
+
+type ah struct {
+	pd     *pd
+	attr   verbs.AHAttr
+	closed atomic.Bool
+}
+
+func (a *ah) rank() int { return rankAH }
+func (a *ah) destroy()  { a.closed.Store(true) }
+func (a *ah) Close() error {
+	if a.closed.Swap(true) {
+		return nil
+	}
+	if a.pd.ctx.remove(a) {
+		a.pd.uses.release()
+	}
+	return nil
+}

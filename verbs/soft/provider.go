@@ -1,0 +1,109 @@
+package soft
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Config sets up a soft provider.
+type Config struct {
+	// Devices is how many devices the fabric has: soft0, soft1, ... (0
+	// means 1). Every device reaches every other, as HCAs on one switch.
+	Devices int
+	// ActiveMTU is the ports' active MTU in bytes: 256 to 4096 (0 means
+	// 4096). UD messages larger than it are dropped, as on hardware.
+	ActiveMTU int
+}
+
+// Provider is a software RDMA fabric: devices, and the wire between them.
+// Devices of one Provider reach each other; two Providers are two separate
+// fabrics. Safe for concurrent use.
+type Provider struct {
+	devices []*device
+	mtu     verbs.MTU
+
+	mu     sync.Mutex
+	byGID  map[verbs.GID]*device
+	closed bool
+}
+
+// New returns a provider with cfg.Devices devices. Nothing runs until a
+// device is opened: each open Context runs one engine goroutine (the "HCA")
+// that stops when the Context closes.
+func New(cfg Config) *Provider {
+	n := cfg.Devices
+	if n <= 0 {
+		n = 1
+	}
+	mtu := verbs.MTUFromBytes(cfg.ActiveMTU)
+	if mtu == 0 {
+		mtu = verbs.MTU4096
+	}
+	p := &Provider{mtu: mtu, byGID: make(map[verbs.GID]*device)}
+	for i := range n {
+		d := newDevice(p, i)
+		p.devices = append(p.devices, d)
+		for _, g := range d.gids {
+			p.byGID[g] = d
+		}
+	}
+	return p
+}
+
+// Name returns "soft".
+func (p *Provider) Name() string { return "soft" }
+
+// Devices lists the provider's devices.
+func (p *Provider) Devices() ([]verbs.Device, error) {
+	out := make([]verbs.Device, len(p.devices))
+	for i, d := range p.devices {
+		out[i] = d
+	}
+	return out, nil
+}
+
+// Device returns the device named name (e.g. "soft0").
+func (p *Provider) Device(name string) (verbs.Device, error) {
+	for _, d := range p.devices {
+		if d.name == name {
+			return d, nil
+		}
+	}
+	return nil, verbs.Errorf("ibv_get_device_list", verbs.ErrNotFound, "no device %q", name)
+}
+
+// Close closes every context still open on the provider's devices.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	for _, d := range p.devices {
+		for _, c := range d.openContexts() {
+			c.Close()
+		}
+	}
+	return nil
+}
+
+// deviceByGID finds the device a GID belongs to: the routing of the fabric.
+func (p *Provider) deviceByGID(g verbs.GID) *device {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byGID[g]
+}
+
+// deviceGIDs gives device i a link-local GID (index 0) derived from its GUID
+// and an IPv4-mapped one (index 1), the table rxe shows on a RoCEv2 port.
+func deviceGIDs(i int, guid uint64) []verbs.GID {
+	var ll verbs.GID
+	ll[0], ll[1] = 0xfe, 0x80
+	binary.BigEndian.PutUint64(ll[8:], guid)
+	v4 := netip.AddrFrom4([4]byte{10, 77, byte(i >> 8), byte(i + 1)})
+	return []verbs.GID{ll, verbs.GIDFromAddr(v4)}
+}
+
+func deviceName(i int) string { return fmt.Sprintf("soft%d", i) }

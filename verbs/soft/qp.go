@@ -1,0 +1,449 @@
+package soft
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// sendWQE is a posted send WR as the engine sees it. Slots and their SGE
+// and inline storage are allocated once, when the QP is created: posting
+// allocates nothing.
+type sendWQE struct {
+	id         uint64
+	op         verbs.Opcode
+	flags      verbs.SendFlags
+	signaled   bool
+	imm        uint32
+	invRKey    uint32
+	rdma       verbs.RDMA
+	atomic     verbs.Atomic
+	ah         *ah
+	remoteQPN  uint32
+	remoteQKey uint32
+	remoteSRQN uint32
+	length     uint64
+	sgl        []verbs.SGE // len = num_sge, cap = max_send_sge
+	inline     []byte      // len = inline bytes when flags has SendInline
+
+	// Transport state of the WQE at the head of the queue.
+	started   bool
+	rnrLeft   int // -1: retry forever
+	retryLeft int
+}
+
+type qp struct {
+	pd     *pd
+	ctx    *context
+	dev    *device
+	qpn    uint32
+	typ    verbs.QPType
+	sendCQ *cq
+	recvCQ *cq
+	srq    *srq
+	xrcd   *xrcd
+	sigAll bool
+	caps   verbs.QPCaps
+	limits verbs.SendLimits
+
+	mu      sync.Mutex
+	state   verbs.QPState
+	attr    verbs.QPAttr
+	sq      []sendWQE
+	sqHead  uint64 // next WQE to execute
+	sqTail  uint64 // next slot to fill
+	sqFreed uint64 // slots below this are free again: released by a signaled or failed completion
+	rq      recvQueue
+	closed  bool
+	// stalled is set while the head WQE waits for a timer (RNR NAK,
+	// transport retry, injected delay); the timer reschedules the QP.
+	stalled bool
+	timer   *time.Timer
+	faults  faultState
+
+	queued    atomic.Bool // on the engine's run queue
+	postCalls atomic.Uint64
+}
+
+func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
+	const op = "ibv_create_qp"
+	c := p.ctx
+	q := &qp{pd: p, ctx: c, dev: c.dev, typ: spec.Type, sigAll: spec.SigAll}
+	bad := func(detail string) (*qp, error) {
+		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, detail)
+	}
+	switch spec.Type {
+	case verbs.QPTypeRC, verbs.QPTypeUC, verbs.QPTypeUD, verbs.QPTypeXRCSend, verbs.QPTypeXRCRecv:
+	case verbs.QPTypeRawPacket:
+		return nil, verbs.NewError(op, verbs.ErrNotSupported, "RAW_PACKET QPs need an Ethernet device")
+	default:
+		return bad("unknown QP type")
+	}
+	hasSQ := spec.Type != verbs.QPTypeXRCRecv
+	hasRQ := spec.Type != verbs.QPTypeXRCSend && spec.Type != verbs.QPTypeXRCRecv
+	caps := spec.Caps
+	if hasSQ {
+		if caps.MaxSendWR < 1 || caps.MaxSendWR > maxQPWR {
+			return bad("max_send_wr outside 1..16384")
+		}
+		if caps.MaxSendSGE < 0 || caps.MaxSendSGE > maxSGE || caps.MaxInlineData < 0 || caps.MaxInlineData > maxInline {
+			return bad("max_send_sge above 32 or max_inline_data above 512")
+		}
+		sq, ok := spec.SendCQ.(*cq)
+		if !ok || sq.ctx != c {
+			return bad("send CQ missing or of another context")
+		}
+		q.sendCQ = sq
+		q.caps.MaxSendWR = queueCapacity(caps.MaxSendWR)
+		q.caps.MaxSendSGE = max(caps.MaxSendSGE, 1)
+		q.caps.MaxInlineData = max(caps.MaxInlineData, minInline)
+	}
+	if spec.SRQ != nil {
+		s, ok := spec.SRQ.(*srq)
+		if !ok || s.ctx != c {
+			return bad("SRQ of another context")
+		}
+		if (spec.Type == verbs.QPTypeXRCRecv) != (s.xrcd != nil) {
+			return bad("XRC_RECV QPs take XRC SRQs only, other QPs basic ones only")
+		}
+		q.srq = s
+	}
+	switch {
+	case spec.Type == verbs.QPTypeXRCRecv:
+		x, ok := spec.XRCD.(*xrcd)
+		if !ok || x.ctx != c {
+			return bad("XRC_RECV QPs need an XRCD of this context")
+		}
+		q.xrcd = x
+	case hasRQ:
+		rc, ok := spec.RecvCQ.(*cq)
+		if !ok || rc.ctx != c {
+			return bad("receive CQ missing or of another context")
+		}
+		q.recvCQ = rc
+		if q.srq == nil {
+			if caps.MaxRecvWR < 1 || caps.MaxRecvWR > maxQPWR || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > maxSGE {
+				return bad("max_recv_wr outside 1..16384 or max_recv_sge above 32")
+			}
+			q.caps.MaxRecvWR = queueCapacity(caps.MaxRecvWR)
+			q.caps.MaxRecvSGE = max(caps.MaxRecvSGE, 1)
+			q.rq = newRecvQueue(q.caps.MaxRecvWR, q.caps.MaxRecvSGE)
+		}
+	}
+	if hasSQ {
+		q.sq = make([]sendWQE, q.caps.MaxSendWR)
+		sgl := make([]verbs.SGE, q.caps.MaxSendWR*q.caps.MaxSendSGE)
+		inl := make([]byte, q.caps.MaxSendWR*q.caps.MaxInlineData)
+		for i := range q.sq {
+			s, n := i*q.caps.MaxSendSGE, i*q.caps.MaxInlineData
+			q.sq[i].sgl = sgl[s : s : s+q.caps.MaxSendSGE]
+			q.sq[i].inline = inl[n : n : n+q.caps.MaxInlineData]
+		}
+	}
+	q.limits = verbs.SendLimits{Type: q.typ, MaxSendSGE: q.caps.MaxSendSGE, MaxInlineData: q.caps.MaxInlineData}
+	q.attr.Cap = q.caps
+	q.timer = time.AfterFunc(time.Hour, q.timerFired)
+	q.timer.Stop()
+
+	if err := c.add(op, q); err != nil {
+		return nil, err
+	}
+	q.qpn = c.dev.nextQPN.Add(1)
+	p.uses.hold()
+	q.holdDeps(1)
+	c.dev.qps.put(q.qpn, q)
+	return q, nil
+}
+
+// holdDeps adds d to the usage counts of what the QP uses.
+func (q *qp) holdDeps(d int64) {
+	for _, u := range []*usage{cqUses(q.sendCQ), cqUses(q.recvCQ), srqUses(q.srq)} {
+		if u != nil {
+			u.n.Add(d)
+		}
+	}
+}
+
+func cqUses(c *cq) *usage {
+	if c == nil {
+		return nil
+	}
+	return &c.uses
+}
+
+func srqUses(s *srq) *usage {
+	if s == nil {
+		return nil
+	}
+	return &s.uses
+}
+
+func (q *qp) rank() int          { return rankQP }
+func (q *qp) QPN() uint32        { return q.qpn }
+func (q *qp) Type() verbs.QPType { return q.typ }
+func (q *qp) PostCalls() uint64  { return q.postCalls.Load() }
+func (q *qp) timerFired()        { q.mu.Lock(); q.stalled = false; q.mu.Unlock(); q.ctx.eng.schedule(q) }
+func (q *qp) stallFor(d time.Duration) {
+	q.stalled = true
+	q.timer.Reset(d)
+}
+
+var (
+	errPostState   = verbs.NewError("ibv_post_send", verbs.ErrQPState, "the QP is not in RTS, SQD, SQE or ERR")
+	errRecvState   = verbs.NewError("ibv_post_recv", verbs.ErrQPState, "the QP is in RESET")
+	errSQFull      = verbs.NewError("ibv_post_send", verbs.ErrNoMemory, "send queue full")
+	errQPClosed    = verbs.NewError("ibv_post_send", verbs.ErrClosed, "QP")
+	errRecvOnSRQ   = verbs.NewError("ibv_post_recv", verbs.ErrInvalidArgument, "the QP receives through an SRQ")
+	errNoRecvQueue = verbs.NewError("ibv_post_recv", verbs.ErrInvalidArgument, "XRC QPs have no receive queue")
+)
+
+// PostSend copies wrs into the send queue, inline payloads included, and
+// rings the engine's doorbell once.
+func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
+	q.mu.Lock()
+	n, err := q.postSendLocked(wrs)
+	flush := q.state == verbs.QPStateErr || q.state == verbs.QPStateSQE
+	if flush && n > 0 {
+		q.flushSendLocked()
+	}
+	q.mu.Unlock()
+	if n > 0 {
+		q.postCalls.Add(1)
+		if !flush {
+			q.ctx.eng.schedule(q)
+		}
+	}
+	return n, err
+}
+
+func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
+	if q.closed {
+		return 0, errQPClosed
+	}
+	switch q.state {
+	case verbs.QPStateRTS, verbs.QPStateSQD, verbs.QPStateSQE, verbs.QPStateErr:
+	default:
+		return 0, errPostState
+	}
+	for i := range wrs {
+		wr := &wrs[i]
+		if err := q.limits.Check(i, wr); err != nil {
+			return i, err
+		}
+		if q.sqTail-q.sqFreed >= uint64(len(q.sq)) {
+			return i, errSQFull
+		}
+		w := &q.sq[q.sqTail%uint64(len(q.sq))]
+		w.id, w.op, w.flags = wr.ID, wr.Opcode, wr.Flags
+		w.signaled = q.sigAll || wr.Flags&verbs.SendSignaled != 0
+		w.imm, w.invRKey = wr.Imm, wr.InvalidateRKey
+		w.rdma, w.atomic = wr.RDMA, wr.Atomic
+		w.remoteQPN, w.remoteQKey, w.remoteSRQN = wr.UD.RemoteQPN, wr.UD.RemoteQKey, wr.RemoteSRQN
+		w.ah, _ = wr.UD.AH.(*ah)
+		if q.typ == verbs.QPTypeUD && (w.ah == nil || w.ah.pd.ctx != q.ctx) {
+			return i, &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR,
+				Rule: "the address handle is not one of this device's"}
+		}
+		w.length = wr.Length()
+		w.started = false
+		w.sgl = append(w.sgl[:0], wr.SGL...)
+		w.inline = w.inline[:0]
+		if wr.Flags&verbs.SendInline != 0 {
+			// The data is copied now: the caller may reuse the buffer as
+			// soon as PostSend returns, and the L_Key is not checked.
+			for _, s := range wr.SGL {
+				w.inline = append(w.inline, userBytes(s.Addr, s.Length)...)
+			}
+		}
+		q.sqTail++
+	}
+	return len(wrs), nil
+}
+
+// PostRecv posts receive WRs. On a QP in ERR they complete at once with
+// WR_FLUSH_ERR, as the IB spec says (rxe 6.1 leaves them pending instead:
+// SEMANTICS 9b).
+func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.closed:
+		return 0, errQPClosed
+	case q.srq != nil:
+		return 0, errRecvOnSRQ
+	case q.recvCQ == nil:
+		return 0, errNoRecvQueue
+	case q.state == verbs.QPStateReset:
+		return 0, errRecvState
+	}
+	n, err := q.rq.post(wrs)
+	if q.state == verbs.QPStateErr {
+		q.flushRecvLocked()
+	}
+	return n, err
+}
+
+// flushSendLocked completes every WQE not yet completed with WR_FLUSH_ERR,
+// unsignaled ones included (SEMANTICS 9a).
+func (q *qp) flushSendLocked() {
+	for ; q.sqHead != q.sqTail; q.sqHead++ {
+		w := &q.sq[q.sqHead%uint64(len(q.sq))]
+		q.sendCQ.push(&verbs.WC{WRID: w.id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
+	}
+	q.sqFreed = q.sqTail
+	q.stalled = false
+	q.timer.Stop()
+}
+
+func (q *qp) flushRecvLocked() {
+	q.rq.drain(func(id uint64) {
+		q.recvCQ.push(&verbs.WC{WRID: id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
+	})
+}
+
+// toErrorLocked moves the QP to ERR and flushes its queues, receives first
+// as rxe orders them.
+func (q *qp) toErrorLocked() {
+	if q.state == verbs.QPStateErr {
+		return
+	}
+	q.state = verbs.QPStateErr
+	if q.recvCQ != nil && q.srq == nil {
+		q.flushRecvLocked()
+	}
+	if q.sq != nil {
+		q.flushSendLocked()
+	}
+}
+
+// Modify changes state and attributes after checking the transition and
+// its mask as the kernel does.
+func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	const op = "ibv_modify_qp"
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return verbs.NewError(op, verbs.ErrClosed, "QP")
+	}
+	cur, next := q.state, q.state
+	if mask&verbs.QPAttrState != 0 {
+		next = attr.State
+	}
+	if next > verbs.QPStateErr {
+		return verbs.Errorf(op, verbs.ErrInvalidArgument, "state %d", next)
+	}
+	if err := verbs.CheckModify(q.typ, cur, next, mask); err != nil {
+		return err
+	}
+	if err := q.checkAttrValues(attr, mask); err != nil {
+		return verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
+	}
+	q.applyAttr(attr, mask)
+	switch next {
+	case verbs.QPStateReset:
+		q.state = next
+		q.sqHead, q.sqFreed = q.sqTail, q.sqTail
+		q.rq.head = q.rq.tail
+		q.stalled = false
+		q.timer.Stop()
+		q.faults = faultState{}
+		q.attr = verbs.QPAttr{Cap: q.caps}
+	case verbs.QPStateErr:
+		q.toErrorLocked()
+	default:
+		q.state = next
+		if next == verbs.QPStateRTS && q.sqHead != q.sqTail {
+			defer q.ctx.eng.schedule(q)
+		}
+	}
+	q.attr.State = q.state
+	return nil
+}
+
+func (q *qp) checkAttrValues(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	switch {
+	case mask&verbs.QPAttrPort != 0 && a.PortNum != portNum:
+		return avError("port_num must be 1")
+	case mask&verbs.QPAttrPKeyIndex != 0 && a.PKeyIndex != 0:
+		return avError("pkey_index must be 0 (the P_Key table has one entry)")
+	case mask&verbs.QPAttrPathMTU != 0 && (a.PathMTU.Bytes() == 0 || a.PathMTU > verbs.MTU4096):
+		return avError("path_mtu")
+	case mask&verbs.QPAttrTimeout != 0 && a.Timeout > 31,
+		mask&verbs.QPAttrRetryCnt != 0 && a.RetryCnt > 7,
+		mask&verbs.QPAttrRNRRetry != 0 && a.RNRRetry > 7,
+		mask&verbs.QPAttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return avError("timeout, retry_cnt, rnr_retry or min_rnr_timer out of range")
+	case mask&verbs.QPAttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > maxRdAtomic,
+		mask&verbs.QPAttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > maxRdAtomic:
+		return avError("max_rd_atomic above 16")
+	case mask&verbs.QPAttrAccessFlags != 0 &&
+		a.AccessFlags&^(verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic) != 0:
+		return avError("qp_access_flags")
+	}
+	if mask&verbs.QPAttrAV != 0 {
+		return checkAV(q.dev, &a.AH)
+	}
+	return nil
+}
+
+func (q *qp) applyAttr(a *verbs.QPAttr, mask verbs.QPAttrMask) {
+	t := &q.attr
+	set := func(bit verbs.QPAttrMask, f func()) {
+		if mask&bit != 0 {
+			f()
+		}
+	}
+	set(verbs.QPAttrAccessFlags, func() { t.AccessFlags = a.AccessFlags })
+	set(verbs.QPAttrPKeyIndex, func() { t.PKeyIndex = a.PKeyIndex })
+	set(verbs.QPAttrPort, func() { t.PortNum = a.PortNum })
+	set(verbs.QPAttrQKey, func() { t.QKey = a.QKey })
+	set(verbs.QPAttrAV, func() { t.AH = a.AH })
+	set(verbs.QPAttrPathMTU, func() { t.PathMTU = a.PathMTU })
+	set(verbs.QPAttrTimeout, func() { t.Timeout = a.Timeout })
+	set(verbs.QPAttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
+	set(verbs.QPAttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
+	set(verbs.QPAttrRQPSN, func() { t.RQPSN = a.RQPSN })
+	set(verbs.QPAttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
+	set(verbs.QPAttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
+	set(verbs.QPAttrSQPSN, func() { t.SQPSN = a.SQPSN })
+	set(verbs.QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
+	set(verbs.QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
+}
+
+func (q *qp) Query() (verbs.QPAttr, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return verbs.QPAttr{}, verbs.NewError("ibv_query_qp", verbs.ErrClosed, "QP")
+	}
+	a := q.attr
+	a.State, a.CurState, a.Cap = q.state, q.state, q.caps
+	return a, nil
+}
+
+func (q *qp) destroy() {
+	q.mu.Lock()
+	q.closed = true
+	q.timer.Stop()
+	q.mu.Unlock()
+	q.dev.qps.del(q.qpn)
+}
+
+// Close destroys the QP. Outstanding WRs are dropped without completions,
+// as ibv_destroy_qp drops them.
+func (q *qp) Close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.mu.Unlock()
+	q.destroy()
+	if q.ctx.remove(q) {
+		q.pd.uses.release()
+		q.holdDeps(-1)
+	}
+	return nil
+}

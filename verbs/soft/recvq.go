@@ -1,0 +1,215 @@
+package soft
+
+import (
+	"sync"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// recvWQE is a posted receive. Its SGE storage is allocated once per slot.
+type recvWQE struct {
+	id  uint64
+	n   int
+	sgl []verbs.SGE
+}
+
+// recvQueue is a ring of receive WQEs (a QP's RQ or an SRQ). Its owner
+// locks it.
+type recvQueue struct {
+	slots      []recvWQE
+	head, tail uint64
+	maxSGE     int
+}
+
+func newRecvQueue(capacity, maxSGE int) recvQueue {
+	q := recvQueue{slots: make([]recvWQE, capacity), maxSGE: maxSGE}
+	backing := make([]verbs.SGE, capacity*maxSGE)
+	for i := range q.slots {
+		q.slots[i].sgl = backing[i*maxSGE : (i+1)*maxSGE : (i+1)*maxSGE]
+	}
+	return q
+}
+
+func (q *recvQueue) len() int { return int(q.tail - q.head) }
+
+// post appends wrs; it stops at the first that breaks a rule or finds the
+// queue full, with bad_wr semantics.
+func (q *recvQueue) post(wrs []verbs.RecvWR) (int, error) {
+	lim := verbs.RecvLimits{MaxRecvSGE: q.maxSGE}
+	for i := range wrs {
+		if err := lim.Check(i, &wrs[i]); err != nil {
+			return i, err
+		}
+		if q.len() == len(q.slots) {
+			return i, errRQFull
+		}
+		s := &q.slots[q.tail%uint64(len(q.slots))]
+		s.id = wrs[i].ID
+		s.n = copy(s.sgl, wrs[i].SGL)
+		q.tail++
+	}
+	return len(wrs), nil
+}
+
+var errRQFull = verbs.NewError("ibv_post_recv", verbs.ErrNoMemory, "receive queue full")
+
+// pop moves the oldest receive into dst (whose SGL must have room for
+// maxSGE entries) and reports whether there was one.
+func (q *recvQueue) pop(dst *recvWQE) bool {
+	if q.head == q.tail {
+		return false
+	}
+	s := &q.slots[q.head%uint64(len(q.slots))]
+	dst.id = s.id
+	dst.n = copy(dst.sgl[:cap(dst.sgl)], s.sgl[:s.n])
+	q.head++
+	return true
+}
+
+// drain removes every receive, calling fn for each (to flush it).
+func (q *recvQueue) drain(fn func(id uint64)) {
+	for ; q.head != q.tail; q.head++ {
+		fn(q.slots[q.head%uint64(len(q.slots))].id)
+	}
+}
+
+type srq struct {
+	pd   *pd
+	ctx  *context
+	xrcd *xrcd
+	cq   *cq // XRC SRQs: where their receives complete
+	srqn uint32
+	uses usage
+
+	mu     sync.Mutex
+	rq     recvQueue
+	limit  int
+	closed bool
+}
+
+func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
+	const op = "ibv_create_srq"
+	c := p.ctx
+	if spec.MaxWR < 1 || spec.MaxWR > maxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > maxSGE {
+		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "max_wr %d max_sge %d", spec.MaxWR, spec.MaxSGE)
+	}
+	s := &srq{pd: p, ctx: c, rq: newRecvQueue(queueCapacity(spec.MaxWR), max(spec.MaxSGE, 1))}
+	if spec.Limit > len(s.rq.slots) || spec.Limit < 0 {
+		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", spec.Limit, len(s.rq.slots))
+	}
+	s.limit = spec.Limit
+	switch spec.Type {
+	case verbs.SRQTypeBasic:
+	case verbs.SRQTypeXRC:
+		x, ok := spec.XRCD.(*xrcd)
+		q, okCQ := spec.CQ.(*cq)
+		if !ok || !okCQ || x.ctx != c || q.ctx != c {
+			return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "XRC SRQs need an XRCD and a CQ of this context")
+		}
+		s.xrcd, s.cq = x, q
+		s.srqn = c.dev.nextSRQN.Add(1)
+	default:
+		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "SRQ type %d", spec.Type)
+	}
+	if err := c.add(op, s); err != nil {
+		return nil, err
+	}
+	p.uses.hold()
+	if s.cq != nil {
+		s.cq.uses.hold()
+		c.dev.srqs.put(s.srqn, s)
+	}
+	return s, nil
+}
+
+func (s *srq) rank() int { return rankSRQ }
+
+func (s *srq) PostRecv(wrs []verbs.RecvWR) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, verbs.NewError("ibv_post_srq_recv", verbs.ErrClosed, "SRQ")
+	}
+	return s.rq.post(wrs)
+}
+
+// consume pops one receive for an incoming message. When that leaves fewer
+// than the armed limit, the limit disarms and SRQ_LIMIT_REACHED is raised
+// (SEMANTICS 15c, 15d: checked on consumption only).
+func (s *srq) consume(dst *recvWQE) bool {
+	s.mu.Lock()
+	if s.closed || !s.rq.pop(dst) {
+		s.mu.Unlock()
+		return false
+	}
+	fire := s.limit > 0 && s.rq.len() < s.limit
+	if fire {
+		s.limit = 0
+	}
+	s.mu.Unlock()
+	if fire {
+		s.ctx.raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
+	}
+	return true
+}
+
+func (s *srq) Modify(attr verbs.SRQAttr, mask verbs.SRQAttrMask) error {
+	const op = "ibv_modify_srq"
+	if mask&^(verbs.SRQAttrMaxWR|verbs.SRQAttrLimit) != 0 {
+		return verbs.Errorf(op, verbs.ErrInvalidArgument, "mask %#x", uint32(mask))
+	}
+	if mask&verbs.SRQAttrMaxWR != 0 {
+		return verbs.NewError(op, verbs.ErrNotSupported, "resizing an SRQ")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if mask&verbs.SRQAttrLimit != 0 {
+		if attr.Limit < 0 || attr.Limit > len(s.rq.slots) {
+			return verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", attr.Limit, len(s.rq.slots))
+		}
+		s.limit = attr.Limit
+	}
+	return nil
+}
+
+func (s *srq) Query() (verbs.SRQAttr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return verbs.SRQAttr{MaxWR: len(s.rq.slots), MaxSGE: s.rq.maxSGE, Limit: s.limit}, nil
+}
+
+func (s *srq) SRQN() (uint32, error) {
+	if s.xrcd == nil {
+		return 0, verbs.NewError("ibv_get_srq_num", verbs.ErrNotSupported, "a basic SRQ has no number")
+	}
+	return s.srqn, nil
+}
+
+func (s *srq) destroy() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	if s.xrcd != nil {
+		s.ctx.dev.srqs.del(s.srqn)
+	}
+}
+
+func (s *srq) Close() error {
+	if s.uses.busy() {
+		return errBusy("ibv_destroy_srq", "SRQ")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+	s.destroy()
+	if s.ctx.remove(s) {
+		s.pd.uses.release()
+		if s.cq != nil {
+			s.cq.uses.release()
+		}
+	}
+	return nil
+}
