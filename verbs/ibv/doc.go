@@ -1,0 +1,72 @@
+// Package ibv is the verbsrt provider over rdma-core's libibverbs: real RDMA
+// NICs and the kernel's Soft-RoCE (rdma_rxe). It implements the contract of
+// package verbs; New returns it, named "ibv".
+//
+// It needs cgo and Linux (libibverbs-dev to build, libibverbs1 and the
+// device's provider library, e.g. ibverbs-providers, to run). Without them
+// the package still builds and every entry point returns an error matching
+// verbs.ErrNotSupported.
+//
+// # Crossings
+//
+// A cgo call costs tens of nanoseconds and every ibv_post_send rings the
+// doorbell once however long its chain is (an MMIO write on mlx5, a write
+// system call on rxe), so the data path crosses into C once per batch, never
+// per work request:
+//
+//   - PostSend validates the whole batch in Go (verbs.SendLimits built from
+//     the capacities the QP was granted), writes the valid prefix into
+//     struct ibv_send_wr and struct ibv_sge arrays malloc'd once per QP, and
+//     hands it to ibv_post_send as one chain. A batch longer than the arrays
+//     is posted in chunks. The bad_wr of libibverbs maps back to an index in
+//     the caller's slice. PostCalls counts the ibv_post_send calls.
+//   - PostRecv does the same with ibv_post_recv and ibv_post_srq_recv.
+//   - Poll runs ibv_poll_cq once into a struct ibv_wc array malloc'd per CQ
+//     and copies it into the caller's []verbs.WC.
+//
+// The C helpers in shim.c each do the work of several crossings (or call a
+// verb that verbs.h defines as a static inline or a macro, which cgo cannot
+// call); their comments in shim.h say what each saves.
+//
+// # Memory
+//
+// C never keeps a Go pointer. Registered memory must be outside the Go heap
+// (verbs.Arena); its address is passed to ibv_reg_mr as is. Inline payloads,
+// whose SGEs may point at Go memory, are copied into per-QP C scratch memory
+// before ibv_post_send sees them. Where C must refer to a Go object (the
+// qp_context, cq_context and srq_context that completion and asynchronous
+// events carry) it holds a runtime/cgo.Handle, deleted only after the C
+// object is destroyed, which libibverbs does only once the events naming it
+// have been acknowledged.
+//
+// # Events
+//
+// The file descriptors of completion channels and of a context's
+// asynchronous events are made non-blocking and waited on through Go's
+// netpoller: no OS thread blocks in a read. GetCQEvent honours its
+// context.Context. Each open context runs one goroutine that reads
+// asynchronous events, acknowledges them and delivers them on AsyncEvents;
+// Context.Close stops it.
+//
+// # Where this provider adds rules to libibverbs
+//
+//   - PostSend before the QP reached RTS fails in Go with an error matching
+//     verbs.ErrQPState and EINVAL, and nothing is posted. rxe returns EINVAL
+//     for such a post but keeps the work requests and runs them once the QP
+//     reaches RTS; hardware would not. The state is the one the QP was last
+//     moved to through Modify (or seen in by Query). PostRecv in RESET fails
+//     the same way.
+//   - Modify checks the transition with verbs.CheckModify against the QP's
+//     current state first, so an illegal transition is ErrQPState on every
+//     provider rather than the kernel's bare EINVAL.
+//   - QueryPort and QueryGID report verbs.ErrNotFound for a port or GID index
+//     the device does not have.
+//
+// # Concurrency
+//
+// Every object is safe for concurrent use, as its libibverbs counterpart is.
+// The data path serializes per queue: PostSend calls on one QP take its send
+// lock, PostRecv calls its receive lock, Poll calls on one CQ the CQ's lock;
+// posting and polling do not wait for each other. Closing an object while
+// another goroutine uses it is a programming error, as destroying it is in C.
+package ibv

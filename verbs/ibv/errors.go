@@ -1,0 +1,20 @@
+package ibv
+
+import (
+	"syscall"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// errnoOf returns the errno err carries, or fallback when it carries none
+// (a NULL return from a verb that did not set errno).
+func errnoOf(err error, fallback syscall.Errno) syscall.Errno {
+	if e, ok := err.(syscall.Errno); ok && e != 0 {
+		return e
+	}
+	return fallback
+}
+
+// errClosed is returned by methods of an object (or of an object whose
+// context) that has been closed. Built once: it is on the data path.
+var errClosed = verbs.NewError("ibv", verbs.ErrClosed, "object or its context is closed")

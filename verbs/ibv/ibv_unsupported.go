@@ -1,0 +1,30 @@
+//go:build !linux || !cgo
+
+package ibv
+
+import (
+	"runtime"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Provider is the libibverbs provider. In this build (no cgo, or not Linux)
+// it has no devices: Devices returns an error matching
+// verbs.ErrNotSupported that says why. Safe for concurrent use.
+type Provider struct{}
+
+// New returns the provider.
+func New() *Provider { return &Provider{} }
+
+// Name returns "ibv".
+func (*Provider) Name() string { return "ibv" }
+
+// Devices returns an error matching verbs.ErrNotSupported: this build has no
+// libibverbs.
+func (*Provider) Devices() ([]verbs.Device, error) {
+	return nil, verbs.Errorf("ibv_get_device_list", verbs.ErrNotSupported,
+		"verbs/ibv requires cgo and Linux (this build: %s/%s, cgo disabled or unavailable)",
+		runtime.GOOS, runtime.GOARCH)
+}
+
+var _ verbs.Provider = (*Provider)(nil)
