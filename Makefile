@@ -1,0 +1,44 @@
+# verbsrt: `make test` is the full check, and the one command CI runs.
+
+GO       ?= go
+FUZZTIME ?= 30s
+
+.PHONY: test lint fmt vet staticcheck race fuzz demo
+
+# The full check: formatting, vet, staticcheck, then every test under the
+# race detector.
+test: lint race
+
+# The static checks only.
+lint: fmt vet staticcheck
+
+fmt:
+	@files="$$(gofmt -l .)"; \
+	if [ -n "$$files" ]; then \
+		echo "gofmt -l: these files need gofmt -w:"; echo "$$files"; exit 1; \
+	fi
+
+vet:
+	$(GO) vet ./...
+
+# staticcheck is pinned by the tool directive in go.mod.
+staticcheck:
+	$(GO) tool staticcheck ./...
+
+race:
+	$(GO) test -race -count=1 ./...
+
+# Runs every fuzz target of every package for FUZZTIME each.
+fuzz:
+	@set -e; \
+	for pkg in $$($(GO) list ./...); do \
+		targets="$$($(GO) test -list '^Fuzz' "$$pkg")"; \
+		for target in $$(printf '%s\n' "$$targets" | sed -n 's/^\(Fuzz[A-Za-z0-9_]*\)$$/\1/p'); do \
+			echo "== $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		done; \
+	done
+
+# Runs the main job on the soft provider.
+demo:
+	$(GO) run ./cmd/verbsrt demo
