@@ -75,13 +75,16 @@ func (e *engine) run() {
 			return
 		}
 		for {
+			// Swap the run queue with the spare slice, so schedulers append
+			// to one while the engine walks the other.
 			e.mu.Lock()
 			batch := e.runq
-			e.runq = e.spare[:0]
-			e.mu.Unlock()
 			if len(batch) == 0 {
+				e.mu.Unlock()
 				break
 			}
+			e.runq = e.spare[:0]
+			e.mu.Unlock()
 			for i, q := range batch {
 				e.process(q)
 				batch[i] = nil

@@ -48,9 +48,11 @@ func newPair(t testing.TB, o pairOpts) (a, b *side) {
 		o.timeout = 10
 	}
 	p := soft.New(soft.Config{Devices: 2})
-	t.Cleanup(func() { p.Close() })
 	devs, _ := p.Devices()
 	a, b = newSide(t, devs[0], o), newSide(t, devs[1], o)
+	// Cleanups run last-in first-out: the devices stop before the arenas
+	// under their MRs are unmapped.
+	t.Cleanup(func() { p.Close() })
 	connect(t, a, b, o)
 	connect(t, b, a, o)
 	return a, b
