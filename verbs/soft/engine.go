@@ -23,6 +23,11 @@ const processBudget = 64
 type engine struct {
 	ctx *context
 
+	// execMu is held while a WQE executes. Closing an MR or a QP takes
+	// and drops it on every engine of the fabric (Provider.quiesce), so
+	// once Close returns no engine still touches the memory or queue.
+	execMu sync.Mutex
+
 	mu    sync.Mutex
 	runq  []*qp
 	spare []*qp
@@ -119,7 +124,6 @@ func ok() result                   { return result{kind: done} }
 func fail(s verbs.WCStatus) result { return result{kind: failed, status: s} }
 func noAnswer() result             { return result{kind: lost} }
 func rnr(timer uint8) result       { return result{kind: rnrNAK, rnrDelay: verbs.RNRTimerDuration(timer)} }
-func (r result) isFailure() bool   { return r.kind == failed }
 func accessFail(reliable bool) result {
 	if reliable {
 		return fail(verbs.WCRemAccessErr)
@@ -160,7 +164,9 @@ func (e *engine) process(q *qp) {
 		e.snapshot(q, w)
 		q.mu.Unlock()
 
+		e.execMu.Lock()
 		res := e.execute(q, drop)
+		e.execMu.Unlock()
 
 		q.mu.Lock()
 		if q.sqHead != idx || q.closed || q.state != verbs.QPStateRTS {

@@ -1,10 +1,8 @@
 package soft_test
 
 import (
-	"context"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/soft"
@@ -143,7 +141,3 @@ func pollN(t testing.TB, cq verbs.CQ, n int) []verbs.WC {
 func sge(mr verbs.MR, off, n int) []verbs.SGE {
 	return []verbs.SGE{{Addr: mr.Addr() + uint64(off), Length: uint32(n), LKey: mr.LKey()}}
 }
-
-func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
-
-var _ = context.Background

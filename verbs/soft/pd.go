@@ -126,6 +126,7 @@ func (m *mr) Close() error {
 	}
 	if m.pd.ctx.remove(m) {
 		m.pd.ctx.dev.mrs.del(m.key)
+		m.pd.ctx.dev.p.quiesce()
 		m.pd.uses.release()
 	}
 	return nil

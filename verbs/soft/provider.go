@@ -107,3 +107,16 @@ func deviceGIDs(i int, guid uint64) []verbs.GID {
 }
 
 func deviceName(i int) string { return fmt.Sprintf("soft%d", i) }
+
+// quiesce waits until no engine of the fabric is in the middle of a WQE.
+// Callers first make the object they destroy unreachable (key or QPN table),
+// so no later WQE can find it.
+func (p *Provider) quiesce() {
+	for _, d := range p.devices {
+		for _, c := range d.openContexts() {
+			c.eng.execMu.Lock()
+			//lint:ignore SA2001 the empty critical section is the barrier
+			c.eng.execMu.Unlock()
+		}
+	}
+}

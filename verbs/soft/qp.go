@@ -429,6 +429,7 @@ func (q *qp) destroy() {
 	q.timer.Stop()
 	q.mu.Unlock()
 	q.dev.qps.del(q.qpn)
+	q.dev.p.quiesce()
 }
 
 // Close destroys the QP. Outstanding WRs are dropped without completions,
