@@ -1,0 +1,9 @@
+// Command verbsrt is verbsrt's command-line tool.
+//
+//	verbsrt demo [-s SIZE] [-b BATCH]
+//
+// demo runs the main job on the soft provider: it connects an RC QP on
+// soft0 to one on soft1, runs an RDMA WRITE, a READ, a SEND with immediate
+// data, a FETCH_AND_ADD, a CMP_AND_SWP and a batch of WRITEs posted with one
+// doorbell, checks the memory each touched and prints what happened.
+package main

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// commands are the subcommands, by name.
+var commands = map[string]struct {
+	run   func(args []string) error
+	usage string
+}{
+	"demo": {runDemo, "move data over RC QPs on the soft provider and print what happened"},
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	c, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "verbsrt: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err := c.run(os.Args[2:]); err != nil {
+		fmt.Fprintln(os.Stderr, "verbsrt "+os.Args[1]+":", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: verbsrt COMMAND [flags]")
+	for name, c := range commands {
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", name, c.usage)
+	}
+}
