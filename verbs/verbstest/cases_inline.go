@@ -1,0 +1,164 @@
+package verbstest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// inlinePair connects an RC pair whose requester asks for 64 bytes of
+// inline data; it skips when the device refuses inline data with
+// ErrNotSupported, and returns the granted max_inline_data.
+func inlinePair(t *testing.T, s *suite) (e *env, a, b *endpoint, granted int) {
+	t.Helper()
+	e = s.newEnv(t)
+	caps := defaultCaps
+	caps.MaxInlineData = 64
+	a, err := e.a.tryQP(qpOpt{typ: verbs.QPTypeRC, caps: caps})
+	if errors.Is(err, verbs.ErrNotSupported) {
+		t.Skipf("%s refused an RC QP with max_inline_data 64: %v", e.a.ctx.Device().Name(), err)
+	}
+	if err != nil {
+		t.Fatalf("A: CreateQP with max_inline_data 64: %v", err)
+	}
+	b = e.b.newQP(qpOpt{typ: verbs.QPTypeRC})
+	e.connect(a, b, defaultLink, defaultLink)
+	granted = a.caps().MaxInlineData
+	if granted < 64 {
+		t.Fatalf("max_inline_data 64 asked, %d granted", granted)
+	}
+	return e, a, b, granted
+}
+
+// goSGL is a gather list over Go memory with lkey 0, which only inline
+// sends may use. p must be heap memory (the collector does not move it)
+// and be kept alive until PostSend returns.
+func goSGL(p []byte) []verbs.SGE {
+	return []verbs.SGE{{Addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(p)))), Length: uint32(len(p))}}
+}
+
+// Inline/SendFromGoMemory (SEMANTICS.md 11b): an inline SEND from a plain
+// Go slice, lkey 0, is copied when posted: the slice is overwritten as
+// soon as PostSend returns and B still receives the original bytes.
+func testInlineFromGoMemory(t *testing.T, s *suite) {
+	e, a, b, _ := inlinePair(t, s)
+	rq := e.b.newMem(256, verbs.AccessLocalWrite)
+	want := pattern(64, 120)
+	src := bytes.Clone(want) // heap memory
+	b.recv(rq.recvWR(0xc00, 0, 256))
+	a.post(verbs.SendWR{ID: 120, Opcode: verbs.OpSend, Flags: verbs.SendSignaled | verbs.SendInline, SGL: goSGL(src)})
+	for i := range src {
+		src[i] = 'Z'
+	}
+	runtime.KeepAlive(src)
+	wantOK(t, e.waitWC(a.cq, "A's inline SEND"), 120, verbs.WCSend, a.qp.QPN())
+	wantRecv(t, e.waitWC(b.cq, "B's RECV"), 0xc00, verbs.WCRecv, b.qp.QPN(), 64, false, 0)
+	rq.wantOnly(t, "B's receive buffer", 0, want)
+}
+
+// Inline/TooLong (SEMANTICS.md 11b, 11c): in a list of an inline SEND of
+// exactly max_inline_data bytes, one of a byte more and a plain SEND, the
+// second is refused at post (*WRError, index 1), the first is posted and
+// delivered, the third is not posted; the QP stays RTS.
+func testInlineTooLong(t *testing.T, s *suite) {
+	e, a, b, granted := inlinePair(t, s)
+	rq := e.b.newMem(3*(granted+1), verbs.AccessLocalWrite)
+	la := e.a.newMem(64, verbs.AccessLocalWrite)
+	want := pattern(granted+1, 121)
+	src := bytes.Clone(want)
+	for k := range 3 {
+		b.recv(rq.recvWR(uint64(0xc10+k), k*(granted+1), granted+1))
+	}
+	wrs := []verbs.SendWR{
+		{ID: 121, Opcode: verbs.OpSend, Flags: verbs.SendSignaled | verbs.SendInline, SGL: goSGL(src[:granted])},
+		{ID: 122, Opcode: verbs.OpSend, Flags: verbs.SendSignaled | verbs.SendInline, SGL: goSGL(src)},
+		{ID: 123, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: la.sgl(0, 16)},
+	}
+	n, err := a.qp.PostSend(wrs)
+	runtime.KeepAlive(src)
+	wantWRError(t, "inline SEND of max_inline_data+1 bytes", n, err, 1, 122)
+	wantOK(t, e.waitWC(a.cq, "A's first SEND"), 121, verbs.WCSend, a.qp.QPN())
+	wantRecv(t, e.waitWC(b.cq, "B's RECV"), 0xc10, verbs.WCRecv, b.qp.QPN(), granted, false, 0)
+	wantBytes(t, "B's receive buffer", rq.buf[:granted], want[:granted])
+	e.noWC(a.cq, quiet, "A after the refused WR")
+	e.emptyNow(b.cq, "B's CQ")
+	wantState(t, a, verbs.QPStateRTS)
+}
+
+// Validate/TooManySGEsMidList (SEMANTICS.md 12a): in WRITE(1 SGE),
+// WRITE(max_send_sge+1 SGEs), WRITE(1 SGE) the second is refused
+// (*WRError, index 1), the first is posted and completes, the third is
+// not posted.
+func testValidateTooManySGEs(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	caps := defaultCaps
+	caps.MaxSendSGE = 2
+	a, _ := e.pair(qpOpt{typ: verbs.QPTypeRC, caps: caps}, qpOpt{typ: verbs.QPTypeRC})
+	g := a.caps().MaxSendSGE
+	la := e.a.newMem(8*(g+3), verbs.AccessLocalWrite)
+	rb := e.b.newMem(8*(g+3), verbs.AccessAllRemote)
+	copy(la.buf, pattern(8*(g+3), 130))
+	sgl := make([]verbs.SGE, g+1)
+	for i := range sgl {
+		sgl[i] = la.sgl(8*(i+1), 8)[0]
+	}
+	wrs := []verbs.SendWR{
+		{ID: 130, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: la.sgl(0, 8), RDMA: rb.rdma(0)},
+		{ID: 131, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: sgl, RDMA: rb.rdma(8)},
+		{ID: 132, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: la.sgl(8*(g+2), 8), RDMA: rb.rdma(8 * (g + 2))},
+	}
+	n, err := a.qp.PostSend(wrs)
+	wantWRError(t, "WRITE with max_send_sge+1 SGEs", n, err, 1, 131)
+	wantOK(t, e.waitWC(a.cq, "A's first WRITE"), 130, verbs.WCRDMAWrite, a.qp.QPN())
+	e.noWC(a.cq, quiet, "A after the refused WR")
+	rb.wantOnly(t, "B's memory (the first WRITE only)", 0, la.buf[:8])
+	wantState(t, a, verbs.QPStateRTS)
+}
+
+// Validate/AtomicMisaligned (SEMANTICS.md 5b): an atomic at a remote
+// address that is not 8-byte aligned, or with a 4-byte local SGE, is
+// refused at post; in a list the valid WR before it executes and the one
+// after is not posted. Nothing else changes and the QP stays RTS.
+func testValidateAtomic(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	a, _ := e.rcPair()
+	la := e.a.newMem(64, verbs.AccessLocalWrite)
+	rb := e.b.newMem(64, verbs.AccessAllRemote)
+	const start = 100
+	binary.NativeEndian.PutUint64(rb.buf[8:], start)
+	at := func(id uint64, op verbs.Opcode, off, sgeLen int) verbs.SendWR {
+		return verbs.SendWR{ID: id, Opcode: op, Flags: verbs.SendSignaled, SGL: la.sgl(0, sgeLen),
+			Atomic: verbs.Atomic{RemoteAddr: rb.addr(off), RKey: rb.mr.RKey(), CompareAdd: 1, Swap: 2}}
+	}
+	for _, c := range []struct {
+		what string
+		wr   verbs.SendWR
+	}{
+		{"FETCH_ADD at MR+12", at(140, verbs.OpAtomicFetchAdd, 12, 8)},
+		{"CMP_SWP at MR+12", at(141, verbs.OpAtomicCmpSwp, 12, 8)},
+		{"FETCH_ADD with a 4-byte SGE", at(142, verbs.OpAtomicFetchAdd, 8, 4)},
+	} {
+		n, err := a.qp.PostSend([]verbs.SendWR{c.wr})
+		wantWRError(t, c.what, n, err, 0, c.wr.ID)
+	}
+	n, err := a.qp.PostSend([]verbs.SendWR{
+		at(143, verbs.OpAtomicFetchAdd, 8, 8), at(144, verbs.OpAtomicCmpSwp, 12, 8), at(145, verbs.OpAtomicFetchAdd, 8, 8)})
+	wantWRError(t, "CMP_SWP at MR+12 in a list", n, err, 1, 144)
+	wc := e.waitWC(a.cq, "A's FETCH_ADD")
+	if wantOK(t, wc, 143, verbs.WCFetchAdd, a.qp.QPN()) {
+		wantLen(t, wc, 8)
+	}
+	e.noWC(a.cq, quiet, "A after the refused WRs")
+	if got := binary.NativeEndian.Uint64(rb.buf[8:]); got != start+1 {
+		t.Errorf("remote value %d, want %d (one FETCH_ADD of 1)", got, start+1)
+	}
+	if got := binary.NativeEndian.Uint64(la.buf); got != start {
+		t.Errorf("FETCH_ADD returned %d, want %d", got, start)
+	}
+	wantState(t, a, verbs.QPStateRTS)
+}
