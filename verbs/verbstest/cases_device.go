@@ -56,10 +56,15 @@ func testDeviceQuery(t *testing.T, s *suite) {
 		}
 		t.Logf("%s: %s port %d %v active_mtu %v gid[%d] %v", sd.name, dev.Name(), sd.port,
 			pa.LinkLayer, pa.ActiveMTU, sd.gidIndex, sd.gid)
+		// The contract: ErrNotFound for an unknown port or GID index.
 		bad := uint8(da.PhysPortCnt + 1)
 		if _, err := sd.ctx.QueryPort(bad); !errors.Is(err, verbs.ErrNotFound) {
 			t.Errorf("%s: QueryPort(%d) of a device with %d ports: err %v, want verbs.ErrNotFound",
 				sd.name, bad, da.PhysPortCnt, err)
+		}
+		if _, err := sd.ctx.QueryGID(sd.port, pa.GIDTblLen); !errors.Is(err, verbs.ErrNotFound) {
+			t.Errorf("%s: QueryGID(%d, %d) of a table of %d: err %v, want verbs.ErrNotFound",
+				sd.name, sd.port, pa.GIDTblLen, pa.GIDTblLen, err)
 		}
 	}
 }

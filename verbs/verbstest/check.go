@@ -292,6 +292,17 @@ func (m *mem) wantOnly(t *testing.T, what string, off int, data []byte) {
 		what, strings.Join(bad, " "), countDiff(m.all, want))
 }
 
+// wantFill checks that b holds fillByte only: nothing wrote there.
+func wantFill(t *testing.T, what string, b []byte) {
+	t.Helper()
+	for i, v := range b {
+		if v != fillByte {
+			t.Errorf("%s: written at offset %d (and %d bytes in all)", what, i, countDiff(b, bytes.Repeat([]byte{fillByte}, len(b))))
+			return
+		}
+	}
+}
+
 // drainEvents discards the events s's context has delivered so far.
 func drainEvents(s *side) {
 	for {
