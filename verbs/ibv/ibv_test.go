@@ -657,3 +657,39 @@ func TestClose(t *testing.T) {
 	}
 	goleak.VerifyNone(t)
 }
+
+// TestSendQueueFull (SEMANTICS.md 8b): a list longer than the send queue
+// stops at the granted max_send_wr with ENOMEM, as one ibv_post_send does,
+// however the provider chunks it.
+func TestSendQueueFull(t *testing.T) {
+	a, b := pair(t)
+	qa, err := a.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: a.cq, RecvCQ: a.cq,
+		Caps: verbs.QPCaps{MaxSendWR: 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb := b.newQP(verbs.QPTypeRC, nil)
+	toInit(t, qa)
+	toInit(t, qb)
+	toRTR(t, a, qa, b, qb)
+	toRTR(t, b, qb, a, qa)
+	toRTS(t, qa)
+	toRTS(t, qb)
+	attr, err := qa.Query()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capacity := attr.Cap.MaxSendWR
+	wrs := make([]verbs.SendWR, capacity+8)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{ID: uint64(i), Opcode: verbs.OpWrite, SGL: a.sgl(i*8, 8), RDMA: b.rdma(i * 8)}
+	}
+	n, err := qa.PostSend(wrs)
+	if n != capacity {
+		t.Errorf("posted %d of %d on a send queue of %d", n, len(wrs), capacity)
+	}
+	wantErr(t, "PostSend past the send queue", err, verbs.ErrNoMemory, syscall.ENOMEM)
+	if calls, _ := verbs.PostCalls(qa); calls != 1 {
+		t.Errorf("%d ibv_post_send calls, want 1", calls)
+	}
+}

@@ -163,17 +163,27 @@ func postError(op string, rc syscall.Errno, bad, index int, id uint64) error {
 	return verbs.FromErrno(op, rc, fmt.Sprintf("wr %d (id %#x)", index, id))
 }
 
-// recvQueue is sendQueue for receive WRs, of a QP or an SRQ.
-type recvQueue struct {
-	mem    unsafe.Pointer
-	wrs    []C.struct_ibv_recv_wr
-	sges   []C.struct_ibv_sge
-	bad    *C.int
-	maxSGE int
-	lim    verbs.RecvLimits
+// queueFull is the error of the WR at index that one post call could not
+// have taken, the queue holding capacity WRs at most.
+func queueFull(op string, index int, id uint64, capacity int) error {
+	return verbs.Errorf(op, verbs.ErrNoMemory, "wr %d (id %#x): the queue holds %d WRs", index, id, capacity)
 }
 
-func newRecvQueue(n, maxSGE int) (*recvQueue, error) {
+// recvQueue is sendQueue for receive WRs, of a QP or an SRQ.
+type recvQueue struct {
+	capacity int // granted max_recv_wr (max_wr of an SRQ)
+	mem      unsafe.Pointer
+	wrs      []C.struct_ibv_recv_wr
+	sges     []C.struct_ibv_sge
+	bad      *C.int
+	maxSGE   int
+	lim      verbs.RecvLimits
+}
+
+// newRecvQueue allocates the arrays for a queue of capacity WRs: chains of
+// up to maxChain.
+func newRecvQueue(capacity, maxSGE int) (*recvQueue, error) {
+	n := min(capacity, maxChain)
 	lim := verbs.RecvLimits{MaxRecvSGE: maxSGE}
 	maxSGE = max(maxSGE, 1)
 	wrBytes := n * C.sizeof_struct_ibv_recv_wr
@@ -182,7 +192,7 @@ func newRecvQueue(n, maxSGE int) (*recvQueue, error) {
 	if mem == nil {
 		return nil, verbs.FromErrno("ibv_post_recv", syscall.ENOMEM, "receive arrays")
 	}
-	r := &recvQueue{mem: mem, maxSGE: maxSGE, lim: lim}
+	r := &recvQueue{capacity: capacity, mem: mem, maxSGE: maxSGE, lim: lim}
 	r.wrs = unsafe.Slice((*C.struct_ibv_recv_wr)(mem), n)
 	r.sges = unsafe.Slice((*C.struct_ibv_sge)(unsafe.Add(mem, wrBytes)), n*maxSGE)
 	r.bad = (*C.int)(unsafe.Add(mem, size-C.sizeof_int))
@@ -198,6 +208,8 @@ func (r *recvQueue) free() {
 // the valid prefix goes down in chunks of len(r.wrs), one crossing each. The
 // caller holds the queue's lock.
 func (r *recvQueue) post(op string, qp *C.struct_ibv_qp, srq *C.struct_ibv_srq, wrs []verbs.RecvWR) (int, error) {
+	all := wrs // as in PostSend: never more than one call could take
+	wrs = wrs[:min(len(wrs), r.capacity)]
 	posted := 0
 	for posted < len(wrs) {
 		chunk := wrs[posted:min(len(wrs), posted+len(r.wrs))]
@@ -230,6 +242,9 @@ func (r *recvQueue) post(op string, qp *C.struct_ibv_qp, srq *C.struct_ibv_srq, 
 		if verr != nil {
 			return posted, verr
 		}
+	}
+	if posted < len(all) {
+		return posted, queueFull(op, posted, all[posted].ID, r.capacity)
 	}
 	return posted, nil
 }

@@ -146,7 +146,7 @@ func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) {
 		}
 	}
 	if q.srq == nil && q.cqs[1] != nil && q.caps.MaxRecvWR > 0 {
-		if q.rq, err = newRecvQueue(min(q.caps.MaxRecvWR, maxChain), q.caps.MaxRecvSGE); err != nil {
+		if q.rq, err = newRecvQueue(q.caps.MaxRecvWR, q.caps.MaxRecvSGE); err != nil {
 			q.destroy()
 			return nil, err
 		}
@@ -188,6 +188,11 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 	if s == nil {
 		return 0, q.lim.Check(0, &wrs[0]) // XRC_RECV: no send queue
 	}
+	// One ibv_post_send of more WRs than the send queue holds fails with
+	// ENOMEM at index max_send_wr (or earlier). Chunks must not change that:
+	// rxe retires WRs between two calls, and a later chunk could slip in.
+	all := wrs
+	wrs = wrs[:min(len(wrs), q.caps.MaxSendWR)]
 	posted := 0
 	for posted < len(wrs) {
 		chunk := wrs[posted:min(len(wrs), posted+len(s.wrs))]
@@ -215,6 +220,9 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 		if verr != nil {
 			return posted, verr
 		}
+	}
+	if posted < len(all) {
+		return posted, queueFull("ibv_post_send", posted, all[posted].ID, q.caps.MaxSendWR)
 	}
 	return posted, nil
 }

@@ -71,7 +71,7 @@ func (p *pd) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) {
 		return nil, verbs.FromErrno("ibv_create_srq_ex", errnoOf(errno, syscall.EINVAL), "")
 	}
 	s.c = c
-	if s.rq, err = newRecvQueue(min(int(got.max_wr), maxChain), int(got.max_sge)); err != nil {
+	if s.rq, err = newRecvQueue(int(got.max_wr), int(got.max_sge)); err != nil {
 		s.destroy()
 		return nil, err
 	}
