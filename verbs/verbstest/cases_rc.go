@@ -192,7 +192,7 @@ func remoteErrCase(t *testing.T, s *suite, access verbs.Access, mk func(la, rb *
 	wr := mk(la, rb)
 	wr.ID, wr.Flags = 20, wr.Flags|verbs.SendSignaled
 	a.post(wr)
-	wantErrWC(t, e.waitWC(a.cq, "A's "+wr.Opcode.String()), 20, a.qp.QPN(), verbs.ErrRemoteAccess, verbs.WCRemAccessErr)
+	wantErrWC(t, e.waitWC(a.cq, "A's "+wr.Opcode.String()), 20, a.qp.QPN(), verbs.WCRemAccessErr)
 	// The responder that NAKed goes to ERR too, flushing its receive.
 	wantFlushed(t, e.waitWC(b.cq, "B's RECV"), 0x300, b.qp.QPN())
 	e.waitState(a, verbs.QPStateErr)
@@ -260,9 +260,10 @@ func testRCWriteOOBStart(t *testing.T, s *suite) {
 }
 
 // RC/LocalBadLKey: a gather entry with an lkey that names no MR fails
-// locally. Accepted: LOC_PROT_ERR (rxe and mlx5) or LOC_ACCESS_ERR, the
-// statuses verbs.ErrLocalProtection stands for. A goes to ERR; nothing
-// reaches B.
+// locally, A goes to ERR and nothing reaches B. Accepted statuses:
+// LOC_PROT_ERR (the IB spec, mlx5), LOC_ACCESS_ERR, and LOC_QP_OP_ERR,
+// which rxe on Linux 6.1 reported when this suite ran on it through the
+// ibv provider. (SEMANTICS.md has no row for this case.)
 func testRCLocalBadLKey(t *testing.T, s *suite) {
 	e := s.newEnv(t)
 	a, b := e.rcPair()
@@ -272,8 +273,8 @@ func testRCLocalBadLKey(t *testing.T, s *suite) {
 	sgl := la.sgl(0, 64)
 	sgl[0].LKey ^= 0xff
 	a.post(verbs.SendWR{ID: 21, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: sgl, RDMA: rb.rdma(0)})
-	wantErrWC(t, e.waitWC(a.cq, "A's WRITE"), 21, a.qp.QPN(), verbs.ErrLocalProtection,
-		verbs.WCLocProtErr, verbs.WCLocAccessErr)
+	wantErrWC(t, e.waitWC(a.cq, "A's WRITE"), 21, a.qp.QPN(),
+		verbs.WCLocProtErr, verbs.WCLocAccessErr, verbs.WCLocQPOpErr)
 	e.waitState(a, verbs.QPStateErr)
 	rb.wantOnly(t, "B's memory", 0, nil)
 	wantState(t, b, verbs.QPStateRTS)
@@ -384,10 +385,10 @@ func testRCRecvTooShort(t *testing.T, s *suite) {
 	copy(la.buf, pattern(256, 60))
 	b.recv(rq.recvWR(0x500, 0, 64), rq.recvWR(0x501, 64, 192))
 	a.post(verbs.SendWR{ID: 60, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: la.sgl(0, 256)})
-	wantErrWC(t, e.waitWC(a.cq, "A's SEND"), 60, a.qp.QPN(), verbs.ErrRemoteOp,
+	wantErrWC(t, e.waitWC(a.cq, "A's SEND"), 60, a.qp.QPN(),
 		verbs.WCRemOpErr, verbs.WCRemInvReqErr)
 	wb := e.waitWCs(b.cq, 2, "B's RECVs")
-	wantErrWC(t, wb[0], 0x500, b.qp.QPN(), verbs.ErrLocalLength, verbs.WCLocQPOpErr, verbs.WCLocLenErr)
+	wantErrWC(t, wb[0], 0x500, b.qp.QPN(), verbs.WCLocQPOpErr, verbs.WCLocLenErr)
 	wantFlushed(t, wb[1], 0x501, b.qp.QPN())
 	e.waitState(a, verbs.QPStateErr)
 	e.waitState(b, verbs.QPStateErr)

@@ -24,7 +24,7 @@ func rnrExceeded(t *testing.T, s *suite, rnrRetry uint8, op verbs.Opcode) {
 		wr.RDMA, wr.Imm = rb.rdma(0), 7
 	}
 	a.post(wr)
-	wantErrWC(t, e.waitWC(a.cq, "A's "+op.String()), 70, a.qp.QPN(), verbs.ErrRNRRetryExceeded, verbs.WCRNRRetryExcErr)
+	wantErrWC(t, e.waitWC(a.cq, "A's "+op.String()), 70, a.qp.QPN(), verbs.WCRNRRetryExcErr)
 	e.waitState(a, verbs.QPStateErr)
 	wantState(t, b, verbs.QPStateRTS)
 	e.emptyNow(b.cq, "B's CQ (no receive was posted)")

@@ -160,10 +160,26 @@ func wantRecv(t *testing.T, wc verbs.WC, id uint64, op verbs.WCOpcode, qpn uint3
 	}
 }
 
+// statusSentinel is the sentinel of package verbs that a *WCError of
+// status s must match besides ErrQPError (the contract in verbs/errors.go).
+var statusSentinel = map[verbs.WCStatus]error{
+	verbs.WCWRFlushErr:     verbs.ErrFlushed,
+	verbs.WCRemAccessErr:   verbs.ErrRemoteAccess,
+	verbs.WCLocProtErr:     verbs.ErrLocalProtection,
+	verbs.WCLocAccessErr:   verbs.ErrLocalProtection,
+	verbs.WCRetryExcErr:    verbs.ErrRetryExceeded,
+	verbs.WCRNRRetryExcErr: verbs.ErrRNRRetryExceeded,
+	verbs.WCRemOpErr:       verbs.ErrRemoteOp,
+	verbs.WCRemInvReqErr:   verbs.ErrRemoteOp,
+	verbs.WCLocLenErr:      verbs.ErrLocalLength,
+	verbs.WCLocQPOpErr:     verbs.ErrLocalLength,
+}
+
 // wantErrWC checks a failed completion. Only wr_id, status and qp_num are
 // checked (ibv_poll_cq(3): nothing else is valid on an error WC). The status
-// must be one of statuses, and wc.Err() must match ErrQPError and sentinel.
-func wantErrWC(t *testing.T, wc verbs.WC, id uint64, qpn uint32, sentinel error, statuses ...verbs.WCStatus) {
+// must be one of statuses, and wc.Err() must be a *verbs.WCError matching
+// ErrQPError and the sentinel of the status.
+func wantErrWC(t *testing.T, wc verbs.WC, id uint64, qpn uint32, statuses ...verbs.WCStatus) {
 	t.Helper()
 	names := make([]string, len(statuses))
 	for i, s := range statuses {
@@ -174,11 +190,14 @@ func wantErrWC(t *testing.T, wc verbs.WC, id uint64, qpn uint32, sentinel error,
 		return
 	}
 	err := wc.Err()
-	if !errors.Is(err, verbs.ErrQPError) || !errors.Is(err, sentinel) {
-		t.Errorf("wr %#x: Err() = %v, want a match for ErrQPError and %v", id, err, sentinel)
+	if !errors.Is(err, verbs.ErrQPError) {
+		t.Errorf("wr %#x: Err() = %v, want a match for verbs.ErrQPError", id, err)
+	}
+	if s, ok := statusSentinel[wc.Status]; ok && !errors.Is(err, s) {
+		t.Errorf("wr %#x: Err() = %v, want a match for %v", id, err, s)
 	}
 	var we *verbs.WCError
-	if !errors.As(err, &we) || we.Status != wc.Status || we.WRID != id {
+	if !errors.As(err, &we) || we.Status != wc.Status || we.WRID != id || we.QPN != qpn {
 		t.Errorf("wr %#x: Err() = %#v, want a *verbs.WCError for it", id, err)
 	}
 }
@@ -186,7 +205,7 @@ func wantErrWC(t *testing.T, wc verbs.WC, id uint64, qpn uint32, sentinel error,
 // wantFlushed checks a WR_FLUSH_ERR completion.
 func wantFlushed(t *testing.T, wc verbs.WC, id uint64, qpn uint32) {
 	t.Helper()
-	wantErrWC(t, wc, id, qpn, verbs.ErrFlushed, verbs.WCWRFlushErr)
+	wantErrWC(t, wc, id, qpn, verbs.WCWRFlushErr)
 }
 
 // wantState checks ep's QP state now.
