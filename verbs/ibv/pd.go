@@ -36,14 +36,17 @@ func (p *pd) Context() verbs.Context { return p.ctx }
 
 // RegMR registers buf (ibv_reg_mr). buf must not be memory the Go collector
 // owns (use verbs.Arena): the device reads and writes it after RegMR returns,
-// and libibverbs keeps its address. An empty buf registers a zero-length
-// region at a nil address, where the device allows it.
+// and libibverbs keeps its address. An empty buf is ErrInvalidArgument, as
+// on every provider (the kernel's answer would vary by driver).
 func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	c, err := p.ptr()
 	if err != nil {
 		return nil, err
 	}
-	m, errno := C.vrt_reg_mr(c, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.int(access))
+	if len(buf) == 0 {
+		return nil, verbs.NewError("ibv_reg_mr", verbs.ErrInvalidArgument, "empty buffer")
+	}
+	m, errno := C.vrt_reg_mr(c, unsafe.Pointer(&buf[0]), C.size_t(len(buf)), C.int(access))
 	if m == nil {
 		return nil, verbs.FromErrno("ibv_reg_mr", errnoOf(errno, syscall.EINVAL),
 			"access "+access.String())
