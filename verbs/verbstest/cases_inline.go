@@ -61,6 +61,23 @@ func testInlineFromGoMemory(t *testing.T, s *suite) {
 	rq.wantOnly(t, "B's receive buffer", 0, want)
 }
 
+// Inline/WriteFromGoMemory: an inline RDMA WRITE from Go memory, lkey 0,
+// is copied when posted too and lands in B's MR.
+func testInlineWrite(t *testing.T, s *suite) {
+	e, a, _, _ := inlinePair(t, s)
+	rb := e.b.newMem(256, verbs.AccessAllRemote)
+	want := pattern(48, 122)
+	src := bytes.Clone(want)
+	a.post(verbs.SendWR{ID: 124, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled | verbs.SendInline,
+		SGL: goSGL(src), RDMA: rb.rdma(16)})
+	for i := range src {
+		src[i] = 'Z'
+	}
+	runtime.KeepAlive(src)
+	wantOK(t, e.waitWC(a.cq, "A's inline WRITE"), 124, verbs.WCRDMAWrite, a.qp.QPN())
+	rb.wantOnly(t, "B's memory", 16, want)
+}
+
 // Inline/TooLong (SEMANTICS.md 11b, 11c): in a list of an inline SEND of
 // exactly max_inline_data bytes, one of a byte more and a plain SEND, the
 // second is refused at post (*WRError, index 1), the first is posted and

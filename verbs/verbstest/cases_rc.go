@@ -1,6 +1,7 @@
 package verbstest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 
@@ -78,6 +79,32 @@ func testRCSendRecv(t *testing.T, s *suite) {
 	wc := sendRecv(t, e, a, b, verbs.SendWR{ID: 4, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: la.sgl(0, 100)}, rq)
 	wantRecv(t, wc, 0x100, verbs.WCRecv, b.qp.QPN(), 100, false, 0)
 	rq.wantOnly(t, "B's receive buffer", 0, data)
+}
+
+// RC/ScatterGather: a SEND gathered from three SGEs of two MRs lands
+// across a receive scattered over three SGEs, in order; byte_len is the
+// total.
+func testRCScatterGather(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	a, b := e.rcPair()
+	l1 := e.a.newMem(256, verbs.AccessLocalWrite)
+	l2 := e.a.newMem(256, verbs.AccessLocalWrite)
+	rq := e.b.newMem(512, verbs.AccessLocalWrite)
+	data := pattern(100, 9)
+	copy(l1.buf[10:], data[:30])
+	copy(l2.buf[0:], data[30:80])
+	copy(l1.buf[200:], data[80:])
+	gather := append(append(l1.sgl(10, 30), l2.sgl(0, 50)...), l1.sgl(200, 20)...)
+	scatter := append(append(rq.sgl(0, 40), rq.sgl(100, 40)...), rq.sgl(300, 100)...)
+	b.recv(verbs.RecvWR{ID: 0x101, SGL: scatter})
+	a.post(verbs.SendWR{ID: 9, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: gather})
+	wantOK(t, e.waitWC(a.cq, "A's SEND"), 9, verbs.WCSend, a.qp.QPN())
+	wantRecv(t, e.waitWC(b.cq, "B's RECV"), 0x101, verbs.WCRecv, b.qp.QPN(), 100, false, 0)
+	want := bytes.Repeat([]byte{fillByte}, 512)
+	copy(want[0:], data[:40])
+	copy(want[100:], data[40:80])
+	copy(want[300:], data[80:])
+	wantBytes(t, "B's scattered receive", rq.buf, want)
 }
 
 // RC/SendWithImm (SEMANTICS.md 16a): the immediate data arrives bit for

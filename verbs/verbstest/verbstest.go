@@ -102,6 +102,7 @@ var allCases = []testCase{
 	{"RC/WriteMultiMTU", testRCWriteMultiMTU},
 	{"RC/Read", testRCRead},         // 4 (control)
 	{"RC/SendRecv", testRCSendRecv}, // cross-cutting (RC receive WCs)
+	{"RC/ScatterGather", testRCScatterGather},
 	{"RC/SendWithImm", testRCSendWithImm},
 	{"RC/WriteWithImm", testRCWriteWithImm},                     // 16b
 	{"RC/WriteWithImmZeroLength", testRCWriteWithImmZeroLength}, // 16b
@@ -125,6 +126,7 @@ var allCases = []testCase{
 
 	{"RNR/RetryZero", testRNRRetryZero},                   // 6a
 	{"RNR/RetryOne", testRNRRetryOne},                     // 6b
+	{"RNR/MinRNRTimerHonored", testRNRTimerHonored},       // 6c, 6d
 	{"RNR/RetryInfiniteRecvLater", testRNRInfinite},       // 6g
 	{"RNR/WriteWithImmNoRecv", testRNRWriteWithImmNoRecv}, // 16c
 
@@ -145,7 +147,8 @@ var allCases = []testCase{
 	{"CompChannel/SolicitedOnlyWakesOnError", testChannelSolicitedErr}, // 17d
 
 	{"Inline/SendFromGoMemory", testInlineFromGoMemory}, // 11b
-	{"Inline/TooLong", testInlineTooLong},               // 11b, 11c
+	{"Inline/WriteFromGoMemory", testInlineWrite},
+	{"Inline/TooLong", testInlineTooLong}, // 11b, 11c
 
 	{"Validate/TooManySGEsMidList", testValidateTooManySGEs}, // 12a
 	{"Validate/AtomicMisaligned", testValidateAtomic},        // 5b
