@@ -1,0 +1,30 @@
+// Package cqpoller turns completions into resolved futures: dedicated
+// goroutines, each locked to its OS thread, poll completion queues in
+// batches of up to 32 WCs and hand every send completion to the qpactor.Actor
+// that posted it (wr_id encodes actor, slot and generation, so a stale or
+// unknown completion is counted and dropped, never misdelivered) and every
+// receive completion to the runtime's receive handler.
+//
+// # Idle policy
+//
+// A poller that finds its CQs empty follows its Policy:
+//   - Busy spins: lowest latency, one core per poller. Use it only where a
+//     core can be given away.
+//   - Adaptive (default) spins for Config.Spin, then polls with
+//     runtime.Gosched between rounds for Config.Yield, then arms every CQ
+//     (ReqNotify), polls once more to close the race with a completion that
+//     arrived before the arming, and sleeps on the completion channel. An
+//     idle runtime costs no CPU.
+//   - Event arms and sleeps after the first empty poll.
+//
+// Waking a parked locked goroutine costs about 15 µs on the development
+// machine (see the design notes), against ~90 ns for one that spins, hence
+// the spin phase while traffic flows.
+//
+// # Concurrency
+//
+// Add, Remove, Do and Close may be called from any goroutine. Completion
+// handling runs on the poller goroutine only; Do runs a function there, so
+// the runtime can fail an actor's outstanding WRs without racing
+// completions.
+package cqpoller

@@ -1,0 +1,316 @@
+package cqpoller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Policy is what a poller does when its CQs are empty.
+type Policy int
+
+// Idle policies.
+const (
+	Adaptive Policy = iota // spin, yield, then sleep on the completion channel
+	Busy                   // spin forever
+	Event                  // sleep on the completion channel at once
+)
+
+func (p Policy) String() string {
+	switch p {
+	case Busy:
+		return "busy"
+	case Event:
+		return "event"
+	}
+	return "adaptive"
+}
+
+// MaxBatch is the most WCs one Poll call asks for.
+const MaxBatch = 32
+
+// RecvBit marks a receive wr_id: the runtime's receive handler owns it.
+const RecvBit = 1 << 63
+
+// Config describes a poller.
+type Config struct {
+	Policy Policy
+	// Channel is the completion channel every CQ of this poller was created
+	// with; required unless Policy is Busy.
+	Channel verbs.CompChannel
+	Spin    time.Duration // adaptive: spin this long when empty (0: 50 µs)
+	Yield   time.Duration // adaptive: then yield between polls this long (0: 200 µs)
+	Batch   int           // WCs per Poll call, 1..32 (0: 32)
+	Logger  *slog.Logger
+}
+
+// Target is a CQ and who its completions go to.
+type Target struct {
+	CQ verbs.CQ
+	// Send receives the send completions (wr_id without RecvBit).
+	Send *qpactor.Actor
+	// Recv handles receive completions (wr_id with RecvBit); nil when the
+	// CQ has none.
+	Recv func(wc *verbs.WC)
+}
+
+// Stats are the poller's counters, for metrics.
+type Stats struct {
+	PollsEmpty  atomic.Uint64
+	PollsHit    atomic.Uint64
+	Sleeps      atomic.Uint64
+	Completions [32]atomic.Uint64 // by verbs.WCStatus
+	Stale       atomic.Uint64
+}
+
+// ErrClosed is returned by Add on a closed poller.
+var ErrClosed = errors.New("cqpoller: closed")
+
+// Poller polls a set of CQs on one locked goroutine.
+type Poller struct {
+	cfg Config
+	log *slog.Logger
+
+	targets atomic.Pointer[[]*Target]
+
+	mu       sync.Mutex
+	tasks    []func()
+	hasTasks atomic.Bool
+	wakeFn   context.CancelFunc
+	closed   bool
+
+	stop  chan struct{}
+	done  chan struct{}
+	stats Stats
+	wcs   []verbs.WC
+}
+
+// New returns a poller; Start runs it.
+func New(cfg Config) (*Poller, error) {
+	if cfg.Policy != Busy && cfg.Channel == nil {
+		return nil, errors.New("cqpoller: adaptive and event policies need a completion channel")
+	}
+	if cfg.Batch <= 0 || cfg.Batch > MaxBatch {
+		cfg.Batch = MaxBatch
+	}
+	if cfg.Spin <= 0 {
+		cfg.Spin = 50 * time.Microsecond
+	}
+	if cfg.Yield <= 0 {
+		cfg.Yield = 200 * time.Microsecond
+	}
+	p := &Poller{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), done: make(chan struct{}),
+		wcs: make([]verbs.WC, cfg.Batch)}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	p.targets.Store(&[]*Target{})
+	return p, nil
+}
+
+// Stats returns the poller's counters.
+func (p *Poller) Stats() *Stats { return &p.stats }
+
+// Start runs the poller goroutine.
+func (p *Poller) Start() { go p.run() }
+
+// Add starts polling t.CQ.
+func (p *Poller) Add(t *Target) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	old := *p.targets.Load()
+	n := append(append(make([]*Target, 0, len(old)+1), old...), t)
+	p.targets.Store(&n)
+	p.wakeLocked()
+	return nil
+}
+
+// Remove stops polling cq; once it returns the poller no longer touches it.
+func (p *Poller) Remove(cq verbs.CQ) {
+	p.mu.Lock()
+	old := *p.targets.Load()
+	n := make([]*Target, 0, len(old))
+	for _, t := range old {
+		if t.CQ != cq {
+			n = append(n, t)
+		}
+	}
+	p.targets.Store(&n)
+	p.mu.Unlock()
+	p.Do(func() {}) // a round trip: the loop has moved past any old view
+}
+
+// Do runs fn on the poller goroutine and waits for it: where the runtime
+// fails outstanding WRs without racing completion handling. After Close it
+// runs fn on the caller.
+func (p *Poller) Do(fn func()) {
+	ran := make(chan struct{})
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		fn()
+		return
+	}
+	p.tasks = append(p.tasks, func() { fn(); close(ran) })
+	p.hasTasks.Store(true)
+	p.wakeLocked()
+	p.mu.Unlock()
+	<-ran
+}
+
+func (p *Poller) wakeLocked() {
+	if p.wakeFn != nil {
+		p.wakeFn()
+		p.wakeFn = nil
+	}
+}
+
+// Close stops the poller goroutine after a last round of polling and
+// queued tasks.
+func (p *Poller) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	close(p.stop)
+	p.wakeLocked()
+	p.mu.Unlock()
+	<-p.done
+}
+
+func (p *Poller) runTasks() {
+	if !p.hasTasks.Load() {
+		return
+	}
+	p.mu.Lock()
+	tasks := p.tasks
+	p.tasks = nil
+	p.hasTasks.Store(false)
+	p.mu.Unlock()
+	for _, fn := range tasks {
+		fn()
+	}
+}
+
+// pollAll polls every CQ once and returns how many completions it handled.
+func (p *Poller) pollAll() int {
+	got := 0
+	for _, t := range *p.targets.Load() {
+		for {
+			n, err := t.CQ.Poll(p.wcs)
+			if err != nil {
+				break
+			}
+			for i := range p.wcs[:n] {
+				p.handle(t, &p.wcs[i])
+			}
+			got += n
+			if n < len(p.wcs) {
+				break
+			}
+		}
+	}
+	if got > 0 {
+		p.stats.PollsHit.Inc()
+	} else {
+		p.stats.PollsEmpty.Inc()
+	}
+	return got
+}
+
+func (p *Poller) handle(t *Target, wc *verbs.WC) {
+	p.stats.Completions[wc.Status&31].Inc()
+	if wc.WRID&RecvBit != 0 {
+		if t.Recv != nil {
+			t.Recv(wc)
+			return
+		}
+	} else if t.Send != nil && t.Send.Complete(wc) {
+		return
+	}
+	p.stats.Stale.Inc()
+	p.log.Debug("cqpoller: stale or unknown completion", "wr_id", wc.WRID, "status", wc.Status.Name())
+}
+
+func (p *Poller) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(p.done)
+	var idleSince time.Time
+	for {
+		p.runTasks()
+		if p.pollAll() > 0 {
+			idleSince = time.Time{}
+			continue
+		}
+		select {
+		case <-p.stop:
+			p.runTasks()
+			return
+		default:
+		}
+		if idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		idle := time.Since(idleSince)
+		switch {
+		case p.cfg.Policy == Busy:
+			if idle > p.cfg.Spin {
+				runtime.Gosched() // spin, but let others run on a small machine
+			}
+			continue
+		case p.cfg.Policy == Adaptive && idle < p.cfg.Spin:
+			continue
+		case p.cfg.Policy == Adaptive && idle < p.cfg.Spin+p.cfg.Yield:
+			runtime.Gosched()
+			continue
+		}
+		p.sleep()
+		idleSince = time.Time{}
+	}
+}
+
+// sleep arms every CQ, polls once more (a completion that arrived before
+// the arming raises no event), and waits for an event, a task, a new target
+// or Close.
+func (p *Poller) sleep() {
+	for _, t := range *p.targets.Load() {
+		if err := t.CQ.ReqNotify(false); err != nil {
+			p.log.Debug("cqpoller: ReqNotify", "err", err)
+		}
+	}
+	if p.pollAll() > 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.mu.Lock()
+	if p.closed || p.hasTasks.Load() {
+		p.mu.Unlock()
+		cancel()
+		return
+	}
+	p.wakeFn = cancel
+	p.mu.Unlock()
+	p.stats.Sleeps.Inc()
+	cq, err := p.cfg.Channel.GetCQEvent(ctx)
+	p.mu.Lock()
+	p.wakeFn = nil
+	p.mu.Unlock()
+	cancel()
+	if err == nil && cq != nil {
+		cq.AckEvents(1)
+	}
+}

@@ -1,0 +1,582 @@
+package qpactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Errors of the actor.
+var (
+	// ErrBusy is returned by TrySubmit when the inbox ring is full.
+	ErrBusy = errors.New("qpactor: inbox full")
+	// ErrClosed is returned for operations submitted to, or still queued
+	// in, an actor that is closing.
+	ErrClosed = errors.New("qpactor: actor closed")
+	// ErrTooLarge is returned for a batch with more WRs than the send
+	// queue holds: it could never be posted as one.
+	ErrTooLarge = errors.New("qpactor: batch larger than the send queue")
+)
+
+// Op is one operation: a send work request without the wr_id and the
+// SIGNALED flag, which the actor owns.
+type Op struct {
+	Opcode verbs.Opcode
+	// Flags may hold FENCE, SOLICITED and INLINE; SIGNALED is ignored.
+	Flags verbs.SendFlags
+	// Local is the local buffer (gather list of one). Length 0 means no
+	// local data. Atomics leave it zero: the actor supplies the 8 bytes
+	// their result lands in and reports it as Completion.Value.
+	Local      verbs.SGE
+	Remote     verbs.RDMA // RDMA READ/WRITE, and the target of atomics
+	CompareAdd uint64
+	Swap       uint64
+	Imm        uint32
+}
+
+// Scratch is registered memory the actor owns: 8 bytes per send-queue slot
+// where atomics write the value they found.
+type Scratch struct {
+	Bytes []byte
+	Addr  uint64
+	LKey  uint32
+}
+
+// Config describes an actor.
+type Config struct {
+	QP verbs.QP
+	// ID tells this actor's completions apart in wr_ids (16 bits).
+	ID uint16
+	// RingSize is the inbox capacity in submissions (0: 1024).
+	RingSize int
+	// SignalEvery signals every k-th WR (and the last of each drain); 0:
+	// a quarter of the send queue.
+	SignalEvery int
+	// Spin is how long the actor polls an empty inbox before it parks
+	// (0: 50 µs). Waking a parked locked goroutine costs ~15 µs here.
+	Spin time.Duration
+	// Scratch must hold 8 bytes per send-queue slot (ScratchSize).
+	Scratch  Scratch
+	Executor Executor
+	Logger   *slog.Logger
+}
+
+// ScratchSize returns how many bytes of registered scratch an actor over a
+// send queue of maxSendWR entries needs.
+func ScratchSize(maxSendWR int) int { return 8 * shadowSize(maxSendWR) }
+
+func shadowSize(maxSendWR int) int {
+	n := 2
+	for n < maxSendWR {
+		n <<= 1
+	}
+	return n
+}
+
+// submission is one caller's request in the inbox: one op, or a batch
+// sharing one future.
+type submission struct {
+	one   [1]Op
+	batch []Op
+	fut   *futState
+}
+
+func (s *submission) ops() []Op {
+	if s.batch != nil {
+		return s.batch
+	}
+	return s.one[:]
+}
+
+// entry shadows one outstanding WR. seq holds the WR's sequence number + 1
+// while it is outstanding (0: free); the actor writes the other fields
+// before it stores seq, the poller reads seq before the other fields.
+type entry struct {
+	seq    atomic.Uint64
+	fut    *futState
+	opcode verbs.Opcode
+	length uint32
+}
+
+// wr_id layout: the actor ID in the top 16 bits, the WR's sequence number
+// in the low 48. The sequence number is the slot (seq mod the shadow size)
+// and its generation (seq div the size) in one.
+const (
+	seqBits = 48
+	seqMask = 1<<seqBits - 1
+)
+
+// WRID encodes the wr_id of the WR with sequence number seq on actor id.
+func WRID(id uint16, seq uint64) uint64 { return uint64(id)<<seqBits | seq&seqMask }
+
+// DecodeWRID splits a wr_id made by WRID.
+func DecodeWRID(wrid uint64) (id uint16, seq uint64) { return uint16(wrid >> seqBits), wrid & seqMask }
+
+// Actor owns one QP: it is the only code that posts sends to it. Callers
+// submit from any goroutine; one poller goroutine reports the QP's send
+// completions with Complete.
+type Actor struct {
+	id      uint16
+	qp      verbs.QP
+	limits  verbs.SendLimits
+	sqDepth int
+	exec    Executor
+	log     *slog.Logger
+	spin    time.Duration
+	scratch Scratch
+
+	inbox *Ring[submission]
+	waker *Waker
+
+	// credits is the number of send-queue slots the actor may fill: the
+	// poller adds what it retires.
+	credits    atomic.Int64
+	closing    atomic.Bool
+	broken     atomic.Error // set when the QP can no longer complete WRs
+	postedTail atomic.Uint64
+
+	// Actor goroutine only.
+	seq         uint64
+	sinceSignal int
+	signalEvery int
+	chain       []verbs.SendWR
+	chainSGE    []verbs.SGE
+	owners      []*submission
+	drained     []submission
+
+	// Poller goroutine only.
+	entries []entry
+	mask    uint64
+	head    uint64
+
+	stats Stats
+	done  chan struct{}
+}
+
+// Stats are counters the actor keeps for metrics. Read them with Load.
+type Stats struct {
+	PostCalls atomic.Uint64 // PostSend calls (doorbells)
+	WRsPosted atomic.Uint64
+	Stale     atomic.Uint64 // completions whose wr_id matched no outstanding WR
+}
+
+// New builds an actor over cfg.QP, which must be in RTS. Start runs it.
+func New(cfg Config) (*Actor, error) {
+	attr, err := cfg.QP.Query()
+	if err != nil {
+		return nil, err
+	}
+	depth := attr.Cap.MaxSendWR
+	if len(cfg.Scratch.Bytes) < ScratchSize(depth) {
+		return nil, fmt.Errorf("qpactor: scratch of %d bytes, need %d", len(cfg.Scratch.Bytes), ScratchSize(depth))
+	}
+	a := &Actor{
+		id: cfg.ID, qp: cfg.QP, sqDepth: depth, exec: cfg.Executor, log: cfg.Logger,
+		spin: cfg.Spin, scratch: cfg.Scratch,
+		limits:      verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},
+		signalEvery: cfg.SignalEvery,
+		entries:     make([]entry, shadowSize(depth)),
+		chain:       make([]verbs.SendWR, 0, depth),
+		chainSGE:    make([]verbs.SGE, depth),
+		owners:      make([]*submission, 0, depth),
+		drained:     make([]submission, 0, depth),
+		done:        make(chan struct{}),
+		waker:       NewWaker(),
+	}
+	a.mask = uint64(len(a.entries) - 1)
+	if a.signalEvery <= 0 {
+		a.signalEvery = max(1, depth/4)
+	}
+	if a.spin <= 0 {
+		a.spin = 50 * time.Microsecond
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	ring := cfg.RingSize
+	if ring <= 0 {
+		ring = 1024
+	}
+	a.inbox = NewRing[submission](ring)
+	a.credits.Store(int64(depth))
+	return a, nil
+}
+
+// ID returns the actor's ID.
+func (a *Actor) ID() uint16 { return a.id }
+
+// QP returns the QP the actor owns.
+func (a *Actor) QP() verbs.QP { return a.qp }
+
+// Stats returns the actor's counters.
+func (a *Actor) Stats() *Stats { return &a.stats }
+
+// Credits returns how many send-queue slots are free now.
+func (a *Actor) Credits() int { return int(a.credits.Load()) }
+
+// Outstanding returns how many posted WRs have not completed.
+func (a *Actor) Outstanding() int { return a.sqDepth - a.Credits() }
+
+// Start runs the actor goroutine, locked to its OS thread.
+func (a *Actor) Start() { go a.run() }
+
+// Submit queues op and returns its future. When the inbox is full it waits
+// for room until ctx ends. Errors about op itself (a rule of
+// ibv_post_send(3) it breaks) come through the future, as a *verbs.WRError.
+func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
+	return a.submit(ctx, submission{one: [1]Op{*op}}, 1, true)
+}
+
+// SubmitBatch queues ops to be posted together (in one PostSend when
+// credits allow) with one future for all; the caller must not modify ops
+// until the future resolves.
+func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (Future, error) {
+	if len(ops) == 0 {
+		return Future{}, fmt.Errorf("qpactor: empty batch")
+	}
+	return a.submit(ctx, submission{batch: ops}, len(ops), true)
+}
+
+// TrySubmit is Submit that fails with ErrBusy instead of waiting.
+func (a *Actor) TrySubmit(op *Op) (Future, error) {
+	return a.submit(context.Background(), submission{one: [1]Op{*op}}, 1, false)
+}
+
+func (a *Actor) submit(ctx context.Context, sub submission, n int, wait bool) (Future, error) {
+	if a.closing.Load() {
+		return Future{}, ErrClosed
+	}
+	if err := a.broken.Load(); err != nil {
+		return Future{}, err
+	}
+	if n > a.sqDepth {
+		return Future{}, ErrTooLarge
+	}
+	s, f := newFuture(n, a.exec)
+	sub.fut = s
+	for spins := 0; !a.inbox.TryPush(&sub); spins++ {
+		if !wait {
+			s.release()
+			return Future{}, ErrBusy
+		}
+		if err := ctx.Err(); err != nil {
+			s.release()
+			return Future{}, err
+		}
+		if a.closing.Load() {
+			s.release()
+			return Future{}, ErrClosed
+		}
+		if spins < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(time.Duration(min(spins, 1000)) * time.Microsecond)
+		}
+	}
+	a.waker.Wake()
+	return f, nil
+}
+
+// run is the actor goroutine: drain, post, and park when idle.
+func (a *Actor) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(a.done)
+	idleSince := time.Time{}
+	for {
+		if a.drain() > 0 {
+			idleSince = time.Time{}
+			continue
+		}
+		if a.closing.Load() && (a.inbox.Peek() == nil || a.broken.Load() != nil) {
+			a.failQueued(ErrClosed)
+			return
+		}
+		if idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		if time.Since(idleSince) < a.spin {
+			runtime.Gosched()
+			continue
+		}
+		a.waker.PrepareSleep()
+		if a.canDrain() || a.closing.Load() {
+			a.waker.CancelSleep()
+			continue
+		}
+		a.waker.Sleep(nil) // Close wakes it through Wake
+		idleSince = time.Time{}
+	}
+}
+
+// canDrain reports whether drain would post something now.
+func (a *Actor) canDrain() bool {
+	s := a.inbox.Peek()
+	return s != nil && (a.broken.Load() != nil || int64(len(s.ops())) <= a.credits.Load())
+}
+
+// drain chains everything queued, up to the credits held, into one PostSend
+// and returns how many submissions it took from the inbox.
+func (a *Actor) drain() int {
+	if err := a.broken.Load(); err != nil {
+		return a.failQueued(err)
+	}
+	credits := int(a.credits.Load())
+	a.chain, a.owners = a.chain[:0], a.owners[:0]
+	a.drained = a.drained[:0]
+	taken := 0
+	// drained never grows past its capacity, so owners' pointers into it
+	// stay valid for the whole drain.
+	for len(a.drained) < cap(a.drained) {
+		s := a.inbox.Peek()
+		if s == nil {
+			break
+		}
+		ops := s.ops()
+		if len(ops) > credits-len(a.chain) {
+			break // wait for credits; order is kept
+		}
+		a.drained = append(a.drained, *s)
+		a.inbox.Pop()
+		taken++
+		sub := &a.drained[len(a.drained)-1]
+		if err := a.appendOps(sub); err != nil {
+			sub.fut.failN(err, len(sub.ops()))
+		}
+	}
+	if len(a.chain) > 0 {
+		a.post()
+	}
+	return taken
+}
+
+// appendOps validates a submission's ops and appends them to the chain; on
+// a rule broken, nothing of the submission is appended.
+func (a *Actor) appendOps(sub *submission) error {
+	start := len(a.chain)
+	for i, op := range sub.ops() {
+		wr := a.buildWR(&op, len(a.chain))
+		if err := a.limits.Check(i, &wr); err != nil {
+			a.chain = a.chain[:start]
+			a.owners = a.owners[:start]
+			return err
+		}
+		a.chain = append(a.chain, wr)
+		a.owners = append(a.owners, sub)
+	}
+	return nil
+}
+
+// buildWR turns op into the WR at position pos of the chain; the wr_id,
+// the shadow entry and signaling are set by post.
+func (a *Actor) buildWR(op *Op, pos int) verbs.SendWR {
+	wr := verbs.SendWR{Opcode: op.Opcode, Flags: op.Flags &^ verbs.SendSignaled, Imm: op.Imm, RDMA: op.Remote}
+	if op.Opcode.IsAtomic() {
+		wr.Atomic = verbs.Atomic{RemoteAddr: op.Remote.RemoteAddr, RKey: op.Remote.RKey,
+			CompareAdd: op.CompareAdd, Swap: op.Swap}
+		wr.RDMA = verbs.RDMA{}
+		a.chainSGE[pos] = verbs.SGE{Length: 8, LKey: a.scratch.LKey} // Addr set in post
+		wr.SGL = a.chainSGE[pos : pos+1 : pos+1]
+	} else if op.Local.Length > 0 {
+		a.chainSGE[pos] = op.Local
+		wr.SGL = a.chainSGE[pos : pos+1 : pos+1]
+	}
+	return wr
+}
+
+// post assigns sequence numbers and shadow entries, signals every k-th WR
+// and the last, and rings the doorbell once for the chain. When PostSend
+// stops at a bad WR, the submission owning it fails and the innocent WRs
+// after it go out in the next PostSend.
+func (a *Actor) post() {
+	for len(a.chain) > 0 {
+		posted, err := a.postOnce()
+		if err == nil {
+			return
+		}
+		// The WRs from posted on never reached the queue: their entries
+		// and credits go back.
+		base := a.seq
+		a.credits.Add(int64(len(a.chain) - posted))
+		for i := posted; i < len(a.chain); i++ {
+			a.entries[(base+uint64(i-posted))&a.mask].seq.Store(0)
+		}
+		var wrErr *verbs.WRError
+		if !errors.As(err, &wrErr) {
+			// Not about one WR (the QP's state, a closed QP): nothing after
+			// posted can go out either.
+			for i := posted; i < len(a.chain); i++ {
+				a.owners[i].fut.completeOne(verbs.WC{}, err, 0)
+			}
+			return
+		}
+		failed := a.owners[posted]
+		n := 0
+		for i := posted; i < len(a.chain) && a.owners[i] == failed; i++ {
+			n++
+		}
+		failed.fut.failN(err, n)
+		rest, restOwners := a.chain[posted+n:], a.owners[posted+n:]
+		a.log.Debug("qpactor: reposting after a bad WR", "qpn", a.qp.QPN(), "wrs", len(rest), "err", err)
+		a.chain = append(a.chain[:0], rest...)
+		a.owners = append(a.owners[:0], restOwners...)
+		for i := range a.chain {
+			if len(a.chain[i].SGL) > 0 {
+				a.chainSGE[i] = a.chain[i].SGL[0]
+				a.chain[i].SGL = a.chainSGE[i : i+1 : i+1]
+			}
+			a.chain[i].Flags &^= verbs.SendSignaled
+		}
+	}
+}
+
+// postOnce prepares the chain and calls PostSend once. a.seq advances by
+// the WRs posted.
+func (a *Actor) postOnce() (int, error) {
+	base := a.seq
+	for i := range a.chain {
+		wr := &a.chain[i]
+		seq := base + uint64(i)
+		slot := seq & a.mask
+		wr.ID = WRID(a.id, seq)
+		a.sinceSignal++
+		if a.sinceSignal >= a.signalEvery || i == len(a.chain)-1 {
+			wr.Flags |= verbs.SendSignaled
+			a.sinceSignal = 0
+		}
+		if wr.Opcode.IsAtomic() {
+			wr.SGL[0].Addr = a.scratch.Addr + 8*slot
+		}
+		e := &a.entries[slot]
+		e.fut, e.opcode, e.length = a.owners[i].fut, wr.Opcode, uint32(wr.Length())
+		e.seq.Store(seq + 1)
+	}
+	a.credits.Sub(int64(len(a.chain)))
+	posted, err := a.qp.PostSend(a.chain)
+	a.stats.PostCalls.Inc()
+	a.stats.WRsPosted.Add(uint64(posted))
+	a.seq = base + uint64(posted)
+	a.postedTail.Store(a.seq)
+	return posted, err
+}
+
+// failN fails n WRs of the operation that were never posted.
+func (s *futState) failN(err error, n int) {
+	for range n {
+		s.completeOne(verbs.WC{}, err, 0)
+	}
+}
+
+// failQueued fails everything still in the inbox with err.
+func (a *Actor) failQueued(err error) int {
+	n := 0
+	for s := a.inbox.Peek(); s != nil; s = a.inbox.Peek() {
+		fut, k := s.fut, len(s.ops())
+		a.inbox.Pop()
+		fut.failN(err, k)
+		n++
+	}
+	return n
+}
+
+// Complete handles a send completion of this actor's QP and reports
+// whether its wr_id matched an outstanding WR (false: stale or unknown,
+// counted and dropped). A signaled completion completes, in order, every
+// earlier unsignaled WR. Only the poller goroutine of the QP's CQ may call
+// it.
+func (a *Actor) Complete(wc *verbs.WC) bool {
+	id, seq := DecodeWRID(wc.WRID)
+	if id != a.id || a.entries[seq&a.mask].seq.Load() != seq+1 || seq < a.head {
+		a.stats.Stale.Inc()
+		return false
+	}
+	freed := 0
+	for ; a.head <= seq; a.head++ {
+		e := &a.entries[a.head&a.mask]
+		if e.seq.Load() != a.head+1 {
+			continue
+		}
+		fut := e.fut
+		if a.head == seq {
+			a.retire(e, fut, *wc)
+		} else {
+			// An unsignaled WR before a later completion succeeded: RC
+			// executes in order and a failed WR always completes.
+			a.retire(e, fut, verbs.WC{Opcode: verbs.WCOpcodeOf(e.opcode), ByteLen: e.length})
+		}
+		freed++
+	}
+	a.credits.Add(int64(freed))
+	a.waker.Wake()
+	return true
+}
+
+func (a *Actor) retire(e *entry, fut *futState, wc verbs.WC) {
+	var value uint64
+	if wc.Status == verbs.WCSuccess && e.opcode.IsAtomic() {
+		off := 8 * (a.head & a.mask)
+		value = leUint64(a.scratch.Bytes[off : off+8])
+	}
+	e.fut = nil
+	e.seq.Store(0)
+	fut.completeOne(wc, wc.Err(), value)
+}
+
+func leUint64(b []byte) uint64 {
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// FailOutstanding fails every posted WR that has not completed with err:
+// for completions that will never come (a CQ overrun lost them, or the
+// runtime is shutting down). Later completions for them count as stale.
+// Only the poller goroutine of the QP's CQ may call it.
+func (a *Actor) FailOutstanding(err error) int {
+	tail := a.postedTail.Load()
+	freed := 0
+	for ; a.head < tail; a.head++ {
+		e := &a.entries[a.head&a.mask]
+		if e.seq.Load() != a.head+1 {
+			continue
+		}
+		fut := e.fut
+		e.fut = nil
+		e.seq.Store(0)
+		fut.completeOne(verbs.WC{}, err, 0)
+		freed++
+	}
+	a.credits.Add(int64(freed))
+	a.waker.Wake()
+	return freed
+}
+
+// Break marks the QP unusable: queued and new operations fail with err.
+// The caller moves the QP to ERR and has the poller fail what is
+// outstanding.
+func (a *Actor) Break(err error) {
+	a.broken.CompareAndSwap(nil, err)
+	a.waker.Wake()
+}
+
+// Close stops accepting operations, posts what is queued while credits
+// allow until ctx ends, fails the rest with ErrClosed and stops the actor
+// goroutine. Outstanding WRs are the poller's to finish.
+func (a *Actor) Close(ctx context.Context) error {
+	a.closing.Store(true)
+	a.waker.Wake()
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		a.Break(ErrClosed)
+		<-a.done
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,263 @@
+package qpactor
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Errors of futures.
+var (
+	// ErrPending is returned by Err and Result while the operation is
+	// still in flight.
+	ErrPending = errors.New("qpactor: operation pending")
+	// ErrReleased is returned when a Future is used after it was consumed
+	// (by Wait returning a result, by Then or by Release): its state went
+	// back to the pool and may belong to another operation now.
+	ErrReleased = errors.New("qpactor: future already consumed")
+)
+
+// Completion is the result of a successful operation.
+type Completion struct {
+	Opcode  verbs.WCOpcode
+	ByteLen uint32 // bytes moved (for a batch: the sum)
+	// Value is what an atomic found at the remote address before it acted
+	// (FETCH_AND_ADD, CMP_AND_SWP); a compare-and-swap succeeded when
+	// Value equals the compare operand.
+	Value uint64
+	WRs   int // work requests the future covered: 1, or the batch size
+}
+
+// Executor runs Then callbacks off the poller goroutines; an
+// *ants.Pool satisfies it. Submit must not block: on error (pool full or
+// closed) the callback runs on a new goroutine instead.
+type Executor interface {
+	Submit(task func()) error
+}
+
+// Future states.
+const (
+	statePending uint32 = iota
+	stateDone
+)
+
+// futState is the pooled, recycled state behind a Future. gen changes each
+// time the state is recycled, so a stale Future handle is detected.
+type futState struct {
+	gen     atomic.Uint64
+	state   atomic.Uint32
+	pending atomic.Int32 // WRs not yet completed
+	failed  atomic.Bool  // err is set (first error wins)
+	comp    Completion
+	err     error
+	value   uint64
+
+	mu   sync.Mutex // guards done and then against the resolver
+	done chan struct{}
+	then func(Completion, error)
+	exec Executor
+}
+
+var futPool = sync.Pool{New: func() any { return new(futState) }}
+
+// newFuture takes a state from the pool for an operation of n WRs.
+func newFuture(n int, exec Executor) (*futState, Future) {
+	s := futPool.Get().(*futState)
+	s.pending.Store(int32(n))
+	s.exec = exec
+	s.comp.WRs = n
+	return s, Future{s: s, gen: s.gen.Load()}
+}
+
+// resolvedFuture returns a future already failed with err: for operations
+// rejected before they reach a queue.
+func resolvedFuture(err error, exec Executor) Future {
+	s, f := newFuture(1, exec)
+	s.completeOne(verbs.WC{}, err, 0)
+	return f
+}
+
+// completeOne records the completion of one WR of the operation; the last
+// one resolves the future. It is called exactly once per WR, by the poller
+// that owns the QP's completions or by the actor for a WR it never posted.
+func (s *futState) completeOne(wc verbs.WC, err error, value uint64) {
+	if err != nil {
+		if s.failed.CompareAndSwap(false, true) {
+			s.err = err
+		}
+	} else {
+		// Only the goroutine completing the last WR reads these, after the
+		// pending counter orders the writes before it.
+		s.comp.ByteLen += wc.ByteLen
+		s.comp.Opcode = wc.Opcode
+		if value != 0 {
+			s.comp.Value = value
+		}
+	}
+	if s.pending.Add(-1) != 0 {
+		return
+	}
+	s.state.Store(stateDone)
+	s.mu.Lock()
+	if s.done != nil {
+		close(s.done)
+	}
+	then := s.then
+	s.then = nil
+	s.mu.Unlock()
+	if then != nil {
+		s.runThen(then)
+	}
+}
+
+func (s *futState) result() (Completion, error) {
+	if s.failed.Load() {
+		return Completion{}, s.err
+	}
+	return s.comp, nil
+}
+
+func (s *futState) runThen(fn func(Completion, error)) {
+	comp, err := s.result()
+	task := func() {
+		defer s.release()
+		fn(comp, err)
+	}
+	if s.exec == nil || s.exec.Submit(task) != nil {
+		go task()
+	}
+}
+
+// release recycles the state. A Done channel that was handed out is not
+// reused: a new one is made the next time someone asks.
+func (s *futState) release() {
+	s.gen.Inc()
+	s.mu.Lock()
+	s.done, s.then, s.exec = nil, nil, nil
+	s.mu.Unlock()
+	s.state.Store(statePending)
+	s.failed.Store(false)
+	s.err = nil
+	s.comp = Completion{}
+	futPool.Put(s)
+}
+
+// Future is the result of an asynchronous operation. It is a small value:
+// copy it freely, but consume it once, with exactly one of Wait (once it
+// returned a result), Then or Release; after that its state is recycled and
+// every method returns ErrReleased. A Future may be waited on by one
+// goroutine; Done and Err may be called from any.
+type Future struct {
+	s   *futState
+	gen uint64
+}
+
+func (f Future) live() bool { return f.s != nil && f.s.gen.Load() == f.gen }
+
+// spinChecks is how many times Wait looks at a pending future, yielding
+// between looks, before it sleeps on a channel: completions on a busy
+// runtime arrive within microseconds, and a channel costs an allocation
+// and a wake-up.
+const spinChecks = 64
+
+// Wait blocks until the operation completes or ctx ends. A result (success
+// or failure of the operation) consumes the future; ctx ending does not, and
+// Wait may be called again.
+func (f Future) Wait(ctx context.Context) (Completion, error) {
+	if !f.live() {
+		return Completion{}, ErrReleased
+	}
+	s := f.s
+	for i := 0; s.state.Load() != stateDone; i++ {
+		if i < spinChecks {
+			runtime.Gosched()
+			continue
+		}
+		select {
+		case <-f.Done():
+		case <-ctx.Done():
+			if s.state.Load() != stateDone {
+				return Completion{}, ctx.Err()
+			}
+		}
+	}
+	comp, err := s.result()
+	s.release()
+	return comp, err
+}
+
+// Done returns a channel closed when the operation completes. The channel
+// is made on the first call only.
+func (f Future) Done() <-chan struct{} {
+	if !f.live() {
+		return closedChan
+	}
+	s := f.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Load() == stateDone {
+		return closedChan
+	}
+	if s.done == nil {
+		s.done = make(chan struct{})
+	}
+	return s.done
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Err returns ErrPending while the operation runs, then nil or its error.
+// It does not consume the future.
+func (f Future) Err() error {
+	_, err := f.Result()
+	return err
+}
+
+// Result returns the outcome without consuming the future: ErrPending while
+// the operation runs.
+func (f Future) Result() (Completion, error) {
+	if !f.live() {
+		return Completion{}, ErrReleased
+	}
+	if f.s.state.Load() != stateDone {
+		return Completion{}, ErrPending
+	}
+	return f.s.result()
+}
+
+// Then arranges for fn to run, on the runtime's worker pool, once the
+// operation completes (at once if it has). It consumes the future.
+func (f Future) Then(fn func(Completion, error)) {
+	if !f.live() {
+		go fn(Completion{}, ErrReleased)
+		return
+	}
+	s := f.s
+	s.mu.Lock()
+	if s.state.Load() != stateDone {
+		s.then = fn
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.runThen(fn)
+}
+
+// Release consumes the future without waiting: use it after Done and
+// Result. Releasing a pending future is allowed; its state is then left to
+// the collector instead of the pool.
+func (f Future) Release() {
+	if !f.live() {
+		return
+	}
+	if f.s.state.Load() != stateDone {
+		f.s.gen.Inc() // stale from now on; the resolver still holds it
+		return
+	}
+	f.s.release()
+}
