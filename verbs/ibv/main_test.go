@@ -3,6 +3,8 @@ package ibv_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -12,9 +14,41 @@ import (
 	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
-// TestMain fails the run when a goroutine outlives the tests: every context
-// a test opens must stop its asynchronous event reader when closed.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the run when a goroutine or a file descriptor outlives the
+// tests: every context must stop its asynchronous event reader when closed,
+// and every completion channel and context must close the descriptors it
+// duplicated for the netpoller.
+func TestMain(m *testing.M) {
+	// Open the netpoller's own descriptors (epoll, eventfd) before counting.
+	if r, w, err := os.Pipe(); err == nil {
+		r.Close()
+		w.Close()
+	}
+	before := openFDs()
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goroutines leaked: %v\n", err)
+			code = 1
+		}
+		if after := openFDs(); before >= 0 && after > before {
+			fmt.Fprintf(os.Stderr, "%d file descriptors leaked (%d open before the tests, %d after)\n",
+				after-before, before, after)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// openFDs counts the process's open file descriptors, -1 where /proc does
+// not tell.
+func openFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents) - 1 // the directory ReadDir itself had open
+}
 
 const (
 	// port and the GID picked on it: RoCEv2 over IPv4 (the IPv4-mapped GID,

@@ -28,7 +28,7 @@ type qp struct {
 	typ    verbs.QPType
 	caps   verbs.QPCaps // granted (ibv_query_qp after create)
 	srq    *srq
-	cqs    [2]*cq // send, receive: kept so that they outlive the QP's use
+	cqs    [2]*cq // send and receive CQ; nil where the type has none
 	closed atomic.Bool
 	// state is the state the QP was last moved to by Modify or seen in by
 	// Query. The QP can only leave RESET, INIT and RTR through Modify, so
@@ -161,7 +161,6 @@ func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) {
 func (q *qp) QPN() uint32             { return q.qpn }
 func (q *qp) Type() verbs.QPType      { return q.typ }
 func (q *qp) PostCalls() uint64       { return q.postCalls.Load() }
-func (q *qp) Caps() verbs.QPCaps      { return q.caps }
 func (q *qp) curState() verbs.QPState { return verbs.QPState(q.state.Load()) }
 
 // PostSend checks every WR (verbs.SendLimits from the granted caps), writes
