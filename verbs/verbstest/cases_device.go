@@ -297,3 +297,23 @@ func testQPStateQuery(t *testing.T, s *suite) {
 		t.Errorf("UD Query in INIT = %v qkey %#x, %v; want INIT qkey %#x", &got, got.QKey, err, udQKey)
 	}
 }
+
+// QPState/RecoverFromErr: a QP in ERR goes back to RESET and, connected
+// again (new PSNs), carries traffic.
+func testQPStateRecover(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	a, b := e.rcPair()
+	la := e.a.newMem(128, verbs.AccessLocalWrite)
+	rb := e.b.newMem(128, verbs.AccessAllRemote)
+	copy(la.buf, pattern(128, 13))
+	for _, ep := range []*endpoint{a, b} {
+		ep.toState(verbs.QPStateErr)
+		ep.toState(verbs.QPStateReset)
+		wantState(t, ep, verbs.QPStateReset)
+		ep.psn = (ep.psn + 0x1000) & 0xffffff
+	}
+	e.connect(a, b, defaultLink, defaultLink)
+	a.post(verbs.SendWR{ID: 13, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: la.sgl(0, 128), RDMA: rb.rdma(0)})
+	wantOK(t, e.waitWC(a.cq, "A's WRITE after the reconnect"), 13, verbs.WCRDMAWrite, a.qp.QPN())
+	rb.wantOnly(t, "B's memory", 0, la.buf)
+}

@@ -2,7 +2,6 @@ package verbstest
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"runtime"
 	"testing"
@@ -104,78 +103,5 @@ func testInlineTooLong(t *testing.T, s *suite) {
 	wantBytes(t, "B's receive buffer", rq.buf[:granted], want[:granted])
 	e.noWC(a.cq, quiet, "A after the refused WR")
 	e.emptyNow(b.cq, "B's CQ")
-	wantState(t, a, verbs.QPStateRTS)
-}
-
-// Validate/TooManySGEsMidList (SEMANTICS.md 12a): in WRITE(1 SGE),
-// WRITE(max_send_sge+1 SGEs), WRITE(1 SGE) the second is refused
-// (*WRError, index 1), the first is posted and completes, the third is
-// not posted.
-func testValidateTooManySGEs(t *testing.T, s *suite) {
-	e := s.newEnv(t)
-	caps := defaultCaps
-	caps.MaxSendSGE = 2
-	a, _ := e.pair(qpOpt{typ: verbs.QPTypeRC, caps: caps}, qpOpt{typ: verbs.QPTypeRC})
-	g := a.caps().MaxSendSGE
-	la := e.a.newMem(8*(g+3), verbs.AccessLocalWrite)
-	rb := e.b.newMem(8*(g+3), verbs.AccessAllRemote)
-	copy(la.buf, pattern(8*(g+3), 130))
-	sgl := make([]verbs.SGE, g+1)
-	for i := range sgl {
-		sgl[i] = la.sgl(8*(i+1), 8)[0]
-	}
-	wrs := []verbs.SendWR{
-		{ID: 130, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: la.sgl(0, 8), RDMA: rb.rdma(0)},
-		{ID: 131, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: sgl, RDMA: rb.rdma(8)},
-		{ID: 132, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: la.sgl(8*(g+2), 8), RDMA: rb.rdma(8 * (g + 2))},
-	}
-	n, err := a.qp.PostSend(wrs)
-	wantWRError(t, "WRITE with max_send_sge+1 SGEs", n, err, 1, 131)
-	wantOK(t, e.waitWC(a.cq, "A's first WRITE"), 130, verbs.WCRDMAWrite, a.qp.QPN())
-	e.noWC(a.cq, quiet, "A after the refused WR")
-	rb.wantOnly(t, "B's memory (the first WRITE only)", 0, la.buf[:8])
-	wantState(t, a, verbs.QPStateRTS)
-}
-
-// Validate/AtomicMisaligned (SEMANTICS.md 5b): an atomic at a remote
-// address that is not 8-byte aligned, or with a 4-byte local SGE, is
-// refused at post; in a list the valid WR before it executes and the one
-// after is not posted. Nothing else changes and the QP stays RTS.
-func testValidateAtomic(t *testing.T, s *suite) {
-	e := s.newEnv(t)
-	a, _ := e.rcPair()
-	la := e.a.newMem(64, verbs.AccessLocalWrite)
-	rb := e.b.newMem(64, verbs.AccessAllRemote)
-	const start = 100
-	binary.NativeEndian.PutUint64(rb.buf[8:], start)
-	at := func(id uint64, op verbs.Opcode, off, sgeLen int) verbs.SendWR {
-		return verbs.SendWR{ID: id, Opcode: op, Flags: verbs.SendSignaled, SGL: la.sgl(0, sgeLen),
-			Atomic: verbs.Atomic{RemoteAddr: rb.addr(off), RKey: rb.mr.RKey(), CompareAdd: 1, Swap: 2}}
-	}
-	for _, c := range []struct {
-		what string
-		wr   verbs.SendWR
-	}{
-		{"FETCH_ADD at MR+12", at(140, verbs.OpAtomicFetchAdd, 12, 8)},
-		{"CMP_SWP at MR+12", at(141, verbs.OpAtomicCmpSwp, 12, 8)},
-		{"FETCH_ADD with a 4-byte SGE", at(142, verbs.OpAtomicFetchAdd, 8, 4)},
-	} {
-		n, err := a.qp.PostSend([]verbs.SendWR{c.wr})
-		wantWRError(t, c.what, n, err, 0, c.wr.ID)
-	}
-	n, err := a.qp.PostSend([]verbs.SendWR{
-		at(143, verbs.OpAtomicFetchAdd, 8, 8), at(144, verbs.OpAtomicCmpSwp, 12, 8), at(145, verbs.OpAtomicFetchAdd, 8, 8)})
-	wantWRError(t, "CMP_SWP at MR+12 in a list", n, err, 1, 144)
-	wc := e.waitWC(a.cq, "A's FETCH_ADD")
-	if wantOK(t, wc, 143, verbs.WCFetchAdd, a.qp.QPN()) {
-		wantLen(t, wc, 8)
-	}
-	e.noWC(a.cq, quiet, "A after the refused WRs")
-	if got := binary.NativeEndian.Uint64(rb.buf[8:]); got != start+1 {
-		t.Errorf("remote value %d, want %d (one FETCH_ADD of 1)", got, start+1)
-	}
-	if got := binary.NativeEndian.Uint64(la.buf); got != start {
-		t.Errorf("FETCH_ADD returned %d, want %d", got, start)
-	}
 	wantState(t, a, verbs.QPStateRTS)
 }

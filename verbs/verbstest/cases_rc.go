@@ -39,6 +39,28 @@ func testRCWriteMultiMTU(t *testing.T, s *suite) {
 	rb.wantOnly(t, "B's memory", 7, data)
 }
 
+// RC/ReadAfterWrite: an RC responder executes requests in order, so a
+// READ posted after a WRITE to the same bytes (no fence needed) returns
+// what the WRITE wrote.
+func testRCReadAfterWrite(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	a, _ := e.rcPair()
+	la := e.a.newMem(2048, verbs.AccessLocalWrite)
+	rb := e.b.newMem(1024, verbs.AccessAllRemote)
+	copy(rb.buf, pattern(1024, 10))
+	data := pattern(1024, 11)
+	copy(la.buf, data)
+	a.post(
+		verbs.SendWR{ID: 10, Opcode: verbs.OpWrite, SGL: la.sgl(0, 1024), RDMA: rb.rdma(0)},
+		verbs.SendWR{ID: 11, Opcode: verbs.OpRead, Flags: verbs.SendSignaled, SGL: la.sgl(1024, 1024), RDMA: rb.rdma(0)})
+	wc := e.waitWC(a.cq, "A's READ")
+	if wantOK(t, wc, 11, verbs.WCRDMARead, a.qp.QPN()) {
+		wantLen(t, wc, 1024)
+	}
+	wantBytes(t, "what the READ returned", la.buf[1024:], data)
+	rb.wantOnly(t, "B's memory", 0, data)
+}
+
 // RC/Read (SEMANTICS.md 4, its control): a multi-packet READ returns the
 // remote bytes; byte_len is the length read.
 func testRCRead(t *testing.T, s *suite) {
@@ -78,6 +100,20 @@ func testRCSendRecv(t *testing.T, s *suite) {
 	copy(la.buf, data)
 	wc := sendRecv(t, e, a, b, verbs.SendWR{ID: 4, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: la.sgl(0, 100)}, rq)
 	wantRecv(t, wc, 0x100, verbs.WCRecv, b.qp.QPN(), 100, false, 0)
+	rq.wantOnly(t, "B's receive buffer", 0, data)
+}
+
+// RC/SendMultiMTU: a 5000-byte SEND spans several packets and fills the
+// receive in order.
+func testRCSendMultiMTU(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	a, b := e.rcPair()
+	la := e.a.newMem(5000, verbs.AccessLocalWrite)
+	rq := e.b.newMem(8192, verbs.AccessLocalWrite)
+	data := pattern(5000, 12)
+	copy(la.buf, data)
+	wc := sendRecv(t, e, a, b, verbs.SendWR{ID: 12, Opcode: verbs.OpSend, Flags: verbs.SendSignaled, SGL: la.sgl(0, 5000)}, rq)
+	wantRecv(t, wc, 0x100, verbs.WCRecv, b.qp.QPN(), 5000, false, 0)
 	rq.wantOnly(t, "B's receive buffer", 0, data)
 }
 

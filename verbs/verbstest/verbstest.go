@@ -97,11 +97,14 @@ var allCases = []testCase{
 	{"QPState/ExtraAttribute", testQPStateExtraAttribute},
 	{"QPState/IllegalTransition", testQPStateIllegalTransition},
 	{"QPState/QueryReportsState", testQPStateQuery},
+	{"QPState/RecoverFromErr", testQPStateRecover},
 
 	{"RC/WriteBasic", testRCWriteBasic}, // 3e
 	{"RC/WriteMultiMTU", testRCWriteMultiMTU},
+	{"RC/ReadAfterWrite", testRCReadAfterWrite},
 	{"RC/Read", testRCRead},         // 4 (control)
 	{"RC/SendRecv", testRCSendRecv}, // cross-cutting (RC receive WCs)
+	{"RC/SendMultiMTU", testRCSendMultiMTU},
 	{"RC/ScatterGather", testRCScatterGather},
 	{"RC/SendWithImm", testRCSendWithImm},
 	{"RC/WriteWithImm", testRCWriteWithImm},                     // 16b
@@ -152,6 +155,9 @@ var allCases = []testCase{
 
 	{"Validate/TooManySGEsMidList", testValidateTooManySGEs}, // 12a
 	{"Validate/AtomicMisaligned", testValidateAtomic},        // 5b
+
+	{"RecvQueue/TooManySGEsMidList", testRecvTooManySGEs},
+	{"RecvQueue/Overflow", testRecvOverflow},
 
 	{"UD/GRH", testUDGRH},                     // 13a
 	{"UD/LargerThanMTU", testUDLargerThanMTU}, // 13b
