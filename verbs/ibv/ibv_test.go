@@ -693,3 +693,40 @@ func TestSendQueueFull(t *testing.T) {
 		t.Errorf("%d ibv_post_send calls, want 1", calls)
 	}
 }
+
+// TestHotPathAllocs: posting a batch and polling its completion allocate
+// nothing: the WRs go into C arrays made at QP creation, the completions
+// into the caller's slice.
+func TestHotPathAllocs(t *testing.T) {
+	a, b := pair(t)
+	qa, _ := rcPair(t, a, b)
+	wrs := []verbs.SendWR{
+		{ID: 1, Opcode: verbs.OpWrite, SGL: a.sgl(0, 64), RDMA: b.rdma(0)},
+		{ID: 2, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: a.sgl(64, 64), RDMA: b.rdma(64)},
+	}
+	wcs := make([]verbs.WC, 4)
+	var failed error
+	allocs := testing.AllocsPerRun(50, func() {
+		if n, err := qa.PostSend(wrs); n != len(wrs) || err != nil {
+			failed = err
+			return
+		}
+		deadline := time.Now().Add(waitFor)
+		for {
+			n, err := a.cq.Poll(wcs)
+			if err != nil || n > 0 || time.Now().After(deadline) {
+				if n != 1 || wcs[0].Status != verbs.WCSuccess {
+					failed = errors.New("no single successful completion")
+				}
+				return
+			}
+			runtime.Gosched()
+		}
+	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if allocs != 0 {
+		t.Errorf("PostSend + Poll allocate %.1f times per batch, want 0", allocs)
+	}
+}
