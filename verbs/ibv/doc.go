@@ -62,6 +62,13 @@
 //   - QueryPort and QueryGID report verbs.ErrNotFound for a port or GID index
 //     the device does not have.
 //
+// # Testing
+//
+// The tests need an RDMA device and skip without one. verbs/ibv/rxevm runs
+// them against the kernel's Soft-RoCE (rdma_rxe) in a throwaway QEMU guest:
+// verbs/ibv/rxevm/test-rxe from the repository root. They include the
+// verbs/verbstest conformance suite, which the soft provider passes too.
+//
 // # Concurrency
 //
 // Every object is safe for concurrent use, as its libibverbs counterpart is.
