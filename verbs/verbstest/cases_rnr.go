@@ -81,3 +81,28 @@ func testRNRInfinite(t *testing.T, s *suite) {
 	wantState(t, a, verbs.QPStateRTS)
 	wantState(t, b, verbs.QPStateRTS)
 }
+
+// RC/RetryExceeded (SEMANTICS.md 9a's set-up, 6e's status): towards a B
+// left in INIT, whose QP drops every packet, A retries retry_cnt (1) times
+// after its ACK timeout (10: 4 ms) and fails the WRITE with
+// RETRY_EXC_ERR; the WR after it is flushed and A is in ERR. (Timing is
+// not asserted: rxe's timers have jiffy granularity.)
+func testRCRetryExceeded(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	a, b := e.a.newQP(qpOpt{typ: verbs.QPTypeRC}), e.b.newQP(qpOpt{typ: verbs.QPTypeRC})
+	la := e.a.newMem(128, verbs.AccessLocalWrite)
+	rb := e.b.newMem(128, verbs.AccessAllRemote)
+	l := link{Timeout: 10, RetryCnt: 1, RNRRetry: 7, MinRNRTimer: 12}
+	a.toInit()
+	b.toInit()
+	a.toRTR(b, e.mtu, l)
+	a.toRTS(l)
+	a.post(
+		verbs.SendWR{ID: 72, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: la.sgl(0, 64), RDMA: rb.rdma(0)},
+		verbs.SendWR{ID: 73, Opcode: verbs.OpWrite, SGL: la.sgl(64, 64), RDMA: rb.rdma(64)})
+	wcs := e.waitWCs(a.cq, 2, "A's WRITEs")
+	wantErrWC(t, wcs[0], 72, a.qp.QPN(), verbs.WCRetryExcErr)
+	wantFlushed(t, wcs[1], 73, a.qp.QPN())
+	e.waitState(a, verbs.QPStateErr)
+	rb.wantOnly(t, "B's memory", 0, nil)
+}

@@ -106,3 +106,24 @@ func testUCWriteNoRemoteWrite(t *testing.T, s *suite) {
 	wantState(t, a, verbs.QPStateRTS)
 	wantState(t, b, verbs.QPStateRTS)
 }
+
+// UC/WriteWithImm: on UC too a WRITE_WITH_IMM lands in the target MR and
+// completes a receive as RECV_RDMA_WITH_IMM with the immediate data and
+// the payload length.
+func testUCWriteWithImm(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	a, b := ucPair(e)
+	la := e.a.newMem(256, verbs.AccessLocalWrite)
+	rb := e.b.newMem(256, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	rq := e.b.newMem(64, verbs.AccessLocalWrite)
+	data := pattern(200, 159)
+	copy(la.buf, data)
+	const imm = 0xcafe0001
+	b.recv(rq.recvWR(0xe01, 0, 64))
+	a.post(verbs.SendWR{ID: 160, Opcode: verbs.OpWriteImm, Flags: verbs.SendSignaled, SGL: la.sgl(0, 200),
+		RDMA: rb.rdma(8), Imm: imm})
+	wantOK(t, e.waitWC(a.cq, "A's UC WRITE_WITH_IMM"), 160, verbs.WCRDMAWrite, a.qp.QPN())
+	wantRecv(t, e.waitWC(b.cq, "B's RECV"), 0xe01, verbs.WCRecvRDMAWithImm, b.qp.QPN(), 200, true, imm)
+	rb.wantOnly(t, "B's target MR", 8, data)
+	rq.wantOnly(t, "B's receive buffer", 0, nil)
+}

@@ -126,6 +126,7 @@ var allCases = []testCase{
 	{"RC/FenceReadThenWrite", testRCFence},                          // 17a
 	{"RC/WriteOrdering", testRCWriteOrdering},
 	{"RC/RecvTooShort", testRCRecvTooShort}, // 7
+	{"RC/RetryExceeded", testRCRetryExceeded},
 
 	{"RNR/RetryZero", testRNRRetryZero},                   // 6a
 	{"RNR/RetryOne", testRNRRetryOne},                     // 6b
@@ -166,7 +167,8 @@ var allCases = []testCase{
 	{"UD/RecvTooShort", testUDRecvTooShort},   // 13e
 	{"UD/NoAH", testUDNoAH},
 
-	{"UC/Write", testUCWrite},                           // 14a
+	{"UC/Write", testUCWrite},
+	{"UC/WriteWithImm", testUCWriteWithImm},             // 14a
 	{"UC/ReadRejected", testUCReadRejected},             // 14b (verbsrt rejects at post)
 	{"UC/SendNoRecvDropped", testUCSendNoRecv},          // 14c
 	{"UC/WriteNoRemoteWrite", testUCWriteNoRemoteWrite}, // 14d
