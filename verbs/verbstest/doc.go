@@ -21,4 +21,17 @@
 // second one when there are two, else both on the first. QPs are connected
 // in memory the way ibv_rc_pingpong connects them once it has exchanged
 // LID, QPN, PSN and GID.
+//
+// A provider's package runs the suite from one test:
+//
+//	func TestConformance(t *testing.T) {
+//		p := soft.New(soft.Config{Devices: 2})
+//		t.Cleanup(func() { p.Close() })
+//		verbstest.Run(t, p)
+//	}
+//
+// Cases are named Group/Case (RC/WriteBasic, RNR/RetryZero, UD/GRH, ...),
+// so -run 'Conformance/RC/' selects a group. The ibv provider runs the
+// suite against real Soft-RoCE in the rxevm guest (verbs/ibv/rxevm/run),
+// where it takes about 10 s under TCG emulation.
 package verbstest

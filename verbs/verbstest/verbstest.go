@@ -99,34 +99,34 @@ var allCases = []testCase{
 	{"QPState/QueryReportsState", testQPStateQuery},
 	{"QPState/RecoverFromErr", testQPStateRecover},
 
-	{"RC/WriteBasic", testRCWriteBasic}, // 3e
-	{"RC/WriteMultiMTU", testRCWriteMultiMTU},
+	{"RC/WriteBasic", testRCWriteBasic},       // 3e
+	{"RC/WriteMultiMTU", testRCWriteMultiMTU}, // 14a on RC
 	{"RC/ReadAfterWrite", testRCReadAfterWrite},
 	{"RC/Read", testRCRead},         // 4 (control)
 	{"RC/SendRecv", testRCSendRecv}, // cross-cutting (RC receive WCs)
 	{"RC/SendMultiMTU", testRCSendMultiMTU},
 	{"RC/ScatterGather", testRCScatterGather},
-	{"RC/SendWithImm", testRCSendWithImm},
-	{"RC/WriteWithImm", testRCWriteWithImm},                     // 16b
-	{"RC/WriteWithImmZeroLength", testRCWriteWithImmZeroLength}, // 16b
-	{"RC/FetchAdd", testRCFetchAdd},                             // 5a
-	{"RC/CmpSwpHit", testRCCmpSwpHit},                           // 5a
-	{"RC/CmpSwpMiss", testRCCmpSwpMiss},                         // 5a
-	{"RC/WriteNoRemoteWrite", testRCWriteNoRemoteWrite},         // 2
-	{"RC/ReadNoRemoteRead", testRCReadNoRemoteRead},             // 4
-	{"RC/AtomicNoRemoteAtomic", testRCAtomicNoRemoteAtomic},     // 5c
-	{"RC/WriteBadRKey", testRCWriteBadRKey},                     // 3a
-	{"RC/WriteBogusRKey", testRCWriteBogusRKey},                 // 3b
-	{"RC/WriteOutOfBoundsEnd", testRCWriteOOBEnd},               // 3c
-	{"RC/WriteOutOfBoundsStart", testRCWriteOOBStart},           // 3d
-	{"RC/LocalBadLKey", testRCLocalBadLKey},
+	{"RC/SendWithImm", testRCSendWithImm},                           // 16a
+	{"RC/WriteWithImm", testRCWriteWithImm},                         // 16b
+	{"RC/WriteWithImmZeroLength", testRCWriteWithImmZeroLength},     // 16b
+	{"RC/FetchAdd", testRCFetchAdd},                                 // 5a
+	{"RC/CmpSwpHit", testRCCmpSwpHit},                               // 5a
+	{"RC/CmpSwpMiss", testRCCmpSwpMiss},                             // 5a
+	{"RC/WriteNoRemoteWrite", testRCWriteNoRemoteWrite},             // 2
+	{"RC/ReadNoRemoteRead", testRCReadNoRemoteRead},                 // 4
+	{"RC/AtomicNoRemoteAtomic", testRCAtomicNoRemoteAtomic},         // 5c
+	{"RC/WriteBadRKey", testRCWriteBadRKey},                         // 3a
+	{"RC/WriteBogusRKey", testRCWriteBogusRKey},                     // 3b
+	{"RC/WriteOutOfBoundsEnd", testRCWriteOOBEnd},                   // 3c
+	{"RC/WriteOutOfBoundsStart", testRCWriteOOBStart},               // 3d
+	{"RC/LocalBadLKey", testRCLocalBadLKey},                         // measured on rxe through the suite
 	{"RC/ZeroLengthSend", testRCZeroLengthSend},                     // 12b
 	{"RC/ZeroLengthWriteBogusRKey", testRCZeroLengthWriteBogusRKey}, // 12c
 	{"RC/ZeroLengthRead", testRCZeroLengthRead},                     // 12c
 	{"RC/FenceReadThenWrite", testRCFence},                          // 17a
 	{"RC/WriteOrdering", testRCWriteOrdering},
-	{"RC/RecvTooShort", testRCRecvTooShort}, // 7
-	{"RC/RetryExceeded", testRCRetryExceeded},
+	{"RC/RecvTooShort", testRCRecvTooShort},   // 7
+	{"RC/RetryExceeded", testRCRetryExceeded}, // 6e (status), 9a (set-up)
 
 	{"RNR/RetryZero", testRNRRetryZero},                   // 6a
 	{"RNR/RetryOne", testRNRRetryOne},                     // 6b
@@ -167,8 +167,8 @@ var allCases = []testCase{
 	{"UD/RecvTooShort", testUDRecvTooShort},   // 13e
 	{"UD/NoAH", testUDNoAH},
 
-	{"UC/Write", testUCWrite},
-	{"UC/WriteWithImm", testUCWriteWithImm},             // 14a
+	{"UC/Write", testUCWrite}, // 14a
+	{"UC/WriteWithImm", testUCWriteWithImm},
 	{"UC/ReadRejected", testUCReadRejected},             // 14b (verbsrt rejects at post)
 	{"UC/SendNoRecvDropped", testUCSendNoRecv},          // 14c
 	{"UC/WriteNoRemoteWrite", testUCWriteNoRemoteWrite}, // 14d
@@ -184,6 +184,8 @@ var allCases = []testCase{
 	{"Resources/UnrelatedClose", testResUnrelatedClose},
 	{"Resources/ReverseClose", testResReverseClose},
 	{"Resources/ContextCloseEndsAsyncEvents", testResContextClose},
+	// Cross-cutting facts of SEMANTICS.md: error WCs are checked on wr_id,
+	// status and qp_num only; queue sizes are read back, never assumed.
 }
 
 // groups splits allCases by the part of their names before the slash,
