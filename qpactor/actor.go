@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sync"
 	"time"
 
 	"go.uber.org/atomic"
@@ -139,6 +140,8 @@ type Actor struct {
 	// poller adds what it retires.
 	credits    atomic.Int64
 	closing    atomic.Bool
+	stopped    atomic.Bool // the actor goroutine has made its last sweep
+	exitMu     sync.Mutex  // the consumer role after stopped
 	broken     atomic.Error // set when the QP can no longer complete WRs
 	postedTail atomic.Uint64
 
@@ -231,7 +234,12 @@ func (a *Actor) Start() { go a.run() }
 // for room until ctx ends. Errors about op itself (a rule of
 // ibv_post_send(3) it breaks) come through the future, as a *verbs.WRError.
 func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
-	return a.submit(ctx, submission{one: [1]Op{*op}}, 1, true)
+	p, f := NewPromise(1, a.exec)
+	if err := a.push(ctx, submission{one: [1]Op{*op}, fut: p.s}, 1, true); err != nil {
+		p.s.release()
+		return Future{}, err
+	}
+	return f, nil
 }
 
 // SubmitBatch queues ops to be posted together (in one PostSend when
@@ -241,38 +249,57 @@ func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (Future, error) {
 	if len(ops) == 0 {
 		return Future{}, fmt.Errorf("qpactor: empty batch")
 	}
-	return a.submit(ctx, submission{batch: ops}, len(ops), true)
+	p, f := NewPromise(len(ops), a.exec)
+	if err := a.push(ctx, submission{batch: ops, fut: p.s}, len(ops), true); err != nil {
+		p.s.release()
+		return Future{}, err
+	}
+	return f, nil
 }
 
 // TrySubmit is Submit that fails with ErrBusy instead of waiting.
 func (a *Actor) TrySubmit(op *Op) (Future, error) {
-	return a.submit(context.Background(), submission{one: [1]Op{*op}}, 1, false)
-}
-
-func (a *Actor) submit(ctx context.Context, sub submission, n int, wait bool) (Future, error) {
-	if a.closing.Load() {
-		return Future{}, ErrClosed
-	}
-	if err := a.broken.Load(); err != nil {
+	p, f := NewPromise(1, a.exec)
+	if err := a.push(context.Background(), submission{one: [1]Op{*op}, fut: p.s}, 1, false); err != nil {
+		p.s.release()
 		return Future{}, err
 	}
-	if n > a.sqDepth {
-		return Future{}, ErrTooLarge
+	return f, nil
+}
+
+// TrySubmitPromise queues ops for a promise made with NewPromise for
+// len(ops) WRs (one op: a one-element slice, copied; more: the caller keeps
+// them unchanged until the future resolves). It fails with ErrBusy when
+// the inbox is full, leaving the promise to the caller.
+func (a *Actor) TrySubmitPromise(ops []Op, p Promise) error {
+	sub := submission{fut: p.s}
+	if len(ops) == 1 {
+		sub.one[0] = ops[0]
+	} else {
+		sub.batch = ops
 	}
-	s, f := newFuture(n, a.exec)
-	sub.fut = s
+	return a.push(context.Background(), sub, len(ops), false)
+}
+
+func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) error {
+	if a.closing.Load() {
+		return ErrClosed
+	}
+	if err := a.broken.Load(); err != nil {
+		return err
+	}
+	if n > a.sqDepth {
+		return ErrTooLarge
+	}
 	for spins := 0; !a.inbox.TryPush(&sub); spins++ {
 		if !wait {
-			s.release()
-			return Future{}, ErrBusy
+			return ErrBusy
 		}
 		if err := ctx.Err(); err != nil {
-			s.release()
-			return Future{}, err
+			return err
 		}
 		if a.closing.Load() {
-			s.release()
-			return Future{}, ErrClosed
+			return ErrClosed
 		}
 		if spins < 64 {
 			runtime.Gosched()
@@ -281,7 +308,14 @@ func (a *Actor) submit(ctx context.Context, sub submission, n int, wait bool) (F
 		}
 	}
 	a.waker.Wake()
-	return f, nil
+	if a.stopped.Load() {
+		// The actor goroutine is gone: whatever we queued after its last
+		// sweep would wait forever. Be its consumer once more.
+		a.exitMu.Lock()
+		a.failQueued(ErrClosed)
+		a.exitMu.Unlock()
+	}
+	return nil
 }
 
 // run is the actor goroutine: drain, post, and park when idle.
@@ -296,7 +330,10 @@ func (a *Actor) run() {
 			continue
 		}
 		if a.closing.Load() && (a.inbox.Peek() == nil || a.broken.Load() != nil) {
+			a.exitMu.Lock()
+			a.stopped.Store(true)
 			a.failQueued(ErrClosed)
+			a.exitMu.Unlock()
 			return
 		}
 		if idleSince.IsZero() {

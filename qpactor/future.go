@@ -74,13 +74,29 @@ func newFuture(n int, exec Executor) (*futState, Future) {
 	return s, Future{s: s, gen: s.gen.Load()}
 }
 
-// resolvedFuture returns a future already failed with err: for operations
-// rejected before they reach a queue.
-func resolvedFuture(err error, exec Executor) Future {
+// Failed returns a future already failed with err: for operations rejected
+// before they reach a queue.
+func Failed(err error, exec Executor) Future {
 	s, f := newFuture(1, exec)
 	s.completeOne(verbs.WC{}, err, 0)
 	return f
 }
+
+// Promise is the resolving side of a Future made before its operation is
+// submitted: a layer that queues operations itself (as the runtime queues
+// sends waiting for receive credits) hands the Future out at once and
+// submits the Promise later, or fails it.
+type Promise struct{ s *futState }
+
+// NewPromise returns a promise for an operation of n WRs and its future.
+func NewPromise(n int, exec Executor) (Promise, Future) {
+	s, f := newFuture(n, exec)
+	return Promise{s}, f
+}
+
+// Fail resolves every WR of the promise with err. Use it only for a promise
+// that was never submitted.
+func (p Promise) Fail(err error) { p.s.failN(err, int(p.s.pending.Load())) }
 
 // completeOne records the completion of one WR of the operation; the last
 // one resolves the future. It is called exactly once per WR, by the poller

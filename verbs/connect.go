@@ -65,11 +65,8 @@ func (s ConnectSpec) withDefaults(t QPType) ConnectSpec {
 	return s
 }
 
-// Connect moves qp from RESET through INIT and RTR to RTS towards peer,
-// with exactly the attribute masks the kernel requires for qp's type (UD
-// ignores peer: its destination is in each WR). Post receives before
-// calling it: a message can arrive as soon as the QP reaches RTR.
-func Connect(qp QP, local ConnectSpec, peer PeerInfo) error {
+// Init moves qp from RESET to INIT, where receives may be posted.
+func Init(qp QP, local ConnectSpec) error {
 	t := qp.Type()
 	s := local.withDefaults(t)
 	init := QPAttr{State: QPStateInit, PortNum: s.Port, AccessFlags: s.Access, QKey: s.QKey}
@@ -79,9 +76,26 @@ func Connect(qp QP, local ConnectSpec, peer PeerInfo) error {
 	} else {
 		mask |= QPAttrAccessFlags
 	}
-	if err := qp.Modify(&init, mask); err != nil {
+	return qp.Modify(&init, mask)
+}
+
+// Connect moves qp through INIT (unless Init already did) and RTR to RTS
+// towards peer, with exactly the attribute masks the kernel requires for
+// qp's type (UD ignores peer: its destination is in each WR). Post receives
+// before the QP reaches RTR (after Init): a message can arrive at once.
+func Connect(qp QP, local ConnectSpec, peer PeerInfo) error {
+	t := qp.Type()
+	s := local.withDefaults(t)
+	attr, err := qp.Query()
+	if err != nil {
 		return err
 	}
+	if attr.State == QPStateReset {
+		if err := Init(qp, local); err != nil {
+			return err
+		}
+	}
+	var mask QPAttrMask
 	rtr := QPAttr{State: QPStateRTR, PathMTU: s.PathMTU, DestQPN: peer.QPN, RQPSN: peer.PSN,
 		MaxDestRdAtomic: s.MaxRdAtomic, MinRNRTimer: s.MinRNRTimer,
 		AH: AHAttr{IsGlobal: true, DLID: peer.LID, PortNum: s.Port,

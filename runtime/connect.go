@@ -1,0 +1,195 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// hello is what the two ends exchange over TCP before their QPs connect:
+// what ibv_rc_pingpong exchanges (LID, QPN, PSN, GID) plus the receive
+// window and message size the credit scheme needs. One JSON line each way,
+// then one "ready" line each way once both QPs are in RTS.
+type hello struct {
+	Version   int    `json:"version"`
+	QPN       uint32 `json:"qpn"`
+	PSN       uint32 `json:"psn"`
+	LID       uint16 `json:"lid"`
+	GID       string `json:"gid"`
+	RecvDepth int    `json:"recv_depth"`
+	MsgSize   int    `json:"msg_size"`
+
+	gid verbs.GID
+}
+
+const helloVersion = 1
+
+// handshakeTimeout bounds the exchange when the caller's context does not.
+const handshakeTimeout = 30 * time.Second
+
+// Listener accepts connections on a TCP address; each becomes an Endpoint.
+type Listener struct {
+	rt *Runtime
+	ln net.Listener
+}
+
+// Listen listens for connections on the TCP address addr (e.g.
+// "127.0.0.1:0"), which carries only the connection handshake.
+func (rt *Runtime) Listen(addr string) (*Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{rt: rt, ln: ln}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		ln.Close()
+		return nil, ErrClosed
+	}
+	rt.listeners[l] = struct{}{}
+	return l, nil
+}
+
+// Addr returns the listener's TCP address, for Dial.
+func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Close stops listening. Endpoints already accepted are not affected.
+func (l *Listener) Close() error {
+	l.rt.mu.Lock()
+	delete(l.rt.listeners, l)
+	l.rt.mu.Unlock()
+	return l.ln.Close()
+}
+
+// Accept waits for a peer to Dial and returns the connected endpoint.
+func (l *Listener) Accept(ctx context.Context) (*Endpoint, error) {
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		c, err := l.ln.Accept()
+		ch <- result{c, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		return l.rt.handshake(ctx, r.c)
+	case <-ctx.Done():
+		// Unblock the Accept goroutine without closing the listener: a
+		// past deadline makes it return at once.
+		if tl, ok := l.ln.(*net.TCPListener); ok {
+			tl.SetDeadline(time.Unix(1, 0))
+			r := <-ch
+			tl.SetDeadline(time.Time{})
+			if r.err == nil {
+				r.c.Close()
+			}
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// Dial connects to a Listener at the TCP address addr.
+func (rt *Runtime) Dial(ctx context.Context, addr string) (*Endpoint, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return rt.handshake(ctx, c)
+}
+
+// handshake creates an endpoint, exchanges hellos over c, connects the QP
+// and waits until the peer is in RTS too.
+func (rt *Runtime) handshake(ctx context.Context, c net.Conn) (*Endpoint, error) {
+	defer c.Close()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(handshakeTimeout)
+	}
+	c.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	ep, err := rt.newEndpoint()
+	if err != nil {
+		return nil, err
+	}
+	mine := hello{Version: helloVersion, QPN: ep.qp.QPN(), GID: netip.AddrFrom16(rt.gid).String(),
+		RecvDepth: rt.cfg.recvDepth, MsgSize: rt.cfg.msgSize}
+	br := bufio.NewReader(c)
+	peer, err := exchange(c, br, mine)
+	if err == nil {
+		err = ep.start(peer)
+	}
+	if err == nil {
+		err = ready(c, br)
+	}
+	if err != nil {
+		if ep.actor != nil && rt.isRegistered(ep) {
+			ep.Close(context.Background())
+		} else {
+			ep.release()
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return ep, nil
+}
+
+func (rt *Runtime) isRegistered(ep *Endpoint) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	_, ok := rt.endpoints[ep]
+	return ok
+}
+
+func exchange(c net.Conn, br *bufio.Reader, mine hello) (hello, error) {
+	enc := json.NewEncoder(c)
+	if err := enc.Encode(mine); err != nil {
+		return hello{}, err
+	}
+	var peer hello
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		return hello{}, fmt.Errorf("%w: reading the peer's hello: %v", ErrProtocol, err)
+	}
+	if err := json.Unmarshal(line, &peer); err != nil {
+		return hello{}, fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	if peer.Version != helloVersion || peer.RecvDepth < 1 || peer.MsgSize < 1 {
+		return hello{}, fmt.Errorf("%w: unexpected hello %+v", ErrProtocol, peer)
+	}
+	a, err := netip.ParseAddr(peer.GID)
+	if err != nil {
+		return hello{}, fmt.Errorf("%w: GID %q: %v", ErrProtocol, peer.GID, err)
+	}
+	peer.gid = verbs.GID(a.As16())
+	return peer, nil
+}
+
+// ready tells the peer our QP is in RTS and waits for the same, so neither
+// side sends to a QP that is not yet in RTR.
+func ready(c net.Conn, br *bufio.Reader) error {
+	if _, err := c.Write([]byte("ready\n")); err != nil {
+		return err
+	}
+	line, err := br.ReadString('\n')
+	if err != nil || line != "ready\n" {
+		return fmt.Errorf("%w: peer not ready: %v", ErrProtocol, err)
+	}
+	return nil
+}

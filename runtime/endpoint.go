@@ -1,0 +1,289 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/cqpoller"
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Future is the result of an operation: Wait(ctx), Done(), Err(), Then(fn).
+// See qpactor.Future.
+type Future = qpactor.Future
+
+// Completion is what a successful operation reports.
+type Completion = qpactor.Completion
+
+// Op is one operation of a batch given to Endpoint.Post.
+type Op = qpactor.Op
+
+// Endpoint is one end of an RC connection. Every method may be called from
+// any goroutine; operations are posted by the endpoint's actor and complete
+// through its poller.
+type Endpoint struct {
+	rt     *Runtime
+	qp     verbs.QP
+	cq     verbs.CQ
+	poller *cqpoller.Poller
+	actor  *qpactor.Actor
+	scrat  *Buffer
+
+	recv recvSide
+	send sendCredits
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	failErr   atomic.Error
+}
+
+// newEndpoint creates the QP (in INIT, receives posted), its CQ and actor.
+func (rt *Runtime) newEndpoint() (*Endpoint, error) {
+	cfg := rt.cfg
+	pi := int(rt.nextPoller.Inc()) % len(rt.pollers)
+	ep := &Endpoint{rt: rt, poller: rt.pollers[pi], closed: make(chan struct{})}
+	nbufs := 2 * cfg.recvDepth
+	cqe := cfg.cqSize
+	if cqe <= 0 {
+		cqe = cfg.sqDepth + nbufs + 16
+	}
+	var ch verbs.CompChannel
+	if len(rt.chans) > 0 {
+		ch = rt.chans[pi]
+	}
+	var err error
+	if ep.cq, err = rt.vctx.CreateCQ(verbs.CQSpec{CQE: cqe, Channel: ch}); err != nil {
+		return nil, err
+	}
+	if ep.qp, err = rt.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: ep.cq, RecvCQ: ep.cq,
+		Caps: verbs.QPCaps{MaxSendWR: cfg.sqDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		ep.cq.Close()
+		return nil, err
+	}
+	if err := ep.setup(nbufs); err != nil {
+		ep.release()
+		return nil, err
+	}
+	return ep, nil
+}
+
+func (ep *Endpoint) setup(nbufs int) error {
+	rt := ep.rt
+	if err := verbs.Init(ep.qp, verbs.ConnectSpec{}); err != nil {
+		return err
+	}
+	attr, err := ep.qp.Query()
+	if err != nil {
+		return err
+	}
+	if ep.scrat, err = rt.Alloc(qpactor.ScratchSize(attr.Cap.MaxSendWR)); err != nil {
+		return err
+	}
+	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: uint16(rt.nextID.Inc()),
+		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Executor: rt.pool,
+		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.Bytes(), Addr: ep.scrat.Addr(), LKey: ep.scrat.LKey()}})
+	if err != nil {
+		return err
+	}
+	return ep.recv.init(ep, nbufs, rt.cfg.recvDepth, rt.cfg.msgSize)
+}
+
+// start connects the QP to the peer, registers the endpoint and starts its
+// actor and polling.
+func (ep *Endpoint) start(peer hello) error {
+	rt := ep.rt
+	spec := verbs.ConnectSpec{GIDIndex: rt.gidIndex, PathMTU: min(rt.mtu, verbs.MTU4096), RNRRetry: rt.cfg.rnrRetry,
+		Explicit: true, Timeout: 14, RetryCnt: 7, PSN: 0}
+	if err := verbs.Connect(ep.qp, spec, verbs.PeerInfo{QPN: peer.QPN, PSN: peer.PSN, LID: peer.LID, GID: peer.gid}); err != nil {
+		return err
+	}
+	ep.send.init(peer.RecvDepth)
+	ep.send.peerMsgSize = peer.MsgSize
+	if err := rt.register(ep); err != nil {
+		return err
+	}
+	ep.actor.Start()
+	return ep.poller.Add(&cqpoller.Target{CQ: ep.cq, Send: ep.actor, Recv: ep.recv.onRecv})
+}
+
+// release frees what newEndpoint made; for an endpoint never started.
+func (ep *Endpoint) release() {
+	if ep.qp != nil {
+		ep.qp.Close()
+	}
+	if ep.cq != nil {
+		ep.cq.Close()
+	}
+	if ep.scrat != nil {
+		ep.scrat.Free()
+	}
+	ep.recv.release()
+}
+
+// QPN returns the endpoint's QP number.
+func (ep *Endpoint) QPN() uint32 { return ep.qp.QPN() }
+
+// Actor returns the endpoint's actor (for statistics).
+func (ep *Endpoint) Actor() *qpactor.Actor { return ep.actor }
+
+func (ep *Endpoint) failed(err error) Future { return qpactor.Failed(err, ep.rt.pool) }
+
+func (ep *Endpoint) submit(op *Op) Future {
+	f, err := ep.actor.Submit(context.Background(), op)
+	if err != nil {
+		return ep.failed(ep.mapErr(err))
+	}
+	return f
+}
+
+// mapErr turns an actor error into what the endpoint reports.
+func (ep *Endpoint) mapErr(err error) error {
+	if e := ep.failErr.Load(); e != nil && errors.Is(err, qpactor.ErrClosed) {
+		return e
+	}
+	return err
+}
+
+// Write copies local to remote (RDMA WRITE).
+func (ep *Endpoint) Write(local Local, remote RemoteRef) Future {
+	if err := checkRemote(local.Length, remote); err != nil {
+		return ep.failed(err)
+	}
+	return ep.submit(&Op{Opcode: verbs.OpWrite, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+}
+
+// Read copies remote into local (RDMA READ).
+func (ep *Endpoint) Read(local Local, remote RemoteRef) Future {
+	if err := checkRemote(local.Length, remote); err != nil {
+		return ep.failed(err)
+	}
+	return ep.submit(&Op{Opcode: verbs.OpRead, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+}
+
+// CompareAndSwap swaps the 8 bytes at remote (host order) for swap when
+// they equal compare. Completion.Value is what it found: the swap happened
+// when that equals compare.
+func (ep *Endpoint) CompareAndSwap(remote RemoteRef, compare, swap uint64) Future {
+	return ep.submit(&Op{Opcode: verbs.OpAtomicCmpSwp, CompareAdd: compare, Swap: swap,
+		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+}
+
+// FetchAdd adds add to the 8 bytes at remote; Completion.Value is the value
+// before.
+func (ep *Endpoint) FetchAdd(remote RemoteRef, add uint64) Future {
+	return ep.submit(&Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: add,
+		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+}
+
+// Send sends local as one message; the peer gets it from Recv. It uses one
+// of the peer's receive credits: without one it queues, in order, until the
+// peer returns some, so it never meets an empty receive queue.
+func (ep *Endpoint) Send(local Local) Future {
+	if int(local.Length) > ep.send.peerMsgSize {
+		return ep.failed(fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.send.peerMsgSize))
+	}
+	return ep.sendOps([]Op{{Opcode: verbs.OpSend, Local: local}})
+}
+
+// WriteImm copies local to remote and delivers imm to the peer's Recv as a
+// message without bytes. Like Send it uses a receive credit.
+func (ep *Endpoint) WriteImm(local Local, remote RemoteRef, imm uint32) Future {
+	if err := checkRemote(local.Length, remote); err != nil {
+		return ep.failed(err)
+	}
+	return ep.sendOps([]Op{{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
+		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}})
+}
+
+// Post submits ops as one batch with one future: they are chained into one
+// PostSend when credits allow. SIGNALED is the runtime's business and
+// ignored; SEND ops get their immediate data from the runtime (receive
+// credits). ops must not change until the future resolves.
+func (ep *Endpoint) Post(ops []Op) Future {
+	if len(ops) == 0 {
+		return ep.failed(fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument))
+	}
+	for i := range ops {
+		if ops[i].Opcode.IsSend() || ops[i].Opcode == verbs.OpWriteImm {
+			return ep.sendOps(ops)
+		}
+	}
+	f, err := ep.actor.SubmitBatch(context.Background(), ops)
+	if err != nil {
+		return ep.failed(ep.mapErr(err))
+	}
+	return f
+}
+
+func checkRemote(n uint32, r RemoteRef) error {
+	if r.Len != 0 && n > r.Len {
+		return fmt.Errorf("verbsrt: %d bytes do not fit the remote reference of %d: %w", n, r.Len, verbs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// fail breaks the endpoint after an asynchronous event: new and queued
+// operations fail with err, the QP goes to ERR, and every outstanding WR
+// fails with err (its completion may never come).
+func (ep *Endpoint) fail(err error) {
+	if !ep.failErr.CompareAndSwap(nil, err) {
+		return
+	}
+	ep.actor.Break(err)
+	ep.toError()
+	ep.poller.Do(func() { ep.actor.FailOutstanding(err) })
+	ep.send.failPending(err)
+}
+
+func (ep *Endpoint) toError() {
+	if err := ep.qp.Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+		ep.rt.log.Debug("verbsrt: modify to ERR", "qpn", ep.qp.QPN(), "err", err)
+	}
+}
+
+// Close drains the endpoint's queued work while ctx allows, moves the QP to
+// ERR (flushing what is outstanding), resolves every pending future and
+// releases the QP, CQ and buffers. Recv returns ErrClosed afterwards.
+func (ep *Endpoint) Close(ctx context.Context) error {
+	var err error
+	ep.closeOnce.Do(func() { err = ep.close(ctx) })
+	return err
+}
+
+func (ep *Endpoint) close(ctx context.Context) error {
+	ep.send.failPending(ErrClosed)
+	err := ep.actor.Close(ctx)
+	ep.waitIdle(ctx)
+	ep.toError()
+	// Flushes arrive for what was outstanding; wait for them briefly, then
+	// fail whatever is left (a completion lost to an overrun never comes).
+	flushCtx, cancel := context.WithTimeout(ctx, time.Second)
+	ep.waitIdle(flushCtx)
+	cancel()
+	ep.poller.Do(func() { ep.actor.FailOutstanding(ErrClosed) })
+	ep.poller.Remove(ep.cq)
+	close(ep.closed)
+	ep.rt.unregister(ep)
+	ep.release()
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// waitIdle waits until no WR is outstanding or ctx ends.
+func (ep *Endpoint) waitIdle(ctx context.Context) {
+	for d := time.Microsecond; ep.actor.Outstanding() > 0; d = min(2*d, time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}

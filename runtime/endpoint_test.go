@@ -1,0 +1,58 @@
+package runtime_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+func TestEndpointOperations(t *testing.T) {
+	rt, cli, srv := pair(t)
+	ctx := ctxT(t)
+	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
+	copy(local.Bytes(), "one-sided write, then read back")
+
+	if c, err := cli.Write(local.Slice(0, 31), remote.RemoteRef()).Wait(ctx); err != nil || c.ByteLen != 31 || c.Opcode != verbs.WCRDMAWrite {
+		t.Fatalf("write: %+v %v", c, err)
+	}
+	if got := string(remote.Bytes()[:31]); got != "one-sided write, then read back" {
+		t.Fatalf("remote %q", got)
+	}
+	if _, err := cli.Read(local.Slice(100, 31), remote.RemoteRef()).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(local.Bytes()[100:131], remote.Bytes()[:31]) {
+		t.Fatal("read back differs")
+	}
+
+	binary.LittleEndian.PutUint64(remote.Bytes()[512:], 10)
+	c, err := cli.FetchAdd(remote.RemoteRef().At(512), 5).Wait(ctx)
+	if err != nil || c.Value != 10 || binary.LittleEndian.Uint64(remote.Bytes()[512:]) != 15 {
+		t.Fatalf("fetch-add: %+v %v", c, err)
+	}
+	c, err = cli.CompareAndSwap(remote.RemoteRef().At(512), 15, 99).Wait(ctx)
+	if err != nil || c.Value != 15 || binary.LittleEndian.Uint64(remote.Bytes()[512:]) != 99 {
+		t.Fatalf("cas: %+v %v", c, err)
+	}
+
+	copy(local.Bytes()[1000:], "a message")
+	if _, err := cli.Send(local.Slice(1000, 9)).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := srv.Recv(ctx)
+	if err != nil || string(m.Bytes()) != "a message" {
+		t.Fatalf("recv %v", err)
+	}
+	m.Release()
+
+	if _, err := cli.WriteImm(local.Slice(0, 8), remote.RemoteRef().At(2048), 0xabc).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err = srv.Recv(ctx)
+	if imm, ok := m.Imm(); err != nil || !ok || imm != 0xabc || len(m.Bytes()) != 0 {
+		t.Fatalf("write-imm notification %v %v %v", imm, ok, err)
+	}
+	m.Release()
+}

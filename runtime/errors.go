@@ -1,0 +1,52 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Errors of the runtime. Operation failures on the wire come as
+// *verbs.WCError (errors.Is(err, verbs.ErrFlushed) and so on).
+var (
+	// ErrClosed is returned for operations on a closed runtime or endpoint,
+	// and by futures still pending when it closed.
+	ErrClosed = qpactor.ErrClosed
+	// ErrMessageTooLarge is returned by Send for a message larger than the
+	// peer's receive buffers.
+	ErrMessageTooLarge = errors.New("verbsrt: message larger than the peer's receive buffers")
+	// ErrNoMemory is returned by Alloc when the arena has no room.
+	ErrNoMemory = errors.New("verbsrt: registered arena exhausted")
+	// ErrCQOverrun matches the error of futures failed because their
+	// endpoint's CQ overflowed and completions were lost.
+	ErrCQOverrun = errors.New("verbsrt: completion queue overrun")
+	// ErrQPFatal matches the error of futures failed because the device
+	// reported their QP (or itself) in a fatal state.
+	ErrQPFatal = errors.New("verbsrt: QP fatal error")
+	// ErrProtocol is returned when the connection handshake fails.
+	ErrProtocol = errors.New("verbsrt: connection handshake failed")
+)
+
+// AsyncError is the typed error of futures failed by an asynchronous event.
+type AsyncError struct {
+	Event verbs.EventType
+	QPN   uint32
+}
+
+func (e *AsyncError) Error() string {
+	return fmt.Sprintf("verbsrt: QP %#x: asynchronous event: %s", e.QPN, e.Event)
+}
+
+// Is matches ErrCQOverrun for CQ_ERR and ErrQPFatal for the QP and device
+// fatal events.
+func (e *AsyncError) Is(target error) bool {
+	switch e.Event {
+	case verbs.EventCQErr:
+		return target == ErrCQOverrun
+	case verbs.EventQPFatal, verbs.EventQPReqErr, verbs.EventQPAccessErr, verbs.EventDeviceFatal:
+		return target == ErrQPFatal
+	}
+	return false
+}

@@ -1,0 +1,65 @@
+package runtime_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/verbsrt/verbsrt/runtime"
+)
+
+// pair returns a runtime and two connected endpoints on it (client, server).
+func pair(t testing.TB, opts ...runtime.Option) (*runtime.Runtime, *runtime.Endpoint, *runtime.Endpoint) {
+	t.Helper()
+	rt, err := runtime.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type res struct {
+		ep  *runtime.Endpoint
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		ep, err := ln.Accept(ctx)
+		ch <- res{ep, err}
+	}()
+	cli, err := rt.Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	ln.Close()
+	return rt, cli, r.ep
+}
+
+func alloc(t testing.TB, rt *runtime.Runtime, n int) *runtime.Buffer {
+	t.Helper()
+	b, err := rt.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,97 @@
+package runtime
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/verbsrt/verbsrt/cqpoller"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Option configures a Runtime.
+type Option func(*config)
+
+type config struct {
+	provider    verbs.Provider
+	device      string
+	gidIndex    int
+	pollers     int
+	policy      cqpoller.Policy
+	spin        time.Duration
+	cqSize      int
+	sqDepth     int
+	signalEvery int
+	ringSize    int
+	poolSize    int
+	recvDepth   int
+	msgSize     int
+	arenaSize   int
+	rnrRetry    uint8
+	logger      *slog.Logger
+}
+
+func defaults() config {
+	return config{gidIndex: -1, pollers: 1, sqDepth: 256, ringSize: 1024, poolSize: 256,
+		recvDepth: 64, msgSize: 4096, arenaSize: 64 << 20, rnrRetry: 7}
+}
+
+// WithProvider selects the verbs provider (default: a soft provider of one
+// device, made for this runtime). Runtimes that should reach each other
+// over the soft provider must share one.
+func WithProvider(p verbs.Provider) Option { return func(c *config) { c.provider = p } }
+
+// WithDevice selects the device by name (default: the provider's first).
+func WithDevice(name string) Option { return func(c *config) { c.device = name } }
+
+// WithGIDIndex selects the GID table entry of port 1 (default: the first
+// IPv4-mapped GID, else index 0).
+func WithGIDIndex(i int) Option { return func(c *config) { c.gidIndex = i } }
+
+// WithPollers sets how many CQ poller goroutines the runtime runs (default
+// 1). Each is locked to an OS thread and, under load, spins: on a machine
+// with few cores keep it small.
+func WithPollers(n int) Option { return func(c *config) { c.pollers = n } }
+
+// WithIdlePolicy sets what pollers do when idle (default Adaptive: spin,
+// yield, then sleep on the completion channel; idle costs no CPU).
+func WithIdlePolicy(p cqpoller.Policy) Option { return func(c *config) { c.policy = p } }
+
+// WithSpin sets how long actors and pollers spin before they yield and
+// park (default 50 µs).
+func WithSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
+
+// WithCQSize sets the entries of each endpoint's CQ (default: enough for a
+// full send and receive queue, which is what guarantees no overrun).
+func WithCQSize(n int) Option { return func(c *config) { c.cqSize = n } }
+
+// WithSendQueueDepth sets max_send_wr of each endpoint's QP (default 256).
+func WithSendQueueDepth(n int) Option { return func(c *config) { c.sqDepth = n } }
+
+// WithSignalEvery makes every k-th WR signaled (default: a quarter of the
+// send queue). The last WR of each drain is always signaled.
+func WithSignalEvery(k int) Option { return func(c *config) { c.signalEvery = k } }
+
+// WithRingSize sets each actor's inbox capacity in submissions (default 1024).
+func WithRingSize(n int) Option { return func(c *config) { c.ringSize = n } }
+
+// WithPoolSize sets the size of the worker pool that runs Then callbacks
+// (default 256).
+func WithPoolSize(n int) Option { return func(c *config) { c.poolSize = n } }
+
+// WithRecvDepth sets how many receives each endpoint keeps posted, which is
+// also the sender's initial credit (default 64, at least 4).
+func WithRecvDepth(n int) Option { return func(c *config) { c.recvDepth = n } }
+
+// WithMessageSize sets the largest message Send may carry (default 4096).
+func WithMessageSize(n int) Option { return func(c *config) { c.msgSize = n } }
+
+// WithArenaSize sets the registered memory the runtime maps for Alloc,
+// receive buffers and atomic results (default 64 MiB).
+func WithArenaSize(n int) Option { return func(c *config) { c.arenaSize = n } }
+
+// WithRNRRetry sets the QPs' rnr_retry (default 7, retry forever). Sends
+// are credit-based and never meet an empty receive queue, so 0 works too.
+func WithRNRRetry(n uint8) Option { return func(c *config) { c.rnrRetry = n } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

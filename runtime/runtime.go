@@ -1,0 +1,282 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/ants/v2"
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/cqpoller"
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// Runtime owns a device context, its registered arena, the CQ pollers and
+// the worker pool; endpoints come from Listen/Accept and Dial. A Runtime is
+// safe for concurrent use.
+type Runtime struct {
+	cfg      config
+	log      *slog.Logger
+	prov     verbs.Provider
+	ownProv  *soft.Provider
+	vctx     verbs.Context
+	pd       verbs.PD
+	gid      verbs.GID
+	gidIndex uint8
+	mtu      verbs.MTU
+	arena    *verbs.Arena
+	alloc    allocator
+	pool     *ants.Pool
+	pollers  []*cqpoller.Poller
+	chans    []verbs.CompChannel
+
+	nextID     atomic.Uint32
+	nextPoller atomic.Uint32
+
+	mu        sync.Mutex
+	closed    bool
+	endpoints map[*Endpoint]struct{}
+	byQPN     map[uint32]*Endpoint
+	byCQ      map[verbs.CQ]*Endpoint
+	listeners map[*Listener]struct{}
+
+	eventsDone chan struct{}
+}
+
+// New opens a device and starts the runtime's pollers. Without options it
+// runs on a soft provider of its own.
+func New(opts ...Option) (rt *Runtime, err error) {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.recvDepth < 4 {
+		cfg.recvDepth = 4
+	}
+	rt = &Runtime{cfg: cfg, log: cfg.logger, endpoints: make(map[*Endpoint]struct{}),
+		byQPN: make(map[uint32]*Endpoint), byCQ: make(map[verbs.CQ]*Endpoint),
+		listeners: make(map[*Listener]struct{}), eventsDone: make(chan struct{})}
+	if rt.log == nil {
+		rt.log = slog.New(slog.DiscardHandler)
+	}
+	defer func() {
+		if err != nil {
+			rt.teardown()
+		}
+	}()
+	if rt.prov = cfg.provider; rt.prov == nil {
+		rt.ownProv = soft.New(soft.Config{})
+		rt.prov = rt.ownProv
+	}
+	dev, err := pickDevice(rt.prov, cfg.device)
+	if err != nil {
+		return nil, err
+	}
+	if rt.vctx, err = dev.Open(); err != nil {
+		return nil, err
+	}
+	go rt.watchEvents(rt.vctx.AsyncEvents())
+	port, err := rt.vctx.QueryPort(1)
+	if err != nil {
+		return nil, err
+	}
+	rt.mtu = min(port.ActiveMTU, verbs.MTU4096)
+	if rt.gidIndex, rt.gid, err = pickGID(rt.vctx, port, cfg.gidIndex); err != nil {
+		return nil, err
+	}
+	if rt.pd, err = rt.vctx.AllocPD(); err != nil {
+		return nil, err
+	}
+	if rt.arena, err = verbs.NewArena(cfg.arenaSize); err != nil {
+		return nil, err
+	}
+	rt.alloc.mem = rt.arena.Bytes()
+	if rt.alloc.mr, err = rt.pd.RegMR(rt.alloc.mem, verbs.AccessAllRemote); err != nil {
+		return nil, err
+	}
+	if rt.pool, err = ants.NewPool(cfg.poolSize, ants.WithNonblocking(true),
+		ants.WithPanicHandler(func(p any) { rt.log.Error("verbsrt: Then callback panicked", "panic", p) }),
+		ants.WithLogger(slogAnts{rt.log})); err != nil {
+		return nil, err
+	}
+	for range max(cfg.pollers, 1) {
+		var ch verbs.CompChannel
+		if cfg.policy != cqpoller.Busy {
+			if ch, err = rt.vctx.CreateCompChannel(); err != nil {
+				return nil, err
+			}
+			rt.chans = append(rt.chans, ch)
+		}
+		p, err := cqpoller.New(cqpoller.Config{Policy: cfg.policy, Channel: ch, Spin: cfg.spin, Logger: rt.log})
+		if err != nil {
+			return nil, err
+		}
+		p.Start()
+		rt.pollers = append(rt.pollers, p)
+	}
+	rt.log.Debug("verbsrt: runtime up", "provider", rt.prov.Name(), "device", dev.Name(), "gid", rt.gid)
+	return rt, nil
+}
+
+// slogAnts adapts slog to ants' logger.
+type slogAnts struct{ l *slog.Logger }
+
+func (s slogAnts) Printf(format string, args ...any) { s.l.Debug(fmt.Sprintf(format, args...)) }
+
+func pickDevice(p verbs.Provider, name string) (verbs.Device, error) {
+	devs, err := p.Devices()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range devs {
+		if name == "" || d.Name() == name {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("verbsrt: no device %q on provider %s: %w", name, p.Name(), verbs.ErrNotFound)
+}
+
+// pickGID returns the GID at index, or with index < 0 the first
+// IPv4-mapped one (RoCEv2 over IPv4), else index 0.
+func pickGID(c verbs.Context, port verbs.PortAttr, index int) (uint8, verbs.GID, error) {
+	if index >= 0 {
+		g, err := c.QueryGID(1, index)
+		return uint8(index), g, err
+	}
+	for i := range port.GIDTblLen {
+		g, err := c.QueryGID(1, i)
+		if err == nil && !g.IsZero() && netip.AddrFrom16(g).Is4In6() {
+			return uint8(i), g, nil
+		}
+	}
+	g, err := c.QueryGID(1, 0)
+	return 0, g, err
+}
+
+// Provider returns the provider the runtime runs on.
+func (rt *Runtime) Provider() verbs.Provider { return rt.prov }
+
+// Alloc returns n bytes of registered memory.
+func (rt *Runtime) Alloc(n int) (*Buffer, error) {
+	if rt.isClosed() {
+		return nil, ErrClosed
+	}
+	return rt.alloc.alloc(n)
+}
+
+func (rt *Runtime) isClosed() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.closed
+}
+
+// watchEvents turns asynchronous events into failed futures: nothing waits
+// for a completion that cannot come.
+func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
+	defer close(rt.eventsDone)
+	for ev := range events {
+		rt.log.Warn("verbsrt: asynchronous event", "event", ev.Type.String())
+		var targets []*Endpoint
+		rt.mu.Lock()
+		switch ev.Type {
+		case verbs.EventQPFatal, verbs.EventQPReqErr, verbs.EventQPAccessErr:
+			if ev.QP != nil {
+				if ep := rt.byQPN[ev.QP.QPN()]; ep != nil {
+					targets = append(targets, ep)
+				}
+			}
+		case verbs.EventCQErr:
+			if ep := rt.byCQ[ev.CQ]; ep != nil {
+				targets = append(targets, ep)
+			}
+		case verbs.EventDeviceFatal:
+			for ep := range rt.endpoints {
+				targets = append(targets, ep)
+			}
+		}
+		rt.mu.Unlock()
+		for _, ep := range targets {
+			ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()})
+		}
+	}
+}
+
+// Close closes every listener and endpoint (each drains its queued work
+// while ctx allows, then fails what is left), stops the pollers and the
+// worker pool and closes the device. Every future still pending resolves.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.mu.Lock()
+	if rt.closed {
+		rt.mu.Unlock()
+		return nil
+	}
+	rt.closed = true
+	var eps []*Endpoint
+	for ep := range rt.endpoints {
+		eps = append(eps, ep)
+	}
+	var lns []*Listener
+	for ln := range rt.listeners {
+		lns = append(lns, ln)
+	}
+	rt.mu.Unlock()
+	var errs []error
+	for _, ln := range lns {
+		errs = append(errs, ln.Close())
+	}
+	for _, ep := range eps {
+		errs = append(errs, ep.Close(ctx))
+	}
+	rt.teardown()
+	return errors.Join(errs...)
+}
+
+// teardown releases what New acquired, in reverse.
+func (rt *Runtime) teardown() {
+	for _, p := range rt.pollers {
+		p.Close()
+	}
+	if rt.pool != nil {
+		// Waits for running callbacks and ants' own purge and ticker
+		// goroutines; a callback stuck past the bound is logged, not waited.
+		if err := rt.pool.ReleaseTimeout(5 * time.Second); err != nil {
+			rt.log.Warn("verbsrt: worker pool did not stop", "err", err)
+		}
+	}
+	if rt.vctx != nil {
+		rt.vctx.Close() // destroys the MR, channels and PD; ends the event watcher
+		<-rt.eventsDone
+	}
+	if rt.arena != nil {
+		rt.arena.Close()
+	}
+	if rt.ownProv != nil {
+		rt.ownProv.Close()
+	}
+}
+
+func (rt *Runtime) register(ep *Endpoint) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return ErrClosed
+	}
+	rt.endpoints[ep] = struct{}{}
+	rt.byQPN[ep.qp.QPN()] = ep
+	rt.byCQ[ep.cq] = ep
+	return nil
+}
+
+func (rt *Runtime) unregister(ep *Endpoint) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	delete(rt.endpoints, ep)
+	delete(rt.byQPN, ep.qp.QPN())
+	delete(rt.byCQ, ep.cq)
+}
