@@ -140,8 +140,8 @@ type Actor struct {
 	// poller adds what it retires.
 	credits    atomic.Int64
 	closing    atomic.Bool
-	stopped    atomic.Bool // the actor goroutine has made its last sweep
-	exitMu     sync.Mutex  // the consumer role after stopped
+	stopped    atomic.Bool  // the actor goroutine has made its last sweep
+	exitMu     sync.Mutex   // the consumer role after stopped
 	broken     atomic.Error // set when the QP can no longer complete WRs
 	postedTail atomic.Uint64
 

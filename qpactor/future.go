@@ -55,7 +55,6 @@ type futState struct {
 	failed  atomic.Bool  // err is set (first error wins)
 	comp    Completion
 	err     error
-	value   uint64
 
 	mu   sync.Mutex // guards done and then against the resolver
 	done chan struct{}

@@ -79,8 +79,8 @@ type allocator struct {
 	mem []byte
 	mr  verbs.MR
 
-	mu   sync.Mutex
-	next int
+	mu        sync.Mutex
+	next      int
 	freeLists [48][]int // offsets of free blocks by class (block size 64 << class)
 }
 

@@ -68,7 +68,7 @@ type recvSide struct {
 	messages []Message
 
 	mu     sync.Mutex // idle and posting
-	idle   []int // buffers neither posted nor held by a Message
+	idle   []int      // buffers neither posted nor held by a Message
 	posted int
 	wrs    []verbs.RecvWR
 	sges   []verbs.SGE
