@@ -62,7 +62,7 @@ func (c *context) QueryPort(port uint8) (verbs.PortAttr, error) {
 		return verbs.PortAttr{}, err
 	}
 	if port != portNum {
-		return verbs.PortAttr{}, verbs.Errorf("ibv_query_port", verbs.ErrInvalidArgument, "port %d (the device has port 1)", port)
+		return verbs.PortAttr{}, verbs.Errorf("ibv_query_port", verbs.ErrNotFound, "port %d (the device has port 1)", port)
 	}
 	return c.dev.port(), nil
 }
@@ -72,7 +72,7 @@ func (c *context) QueryGID(port uint8, index int) (verbs.GID, error) {
 		return verbs.GID{}, err
 	}
 	if port != portNum || index < 0 || index >= len(c.dev.gids) {
-		return verbs.GID{}, verbs.Errorf("ibv_query_gid", verbs.ErrInvalidArgument, "port %d index %d", port, index)
+		return verbs.GID{}, verbs.Errorf("ibv_query_gid", verbs.ErrNotFound, "port %d index %d", port, index)
 	}
 	return c.dev.gids[index], nil
 }
