@@ -3,7 +3,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test lint fmt vet staticcheck race fuzz demo
+.PHONY: test lint fmt vet staticcheck race fuzz demo test-rxe
 
 # The full check: formatting, vet, staticcheck, then every test under the
 # race detector.
@@ -42,3 +42,9 @@ fuzz:
 # Runs the main job on the soft provider.
 demo:
 	$(GO) run ./cmd/verbsrt demo
+
+# Runs the verbs/ibv tests (the conformance suite among them) against the
+# kernel's Soft-RoCE driver in a throwaway QEMU guest. Needs root and
+# Debian's packages, which it installs; see verbs/ibv/rxevm/README.md.
+test-rxe:
+	verbs/ibv/rxevm/test-rxe
