@@ -35,17 +35,17 @@ const cacheLine = 64
 //	seq == pos+1      published: the consumer may read it
 //	seq <  pos        still holds the value of the previous lap: ring full
 //
-// A capacity 8 ring, positions 5 to 8 claimed, 6 claimed but not yet
-// written:
+// A ring of capacity 8 with positions 5 to 8 claimed: 5, 7 and 8 are
+// published, 6 is not written yet:
 //
-//	          tail=9                    head=5
-//	            v                         v
-//	index   0     1     2     3     4     5     6     7
+//	             tail=9                  head=5
+//	               v                       v
+//	index    0     1     2     3     4     5     6     7
 //	      +-----+-----+-----+-----+-----+-----+-----+-----+
-//	seq   |  9  |  9  | 10  | 11  | 12  |  6  |  6  |  8  |
+//	seq   |  9  |  9  |  10 |  11 |  12 |  6  |  6  |  8  |
 //	      +-----+-----+-----+-----+-----+-----+-----+-----+
-//	pos      8     9    10    11    12     5     6     7
-//	        pub  free  free  free  free   pub  claim  pub
+//	pos      8     9     10    11    12    5     6     7
+//	        pub   free  free  free  free  pub   claim pub
 //
 // The consumer reads position 5 and then stops at 6 even though 7 and 8 are
 // published: FIFO order holds and a slow producer is never read half
@@ -60,9 +60,9 @@ const cacheLine = 64
 // overlapping (a compare-and-swap on head), which catches some misuse, not
 // all of it.
 //
-// The 64-bit sequence numbers never wrap in practice. They are updated
-// atomically inside the slots, so T must leave them 8-byte aligned: true on
-// every 64-bit platform, which is all that RDMA hardware and rdma-core
+// Sequence numbers are 64 bits and never wrap in practice. They are atomics
+// inside the slots, next to values of any T, which keeps them 8-byte aligned
+// on 64-bit platforms only: the only ones RDMA hardware and rdma-core
 // support.
 type Ring[T any] struct {
 	// Read-only after NewRing, read by everyone: kept off the lines of
@@ -123,8 +123,7 @@ func (r *Ring[T]) Len() int {
 	// tail the difference cannot be negative.
 	h := r.head.Load()
 	t := r.tail.Load()
-	// PopBatch releases slots before it moves head, so producers may be up
-	// to a batch ahead of head+cap for a moment.
+	// head may move on between the two loads, and the tail with it.
 	return int(min(t-h, uint64(len(r.slots))))
 }
 
@@ -172,7 +171,8 @@ func (r *Ring[T]) Peek() *T {
 // Pop releases the oldest value, the one Peek returns, for producers to
 // reuse. It zeroes the slot, so the ring keeps nothing alive for the
 // garbage collector. Only the consumer goroutine may call Pop; it panics
-// when no value is published (Peek would return nil).
+// when no value is published (Peek would return nil) and when it catches
+// a second consumer.
 func (r *Ring[T]) Pop() {
 	pos := r.head.Load()
 	s := &r.slots[pos&r.mask]
@@ -186,8 +186,9 @@ func (r *Ring[T]) Pop() {
 }
 
 // PopBatch copies up to len(dst) published values, oldest first, into dst,
-// releases their slots and returns how many it copied: 0 when Peek would
-// return nil. Only the consumer goroutine may call PopBatch.
+// releases (and zeroes) their slots and returns how many it copied: 0 when
+// Peek would return nil. Only the consumer goroutine may call PopBatch; it
+// panics when it catches a second consumer.
 func (r *Ring[T]) PopBatch(dst []T) int {
 	pos := r.head.Load()
 	n := 0
