@@ -117,8 +117,12 @@ func (s *futState) completeOne(wc verbs.WC, err error, value uint64) {
 	if s.pending.Add(-1) != 0 {
 		return
 	}
-	s.state.Store(stateDone)
+	// Publish "done" under mu: a waiter that sees it may release the state
+	// at once, and release takes mu, so it waits until this goroutine no
+	// longer touches the state (the Done channel is not closed on a
+	// recycled state).
 	s.mu.Lock()
+	s.state.Store(stateDone)
 	if s.done != nil {
 		close(s.done)
 	}

@@ -132,6 +132,13 @@ func (ep *Endpoint) QPN() uint32 { return ep.qp.QPN() }
 // Actor returns the endpoint's actor (for statistics).
 func (ep *Endpoint) Actor() *qpactor.Actor { return ep.actor }
 
+// QP returns the endpoint's QP, for statistics and fault injection. Posting
+// to it directly bypasses the actor and breaks its accounting.
+func (ep *Endpoint) QP() verbs.QP { return ep.qp }
+
+// CQ returns the endpoint's CQ, for statistics and fault injection.
+func (ep *Endpoint) CQ() verbs.CQ { return ep.cq }
+
 func (ep *Endpoint) failed(err error) Future { return qpactor.Failed(err, ep.rt.pool) }
 
 func (ep *Endpoint) submit(op *Op) Future {

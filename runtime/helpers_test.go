@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	gort "runtime"
 	"testing"
 	"time"
 
@@ -63,3 +64,5 @@ func ctxT(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func runtimeGosched() { gort.Gosched() }
