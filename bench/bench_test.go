@@ -1,0 +1,55 @@
+package bench
+
+import (
+	"fmt"
+	"testing"
+)
+
+// callerCounts are the numbers of concurrent callers the shared-QP
+// variants run with.
+var callerCounts = []int{1, 16, 256}
+
+// BenchmarkWrite compares 64-byte RDMA WRITEs on the soft provider, one
+// op being one write that completed:
+//
+//   - runtime/callers=N: N goroutines each call ep.Write and Wait on the
+//     future, through the runtime's actor and poller.
+//   - naive/callers=N: the same callers over a mutex-guarded QP, one
+//     signaled PostSend and one channel per write, one polling goroutine.
+//   - direct/callers=1: one goroutine posting chains and polling itself.
+//
+// wrs/post is WRs per PostSend (doorbell) over the timed section.
+func BenchmarkWrite(b *testing.B) {
+	for _, n := range callerCounts {
+		b.Run(fmt.Sprintf("runtime/callers=%d", n), func(b *testing.B) {
+			v := newViaRuntime(b, n, runtimeOpts()...)
+			b.ReportAllocs()
+			before := v.stats()
+			if err := drive(b, n, b.N, v.write); err != nil {
+				b.Fatal(err)
+			}
+			report(b, v.stats().sub(before))
+		})
+	}
+	for _, n := range callerCounts {
+		b.Run(fmt.Sprintf("naive/callers=%d", n), func(b *testing.B) {
+			nv := newNaive(b, n)
+			b.ReportAllocs()
+			before := nv.stats()
+			if err := drive(b, n, b.N, nv.write); err != nil {
+				b.Fatal(err)
+			}
+			report(b, nv.stats().sub(before))
+		})
+	}
+	b.Run("direct/callers=1", func(b *testing.B) {
+		d := newDirect(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		if err := d.run(b.N); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		report(b, d.stats())
+	})
+}

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// directBatch is how many WRs the direct variant chains into one PostSend;
+// only the last is signaled.
+const directBatch = 32
+
+// direct is one goroutine that owns a QP outright: it keeps the send queue
+// (sqDepth WRs, as the other variants) full with chains of directBatch
+// WRs, the last of each signaled, and polls the CQ itself. No lock, no
+// channel, no future: the most the soft provider gives for these writes.
+type direct struct {
+	lb    *loopback
+	wrs   []verbs.SendWR
+	sges  []verbs.SGE
+	wcs   []verbs.WC
+	posts uint64
+	wrsN  uint64
+}
+
+func newDirect(tb testing.TB) *direct {
+	d := &direct{lb: newLoopback(tb, directBatch, sqDepth+16),
+		wrs: make([]verbs.SendWR, directBatch), sges: make([]verbs.SGE, directBatch), wcs: make([]verbs.WC, 32)}
+	for i := range d.wrs {
+		d.sges[i] = d.lb.local(i)
+		d.wrs[i] = verbs.SendWR{ID: uint64(i), Opcode: verbs.OpWrite, SGL: d.sges[i : i+1 : i+1], RDMA: d.lb.remote(i)}
+	}
+	return d
+}
+
+// run writes ops times and returns once every write has completed.
+func (d *direct) run(ops int) error {
+	inflight := 0
+	// Each signaled completion retires the chain it ended; batches holds
+	// the lengths of the chains in flight (the last may be short).
+	var batches [sqDepth/directBatch + 1]int
+	head, tail := 0, 0
+	for posted := 0; posted < ops || inflight > 0; {
+		if posted < ops && inflight+directBatch <= sqDepth {
+			n := min(directBatch, ops-posted)
+			chain := d.wrs[:n]
+			chain[n-1].Flags = verbs.SendSignaled
+			_, err := d.lb.qp.PostSend(chain)
+			chain[n-1].Flags = 0
+			if err != nil {
+				return err
+			}
+			d.posts++
+			d.wrsN += uint64(n)
+			posted += n
+			inflight += n
+			batches[tail%len(batches)] = n
+			tail++
+			continue
+		}
+		k, err := d.lb.cq.Poll(d.wcs)
+		if err != nil {
+			return err
+		}
+		for i := range d.wcs[:k] {
+			if d.wcs[i].Status != verbs.WCSuccess {
+				return fmt.Errorf("bench: direct write: %w", d.wcs[i].Err())
+			}
+			inflight -= batches[head%len(batches)]
+			head++
+		}
+	}
+	return nil
+}
+
+func (d *direct) stats() postStats { return postStats{calls: d.posts, wrs: d.wrsN} }

@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	vrt "github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// runtimeOpts are the runtime settings the benchmarks run with; see
+// README.md for why.
+func runtimeOpts() []vrt.Option {
+	return []vrt.Option{vrt.WithSendQueueDepth(sqDepth), vrt.WithPollers(1)}
+}
+
+// viaRuntime is a runtime on its own soft provider with two connected
+// endpoints; callers write from cli's slots into srv's memory.
+type viaRuntime struct {
+	rt      *vrt.Runtime
+	cli     *vrt.Endpoint
+	src     *vrt.Buffer // the callers' 64-byte slots, one each
+	dst     *vrt.Buffer // their targets, on the server's side
+	locals  []vrt.Local
+	remotes []vrt.RemoteRef
+	ctx     context.Context
+}
+
+func newViaRuntime(tb testing.TB, slots int, opts ...vrt.Option) *viaRuntime {
+	tb.Helper()
+	prov := soft.New(soft.Config{Devices: 1})
+	tb.Cleanup(func() { prov.Close() })
+	rt, err := vrt.New(append([]vrt.Option{vrt.WithProvider(prov)}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.Close(ctx); err != nil {
+			tb.Errorf("runtime Close: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	tb.Cleanup(cancel)
+	v := &viaRuntime{rt: rt, ctx: ctx}
+	v.cli = v.connect(tb)
+	if v.src, err = rt.Alloc(slots * opSize); err != nil {
+		tb.Fatal(err)
+	}
+	if v.dst, err = rt.Alloc(slots * opSize); err != nil {
+		tb.Fatal(err)
+	}
+	for i := range slots {
+		v.locals = append(v.locals, v.src.Slice(i*opSize, opSize))
+		v.remotes = append(v.remotes, v.dst.RemoteRef().At(i*opSize))
+	}
+	return v
+}
+
+// connect returns the dialing end of a connection made through the
+// runtime's own listener; the accepting end stays open until the runtime
+// closes.
+func (v *viaRuntime) connect(tb testing.TB) *vrt.Endpoint {
+	tb.Helper()
+	ln, err := v.rt.Listen("127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(v.ctx, 10*time.Second)
+	defer cancel()
+	accepted := make(chan error, 1)
+	go func() {
+		_, err := ln.Accept(ctx)
+		accepted <- err
+	}()
+	cli, err := v.rt.Dial(ctx, ln.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := <-accepted; err != nil {
+		tb.Fatal(err)
+	}
+	return cli
+}
+
+// write copies slot's 64 bytes to the server and waits for the future.
+func (v *viaRuntime) write(slot int) error {
+	_, err := v.cli.Write(v.locals[slot], v.remotes[slot]).Wait(v.ctx)
+	return err
+}
+
+// stats returns the endpoint actor's doorbells and WRs so far.
+func (v *viaRuntime) stats() postStats {
+	s := v.cli.Actor().Stats()
+	return postStats{calls: s.PostCalls.Load(), wrs: s.WRsPosted.Load()}
+}
