@@ -45,11 +45,11 @@ func BenchmarkWrite(b *testing.B) {
 	b.Run("direct/callers=1", func(b *testing.B) {
 		d := newDirect(b)
 		b.ReportAllocs()
-		b.ResetTimer()
+		stop := timeSection(b)
 		if err := d.run(b.N); err != nil {
 			b.Fatal(err)
 		}
-		b.StopTimer()
+		stop()
 		report(b, d.stats())
 	})
 }

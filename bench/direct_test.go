@@ -9,11 +9,11 @@ import (
 
 // directBatch is how many WRs the direct variant chains into one PostSend;
 // only the last is signaled.
-const directBatch = 32
+const directBatch = 64
 
 // direct is one goroutine that owns a QP outright: it keeps the send queue
-// (sqDepth WRs, as the other variants) full with chains of directBatch
-// WRs, the last of each signaled, and polls the CQ itself. No lock, no
+// (as granted for sqDepth, as the runtime's actor does) full with chains of
+// directBatch WRs, the last of each signaled, and polls the CQ itself. No lock, no
 // channel, no future: the most the soft provider gives for these writes.
 type direct struct {
 	lb    *loopback
@@ -25,7 +25,7 @@ type direct struct {
 }
 
 func newDirect(tb testing.TB) *direct {
-	d := &direct{lb: newLoopback(tb, directBatch, sqDepth+16),
+	d := &direct{lb: newLoopback(tb, directBatch, 64),
 		wrs: make([]verbs.SendWR, directBatch), sges: make([]verbs.SGE, directBatch), wcs: make([]verbs.WC, 32)}
 	for i := range d.wrs {
 		d.sges[i] = d.lb.local(i)
@@ -39,10 +39,10 @@ func (d *direct) run(ops int) error {
 	inflight := 0
 	// Each signaled completion retires the chain it ended; batches holds
 	// the lengths of the chains in flight (the last may be short).
-	var batches [sqDepth/directBatch + 1]int
+	batches := make([]int, d.lb.capacity/directBatch+1)
 	head, tail := 0, 0
 	for posted := 0; posted < ops || inflight > 0; {
-		if posted < ops && inflight+directBatch <= sqDepth {
+		if posted < ops && inflight+directBatch <= d.lb.capacity {
 			n := min(directBatch, ops-posted)
 			chain := d.wrs[:n]
 			chain[n-1].Flags = verbs.SendSignaled

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -43,16 +44,29 @@ func drive(tb testing.TB, callers, ops int, op func(caller int) error) error {
 		}()
 	}
 	ready.Wait()
-	b, isBench := tb.(*testing.B)
-	if isBench {
-		b.ResetTimer()
+	stop := func() {}
+	if b, ok := tb.(*testing.B); ok {
+		stop = timeSection(b)
 	}
 	close(start)
 	done.Wait()
-	if isBench {
-		b.StopTimer()
-	}
+	stop()
 	return first
+}
+
+// timeSection resets b's timer and returns the function that stops it and
+// reports the heap allocations per op in between as mallocs/op, unrounded:
+// allocs/op rounds down, so one allocation every other op shows as 0.
+func timeSection(b *testing.B) (stop func()) {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	before := m.Mallocs
+	b.ResetTimer()
+	return func() {
+		b.StopTimer()
+		runtime.ReadMemStats(&m)
+		b.ReportMetric(float64(m.Mallocs-before)/float64(b.N), "mallocs/op")
+	}
 }
 
 // postStats are doorbells and WRs counted over a measured section.
