@@ -1,9 +1,14 @@
 package bench
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // opSize is the length of every RDMA WRITE the benchmarks issue.
@@ -13,17 +18,34 @@ const opSize = 64
 // the soft provider rounds it up as rxe does (2^n - 1).
 const sqDepth = 256
 
+// stallLimit is how long drive waits without any operation completing
+// before it cancels the rest: no write takes seconds, so one that does was
+// lost, and a benchmark that says so beats one that hangs.
+const stallLimit = 10 * time.Second
+
+// errStalled is the cause of the context drive cancels on a stall.
+var errStalled = errors.New("bench: no operation completed for " + stallLimit.String())
+
 // drive runs ops operations split among callers goroutines, each calling
-// op with its caller index in a loop, and returns the first error. With a
-// *testing.B it times the operations only: the goroutines are started and
-// waiting before the timer is reset.
-func drive(tb testing.TB, callers, ops int, op func(caller int) error) error {
+// op with ctx and its caller index in a loop, and returns the first error.
+// With a *testing.B it times the operations only: the goroutines are
+// started and waiting before the timer is reset. ctx is cancelled, with
+// errStalled as the cause, when no operation completes for stallLimit.
+func drive(tb testing.TB, callers, ops int, op func(ctx context.Context, caller int) error) error {
 	var (
 		ready, done sync.WaitGroup
 		start       = make(chan struct{})
 		errOnce     sync.Once
 		first       error
+		// progress has a cache line per caller, so counting costs each
+		// caller a store to a line of its own.
+		progress = make([]struct {
+			n atomic.Uint64
+			_ [56]byte
+		}, callers)
 	)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	ready.Add(callers)
 	done.Add(callers)
 	for c := range callers {
@@ -36,13 +58,43 @@ func drive(tb testing.TB, callers, ops int, op func(caller int) error) error {
 			ready.Done()
 			<-start
 			for range n {
-				if err := op(c); err != nil {
+				if err := op(ctx, c); err != nil {
+					if context.Cause(ctx) == errStalled {
+						err = fmt.Errorf("%w: %w", errStalled, err)
+					}
 					errOnce.Do(func() { first = err })
 					return
 				}
+				progress[c].n.Add(1)
 			}
 		}()
 	}
+	finished := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		var last uint64
+		lastChange := time.Now()
+		tick := time.NewTicker(stallLimit / 10)
+		defer tick.Stop()
+		for {
+			select {
+			case <-finished:
+				return
+			case now := <-tick.C:
+				var sum uint64
+				for i := range progress {
+					sum += progress[i].n.Load()
+				}
+				if sum != last {
+					last, lastChange = sum, now
+				} else if now.Sub(lastChange) >= stallLimit {
+					cancel(errStalled)
+					return
+				}
+			}
+		}
+	}()
 	ready.Wait()
 	stop := func() {}
 	if b, ok := tb.(*testing.B); ok {
@@ -51,6 +103,8 @@ func drive(tb testing.TB, callers, ops int, op func(caller int) error) error {
 	close(start)
 	done.Wait()
 	stop()
+	close(finished)
+	<-watched
 	return first
 }
 

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"testing"
@@ -35,8 +36,9 @@ func newNaive(tb testing.TB, slots int) *naive {
 	return n
 }
 
-// write copies slot's 64 bytes to the target and waits for the completion.
-func (n *naive) write(slot int) error {
+// write copies slot's 64 bytes to the target and waits for the completion
+// (or for ctx, which only a stall cancels).
+func (n *naive) write(ctx context.Context, slot int) error {
 	ch := make(chan error, 1)
 	n.mu.Lock()
 	id := n.next
@@ -55,7 +57,12 @@ func (n *naive) write(slot int) error {
 	if err != nil {
 		return err
 	}
-	return <-ch
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // poll is the completion goroutine: it spins on the CQ, yielding while it
