@@ -230,11 +230,20 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	for _, ln := range lns {
 		errs = append(errs, ln.Close())
 	}
-	for _, ep := range eps {
-		errs = append(errs, ep.Close(ctx))
+	// Endpoints close together: both ends of a connection reach ERR at
+	// about the same time, so neither retries against a vanished peer.
+	epErrs := make([]error, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			epErrs[i] = ep.Close(ctx)
+		}()
 	}
+	wg.Wait()
 	rt.teardown()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, epErrs...)...)
 }
 
 // teardown releases what New acquired, in reverse.

@@ -1,0 +1,283 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// TestRemoteAccessErrorFlushesLaterOps: a write with a bad rkey in the
+// middle of a stream fails with REM_ACCESS_ERR; the writes queued behind it
+// fail with WR_FLUSH_ERR; those before it succeed.
+func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
+	rt, cli, _ := pair(t)
+	ctx := ctxT(t)
+	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
+	// Hold the stream so the bad write is mid-queue when it executes.
+	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	var fs []runtime.Future
+	for i := range 30 {
+		ref := remote.RemoteRef().At(8 * i)
+		if i == 10 {
+			ref.RKey ^= 0xff00 // a key the peer never issued
+		}
+		fs = append(fs, cli.Write(local.Slice(8*i, 8), ref))
+	}
+	for i, f := range fs {
+		_, err := f.Wait(ctx)
+		switch {
+		case i < 10 && err != nil:
+			t.Errorf("write %d before the bad one: %v", i, err)
+		case i == 10 && !errors.Is(err, verbs.ErrRemoteAccess):
+			t.Errorf("bad write: %v, want REM_ACCESS_ERR", err)
+		case i > 10 && !errors.Is(err, verbs.ErrFlushed):
+			t.Errorf("write %d after the bad one: %v, want a flush", i, err)
+		}
+	}
+	// The connection is gone (both QPs in ERR): later operations flush too.
+	if _, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrFlushed) {
+		t.Errorf("write after the error: %v, want a flush", err)
+	}
+}
+
+// TestQPFatalFailsPendingFutures: a QP forced to ERR (as a catastrophic
+// device error does) fails every pending future with a typed error.
+func TestQPFatalFailsPendingFutures(t *testing.T) {
+	rt, cli, _ := pair(t)
+	ctx := ctxT(t)
+	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
+	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var fs []runtime.Future
+	for i := range 20 {
+		fs = append(fs, cli.Write(local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
+	}
+	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultQPError}); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range fs {
+		_, err := f.Wait(ctx)
+		if !errors.Is(err, verbs.ErrFlushed) && !errors.Is(err, runtime.ErrQPFatal) {
+			t.Errorf("future %d: %v, want a flush or ErrQPFatal", i, err)
+		}
+	}
+	// The endpoint is failed for good: new operations fail at once.
+	_, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
+	if !errors.Is(err, runtime.ErrQPFatal) && !errors.Is(err, verbs.ErrFlushed) {
+		t.Errorf("after the fatal error: %v", err)
+	}
+}
+
+// TestCQOverrunFailsPendingFutures: a CQ overrun loses a completion; the
+// runtime fails the future that waits for it with ErrCQOverrun instead of
+// letting it hang, and the endpoint refuses further work with it.
+func TestCQOverrunFailsPendingFutures(t *testing.T) {
+	rt, cli, _ := pair(t)
+	ctx := ctxT(t)
+	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
+	if err := soft.InjectCQ(cli.CQ(), soft.Fault{Kind: soft.FaultCQOverrun, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// One write: its completion is the one the overrun loses.
+	_, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
+	var ae *runtime.AsyncError
+	if !errors.Is(err, runtime.ErrCQOverrun) || !errors.As(err, &ae) || ae.Event != verbs.EventCQErr {
+		t.Fatalf("lost completion: %v, want an *AsyncError matching ErrCQOverrun", err)
+	}
+	for i := range 5 {
+		if _, err := cli.Write(local.Slice(8*i, 8), remote.RemoteRef().At(8*i)).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
+			t.Errorf("write %d after the overrun: %v, want ErrCQOverrun", i, err)
+		}
+	}
+}
+
+// TestBadWRFailsOnlyItsSubmission: eight goroutines post batches of 64;
+// one batch holds a misaligned atomic. Only that batch fails, with the WR
+// and the rule named; the others complete.
+func TestBadWRFailsOnlyItsSubmission(t *testing.T) {
+	rt, cli, _ := pair(t)
+	ctx := ctxT(t)
+	remote := alloc(t, rt, 8*64*8)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local, err := rt.Alloc(64 * 8)
+			if err != nil {
+				errs[g] = err
+				return
+			}
+			defer local.Free()
+			ops := make([]runtime.Op, 64)
+			for i := range ops {
+				ref := remote.RemoteRef().At(8 * (64*g + i))
+				ops[i] = runtime.Op{Opcode: verbs.OpWrite, Local: local.Slice(8*i, 8),
+					Remote: verbs.RDMA{RemoteAddr: ref.Addr, RKey: ref.RKey}}
+			}
+			if g == 3 {
+				ops[17] = runtime.Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: 1,
+					Remote: verbs.RDMA{RemoteAddr: remote.Addr() + 4, RKey: remote.RemoteRef().RKey}}
+			}
+			c, err := cli.Post(ops).Wait(ctx)
+			if err == nil && c.WRs != 64 {
+				err = fmt.Errorf("completion covers %d WRs", c.WRs)
+			}
+			errs[g] = err
+		}()
+	}
+	wg.Wait()
+	for g, err := range errs {
+		if g != 3 {
+			if err != nil {
+				t.Errorf("batch %d: %v", g, err)
+			}
+			continue
+		}
+		var we *verbs.WRError
+		if !errors.As(err, &we) || we.Index != 17 || !errors.Is(err, verbs.ErrInvalidWR) {
+			t.Errorf("bad batch: %v, want a *verbs.WRError for WR 17", err)
+		}
+	}
+	// The connection is still good.
+	local := alloc(t, rt, 8)
+	if _, err := cli.Write(local.Local(), remote.RemoteRef()).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoRNRWithSlowReceiver: with rnr_retry 0 an RNR NAK would fail the
+// QP at once. 100k sends to a receiver that is slow on purpose all arrive,
+// in order: senders wait for receive credits instead.
+func TestNoRNRWithSlowReceiver(t *testing.T) {
+	n := 100000
+	if testing.Short() {
+		n = 5000
+	}
+	rt, cli, srv := pair(t, runtime.WithRNRRetry(0), runtime.WithRecvDepth(16))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	local := alloc(t, rt, 8*32)
+	done := make(chan error, 1)
+	go func() {
+		for i := range n {
+			m, err := srv.Recv(ctx)
+			if err != nil {
+				done <- fmt.Errorf("message %d: %w", i, err)
+				return
+			}
+			if want := fmt.Sprintf("%08d", i); !bytes.Equal(m.Bytes(), []byte(want)) {
+				done <- fmt.Errorf("message %d is %q", i, m.Bytes())
+				return
+			}
+			m.Release()
+			if i%1000 == 0 {
+				time.Sleep(time.Millisecond) // slow on purpose
+			}
+		}
+		done <- nil
+	}()
+	// Keep a window of sends in flight, each with its own slot of local:
+	// a slot is reused only after its send completed.
+	const window = 32
+	var inflight [window]runtime.Future
+	for i := range n {
+		slot := i % window
+		if i >= window {
+			if _, err := inflight[slot].Wait(ctx); err != nil {
+				t.Fatalf("send %d: %v", i-window, err)
+			}
+		}
+		copy(local.Bytes()[8*slot:], fmt.Sprintf("%08d", i))
+		inflight[slot] = cli.Send(local.Slice(8*slot, 8))
+	}
+	for i := max(0, n-window); i < n; i++ {
+		if _, err := inflight[i%window].Wait(ctx); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCloseUnderLoad: closing the runtime while 64 goroutines keep issuing
+// operations resolves every future (success, ErrClosed or a flush) and
+// leaves no goroutine behind (TestMain checks). An operation whose peer QP
+// closed first may also end with RETRY_EXC_ERR: its packets go unanswered.
+func TestCloseUnderLoad(t *testing.T) {
+	rt, err := runtime.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := rt.Listen("127.0.0.1:0")
+	ctx := ctxT(t)
+	acc := make(chan *runtime.Endpoint, 1)
+	go func() { ep, _ := ln.Accept(ctx); acc <- ep }()
+	cli, err := rt.Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := <-acc
+	remote, _ := rt.Alloc(64 * 64)
+	var wg sync.WaitGroup
+	var resolved, issued sync.Map
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local, err := rt.Alloc(64)
+			if err != nil {
+				return // closed already
+			}
+			for i := 0; ; i++ {
+				var f runtime.Future
+				if i%2 == 0 {
+					f = cli.Write(local.Local(), remote.RemoteRef().At(64*g))
+				} else {
+					f = srv.Read(local.Local(), remote.RemoteRef().At(64*g))
+				}
+				issued.Store([2]int{g, i}, true)
+				_, err := f.Wait(ctx)
+				resolved.Store([2]int{g, i}, true)
+				if err != nil {
+					if !errors.Is(err, runtime.ErrClosed) && !errors.Is(err, verbs.ErrFlushed) &&
+						!errors.Is(err, verbs.ErrRetryExceeded) {
+						t.Errorf("goroutine %d op %d: %v", g, i, err)
+					}
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // let the load build up
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rt.Close(cctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	wg.Wait()
+	n := 0
+	issued.Range(func(k, _ any) bool {
+		n++
+		if _, ok := resolved.Load(k); !ok {
+			t.Errorf("op %v never resolved", k)
+		}
+		return true
+	})
+	if n == 0 {
+		t.Fatal("no operation was issued")
+	}
+}
