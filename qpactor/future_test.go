@@ -1,0 +1,125 @@
+package qpactor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+func TestFutureResolvesOnceForAllWRs(t *testing.T) {
+	p, f := NewPromise(3, nil)
+	p.s.completeOne(verbs.WC{ByteLen: 8, Opcode: verbs.WCRDMAWrite}, nil, 0)
+	p.s.completeOne(verbs.WC{ByteLen: 8, Opcode: verbs.WCRDMAWrite}, nil, 0)
+	if _, err := f.Result(); !errors.Is(err, ErrPending) {
+		t.Fatalf("after 2 of 3 WRs: %v, want ErrPending", err)
+	}
+	p.s.completeOne(verbs.WC{ByteLen: 8, Opcode: verbs.WCRDMAWrite}, nil, 0)
+	c, err := f.Wait(context.Background())
+	if err != nil || c.ByteLen != 24 || c.WRs != 3 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if _, err := f.Wait(context.Background()); !errors.Is(err, ErrReleased) {
+		t.Fatalf("second Wait: %v, want ErrReleased", err)
+	}
+}
+
+func TestFutureFirstErrorWins(t *testing.T) {
+	p, f := NewPromise(2, nil)
+	p.s.completeOne(verbs.WC{}, verbs.ErrRemoteAccess, 0)
+	p.s.completeOne(verbs.WC{}, verbs.ErrFlushed, 0)
+	if _, err := f.Wait(context.Background()); !errors.Is(err, verbs.ErrRemoteAccess) {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestFutureWaitContext(t *testing.T) {
+	p, f := NewPromise(1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if _, err := f.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v", err)
+	}
+	// A deadline does not consume the future: it still resolves and can be
+	// waited on again.
+	p.s.completeOne(verbs.WC{}, nil, 0)
+	if _, err := f.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type syncExec struct{ n int }
+
+func (e *syncExec) Submit(task func()) error { e.n++; task(); return nil }
+
+func TestFutureThenAndDone(t *testing.T) {
+	exec := &syncExec{}
+	p, f := NewPromise(1, exec)
+	got := make(chan error, 1)
+	f.Then(func(_ Completion, err error) { got <- err })
+	p.s.completeOne(verbs.WC{}, verbs.ErrFlushed, 0)
+	if err := <-got; !errors.Is(err, verbs.ErrFlushed) || exec.n != 1 {
+		t.Fatalf("%v, %d tasks", err, exec.n)
+	}
+
+	p2, f2 := NewPromise(1, exec)
+	done := f2.Done()
+	select {
+	case <-done:
+		t.Fatal("Done closed before the operation completed")
+	default:
+	}
+	p2.s.completeOne(verbs.WC{}, nil, 0)
+	<-done
+	if err := f2.Err(); err != nil {
+		t.Fatal(err)
+	}
+	f2.Release()
+	if err := f2.Err(); !errors.Is(err, ErrReleased) {
+		t.Fatalf("after Release: %v", err)
+	}
+}
+
+// TestFutureRecycleRace: waiters release states as soon as they see them
+// done, while resolvers are still finishing; recycled states must never be
+// touched by their previous resolver (a Done channel closed twice, a Then
+// run for another operation).
+func TestFutureRecycleRace(t *testing.T) {
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 5000 {
+				p, f := NewPromise(1, nil)
+				go p.s.completeOne(verbs.WC{ByteLen: uint32(i)}, nil, 0)
+				if i%2 == 0 {
+					<-f.Done()
+				}
+				c, err := f.Wait(context.Background())
+				if err != nil || c.ByteLen != uint32(i) {
+					t.Errorf("op %d: %+v %v", i, c, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestFailedFuture(t *testing.T) {
+	f := Failed(ErrClosed, nil)
+	if _, err := f.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+}
+
+func TestWRIDRoundTrip(t *testing.T) {
+	id, seq := DecodeWRID(WRID(0xbeef, 1<<47|12345))
+	if id != 0xbeef || seq != 1<<47|12345 {
+		t.Fatalf("%#x %#x", id, seq)
+	}
+}
