@@ -140,6 +140,7 @@ type Actor struct {
 	// poller adds what it retires.
 	credits    atomic.Int64
 	closing    atomic.Bool
+	started    atomic.Bool
 	stopped    atomic.Bool  // the actor goroutine has made its last sweep
 	exitMu     sync.Mutex   // the consumer role after stopped
 	broken     atomic.Error // set when the QP can no longer complete WRs
@@ -227,8 +228,12 @@ func (a *Actor) Credits() int { return int(a.credits.Load()) }
 // Outstanding returns how many posted WRs have not completed.
 func (a *Actor) Outstanding() int { return a.sqDepth - a.Credits() }
 
-// Start runs the actor goroutine, locked to its OS thread.
-func (a *Actor) Start() { go a.run() }
+// Start runs the actor goroutine, locked to its OS thread. Call it once.
+func (a *Actor) Start() {
+	if a.started.CompareAndSwap(false, true) {
+		go a.run()
+	}
+}
 
 // Submit queues op and returns its future. When the inbox is full it waits
 // for room until ctx ends. Errors about op itself (a rule of
@@ -607,6 +612,15 @@ func (a *Actor) Break(err error) {
 // goroutine. Outstanding WRs are the poller's to finish.
 func (a *Actor) Close(ctx context.Context) error {
 	a.closing.Store(true)
+	if a.started.CompareAndSwap(false, true) {
+		// Never started: there is no goroutine to drain the inbox.
+		a.exitMu.Lock()
+		a.stopped.Store(true)
+		a.failQueued(ErrClosed)
+		a.exitMu.Unlock()
+		close(a.done)
+		return nil
+	}
 	a.waker.Wake()
 	select {
 	case <-a.done:

@@ -1,0 +1,131 @@
+package cqpoller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/verbsrt/verbsrt/cqpoller"
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// loop is a QP connected to itself: its sends complete on its own CQ.
+type loop struct {
+	qp verbs.QP
+	cq verbs.CQ
+	ch verbs.CompChannel
+	mr verbs.MR
+}
+
+func newLoop(t *testing.T) *loop {
+	t.Helper()
+	p := soft.New(soft.Config{})
+	arena, _ := verbs.NewArena(1 << 16)
+	t.Cleanup(func() { p.Close(); arena.Close() })
+	devs, _ := p.Devices()
+	c, _ := devs[0].Open()
+	pd, _ := c.AllocPD()
+	l := &loop{}
+	l.ch, _ = c.CreateCompChannel()
+	l.cq, _ = c.CreateCQ(verbs.CQSpec{CQE: 64, Channel: l.ch})
+	var err error
+	if l.qp, err = pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: l.cq, RecvCQ: l.cq,
+		Caps: verbs.QPCaps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	l.mr, _ = pd.RegMR(arena.Bytes(), verbs.AccessAllRemote)
+	gid, _ := c.QueryGID(1, 1)
+	if err := verbs.Connect(l.qp, verbs.ConnectSpec{GIDIndex: 1}, verbs.PeerInfo{QPN: l.qp.QPN(), GID: gid}); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (l *loop) write(id uint64) {
+	l.qp.PostSend([]verbs.SendWR{{ID: id, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
+		SGL:  []verbs.SGE{{Addr: l.mr.Addr(), Length: 8, LKey: l.mr.LKey()}},
+		RDMA: verbs.RDMA{RemoteAddr: l.mr.Addr() + 64, RKey: l.mr.RKey()}}})
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestAdaptiveSleepsAndWakes: an idle adaptive poller sleeps on the
+// completion channel, and a completion wakes it.
+func TestAdaptiveSleepsAndWakes(t *testing.T) {
+	l := newLoop(t)
+	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Adaptive, Channel: l.ch,
+		Spin: 10 * time.Microsecond, Yield: 10 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	defer p.Close()
+	got := make(chan verbs.WC, 4)
+	// A receive handler sees every completion whose wr_id has RecvBit.
+	if err := p.Add(&cqpoller.Target{CQ: l.cq, Recv: func(wc *verbs.WC) { got <- *wc }}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
+	l.write(cqpoller.RecvBit | 42)
+	select {
+	case wc := <-got:
+		if wc.WRID != cqpoller.RecvBit|42 {
+			t.Fatalf("%+v", wc)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sleeping poller missed the completion")
+	}
+}
+
+// TestStaleCompletionCounted: a send completion no actor posted is counted
+// as stale and dropped.
+func TestStaleCompletionCounted(t *testing.T) {
+	l := newLoop(t)
+	p, _ := cqpoller.New(cqpoller.Config{Policy: cqpoller.Busy})
+	p.Start()
+	defer p.Close()
+	act, err := qpactor.New(qpactor.Config{QP: l.qp, ID: 1,
+		Scratch: qpactor.Scratch{Bytes: l.mr.Bytes()[4096:], Addr: l.mr.Addr() + 4096, LKey: l.mr.LKey()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer act.Close(context.Background())
+	p.Add(&cqpoller.Target{CQ: l.cq, Send: act})
+	l.write(qpactor.WRID(1, 999)) // never posted by the actor
+	l.write(qpactor.WRID(2, 0))   // another actor's ID
+	eventually(t, "two stale completions", func() bool { return p.Stats().Stale.Load() == 2 })
+	if act.Stats().Stale.Load() != 2 {
+		t.Fatalf("actor counted %d stale", act.Stats().Stale.Load())
+	}
+}
+
+// TestDoRunsOnPoller: Do runs a function on the poller and waits for it;
+// after Close it runs on the caller.
+func TestDoRunsOnPoller(t *testing.T) {
+	p, _ := cqpoller.New(cqpoller.Config{Policy: cqpoller.Busy})
+	p.Start()
+	ran := false
+	p.Do(func() { ran = true })
+	if !ran {
+		t.Fatal("Do returned before running")
+	}
+	p.Close()
+	ran = false
+	p.Do(func() { ran = true })
+	if !ran {
+		t.Fatal("Do after Close did not run")
+	}
+}
