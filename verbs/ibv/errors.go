@@ -1,6 +1,7 @@
 package ibv
 
 import (
+	"errors"
 	"syscall"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -14,6 +15,11 @@ func errnoOf(err error, fallback syscall.Errno) syscall.Errno {
 	}
 	return fallback
 }
+
+// ErrProtocol is returned when a peer breaks a connection-setup protocol:
+// a malformed ibv_rc_pingpong address message (UnmarshalDest and the
+// exchanges), or private data too short for what it should carry.
+var ErrProtocol = errors.New("ibv: malformed message from the peer")
 
 // errClosed is returned by methods of an object (or of an object whose
 // context) that has been closed. Built once: it is on the data path.
