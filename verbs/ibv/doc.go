@@ -2,10 +2,36 @@
 // NICs and the kernel's Soft-RoCE (rdma_rxe). It implements the contract of
 // package verbs; New returns it, named "ibv".
 //
-// It needs cgo and Linux (libibverbs-dev to build, libibverbs1 and the
-// device's provider library, e.g. ibverbs-providers, to run). Without them
-// the package still builds and every entry point returns an error matching
-// verbs.ErrNotSupported.
+// It needs cgo and Linux (libibverbs-dev and librdmacm-dev to build;
+// libibverbs1, librdmacm1 and the device's provider library, e.g.
+// ibverbs-providers, to run). Without them the package still builds and
+// every entry point returns an error matching verbs.ErrNotSupported.
+//
+// # Connection setup
+//
+// Two ways, both of which rdma-core's own tools speak:
+//
+//   - Out of band over TCP, as ibv_rc_pingpong does: ClientExchangeDest and
+//     ServerExchangeDest swap LID, QPN, PSN and GID in its exact text format
+//     (MarshalDest, UnmarshalDest), the server connecting its QP before it
+//     answers and the client closing with "done". verbs.Connect (or the
+//     caller's own ibv_modify_qp attributes) then brings the QP to RTS.
+//     This part is plain Go and works with any provider.
+//   - Through the connection manager (librdmacm): ListenCM and
+//     CMListener.GetRequest on the passive side, DialCM on the active side,
+//     each giving a CMConn to Accept or Connect with a ConnParam whose
+//     private data can carry what the peer needs (RemoteBuffer: a buffer's
+//     address, rkey and length, in rping's layout). The QP is this
+//     provider's own, created on the connection's device (CMConn.Device,
+//     CMConn.OpenContext); the CMConn moves it to RTS with the attributes
+//     rdma_init_qp_attr negotiated and hands its number to rdma_accept or
+//     rdma_connect, as `rping -q` does, so PostSend, PostRecv and Poll work
+//     on it as on any other. Every event is acknowledged as soon as it is
+//     copied out; each connection has an event channel of its own
+//     (rdma_migrate_id), non-blocking and waited on through the netpoller,
+//     and after Accept or Connect a goroutine reads it until Close, closing
+//     CMConn.Disconnected when the peer disconnects. The C helpers in
+//     cm_shim.c do each setup step in one crossing.
 //
 // # Crossings
 //

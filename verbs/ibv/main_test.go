@@ -16,14 +16,17 @@ import (
 
 // TestMain fails the run when a goroutine or a file descriptor outlives the
 // tests: every context must stop its asynchronous event reader when closed,
-// and every completion channel and context must close the descriptors it
-// duplicated for the netpoller.
+// and every completion channel, context and rdma_cm event channel must close
+// the descriptors it duplicated for the netpoller.
 func TestMain(m *testing.M) {
-	// Open the netpoller's own descriptors (epoll, eventfd) before counting.
+	// Open the netpoller's own descriptors (epoll, eventfd) before counting,
+	// and librdmacm's contexts (one per device, kept until the process
+	// exits, opened at the first rdma_cm use).
 	if r, w, err := os.Pipe(); err == nil {
 		r.Close()
 		w.Close()
 	}
+	ibv.CMInit()
 	before := openFDs()
 	code := m.Run()
 	if code == 0 {
