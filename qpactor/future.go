@@ -56,13 +56,15 @@ type futState struct {
 	comp    Completion
 	err     error
 
-	mu   sync.Mutex // guards done and then against the resolver
-	done chan struct{}
-	then func(Completion, error)
-	exec Executor
+	mu     sync.Mutex // guards done, waiter and then against the resolver
+	done   chan struct{}
+	waiter bool          // Wait is parked on wake
+	wake   chan struct{} // one slot, made once per state: Wait's parking spot
+	then   func(Completion, error)
+	exec   Executor
 }
 
-var futPool = sync.Pool{New: func() any { return new(futState) }}
+var futPool = sync.Pool{New: func() any { return &futState{wake: make(chan struct{}, 1)} }}
 
 // newFuture takes a state from the pool for an operation of n WRs.
 func newFuture(n int, exec Executor) (*futState, Future) {
@@ -123,6 +125,10 @@ func (s *futState) completeOne(wc verbs.WC, err error, value uint64) {
 	// recycled state).
 	s.mu.Lock()
 	s.state.Store(stateDone)
+	if s.waiter {
+		s.waiter = false
+		s.wake <- struct{}{} // never blocks: one waiter, one slot
+	}
 	if s.done != nil {
 		close(s.done)
 	}
@@ -157,7 +163,11 @@ func (s *futState) runThen(fn func(Completion, error)) {
 func (s *futState) release() {
 	s.gen.Inc()
 	s.mu.Lock()
-	s.done, s.then, s.exec = nil, nil, nil
+	s.done, s.then, s.exec, s.waiter = nil, nil, nil, false
+	select {
+	case <-s.wake: // a token left by a resolver after Wait gave up on ctx
+	default:
+	}
 	s.mu.Unlock()
 	s.state.Store(statePending)
 	s.failed.Store(false)
@@ -179,30 +189,43 @@ type Future struct {
 func (f Future) live() bool { return f.s != nil && f.s.gen.Load() == f.gen }
 
 // spinChecks is how many times Wait looks at a pending future, yielding
-// between looks, before it sleeps on a channel: completions on a busy
-// runtime arrive within microseconds, and a channel costs an allocation
-// and a wake-up.
-const spinChecks = 64
+// between looks, before it parks: a completion on a busy runtime often
+// arrives within a few scheduler rounds, and parking costs a wake-up.
+const spinChecks = 4
 
 // Wait blocks until the operation completes or ctx ends. A result (success
 // or failure of the operation) consumes the future; ctx ending does not, and
 // Wait may be called again.
+//
+// Waiting allocates nothing: it parks on the state's own one-slot wake
+// channel, which the resolver fills; Done's channel is made only for
+// callers who ask for it.
 func (f Future) Wait(ctx context.Context) (Completion, error) {
 	if !f.live() {
 		return Completion{}, ErrReleased
 	}
 	s := f.s
-	for i := 0; s.state.Load() != stateDone; i++ {
-		if i < spinChecks {
-			runtime.Gosched()
-			continue
-		}
-		select {
-		case <-f.Done():
-		case <-ctx.Done():
-			if s.state.Load() != stateDone {
-				return Completion{}, ctx.Err()
+	for i := 0; i < spinChecks && s.state.Load() != stateDone; i++ {
+		runtime.Gosched()
+	}
+	if s.state.Load() != stateDone {
+		s.mu.Lock()
+		if s.state.Load() != stateDone {
+			s.waiter = true
+			s.mu.Unlock()
+			select {
+			case <-s.wake:
+			case <-ctx.Done():
+				s.mu.Lock()
+				if s.state.Load() != stateDone {
+					s.waiter = false
+					s.mu.Unlock()
+					return Completion{}, ctx.Err()
+				}
+				s.mu.Unlock()
 			}
+		} else {
+			s.mu.Unlock()
 		}
 	}
 	comp, err := s.result()
