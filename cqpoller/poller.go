@@ -249,11 +249,11 @@ func (p *Poller) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(p.done)
-	var idleSince time.Time
+	var clock qpactor.IdleClock
 	for {
 		p.runTasks()
 		if p.pollAll() > 0 {
-			idleSince = time.Time{}
+			clock.Busy()
 			continue
 		}
 		select {
@@ -262,10 +262,7 @@ func (p *Poller) run() {
 			return
 		default:
 		}
-		if idleSince.IsZero() {
-			idleSince = time.Now()
-		}
-		idle := time.Since(idleSince)
+		idle := clock.Idle()
 		switch {
 		case p.cfg.Policy == Busy:
 			if idle > p.cfg.Spin {
@@ -279,7 +276,7 @@ func (p *Poller) run() {
 			continue
 		}
 		p.sleep()
-		idleSince = time.Time{}
+		clock.Busy()
 	}
 }
 

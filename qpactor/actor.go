@@ -328,10 +328,10 @@ func (a *Actor) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(a.done)
-	idleSince := time.Time{}
+	var idle IdleClock
 	for {
 		if a.drain() > 0 {
-			idleSince = time.Time{}
+			idle.Busy()
 			continue
 		}
 		if a.closing.Load() && (a.inbox.Peek() == nil || a.broken.Load() != nil) {
@@ -341,10 +341,7 @@ func (a *Actor) run() {
 			a.exitMu.Unlock()
 			return
 		}
-		if idleSince.IsZero() {
-			idleSince = time.Now()
-		}
-		if time.Since(idleSince) < a.spin {
+		if idle.Idle() < a.spin {
 			runtime.Gosched()
 			continue
 		}
@@ -354,7 +351,7 @@ func (a *Actor) run() {
 			continue
 		}
 		a.waker.Sleep(nil) // Close wakes it through Wake
-		idleSince = time.Time{}
+		idle.Busy()
 	}
 }
 

@@ -39,6 +39,10 @@ type cq struct {
 	armed  int
 	closed bool
 
+	// ready mirrors count for Poll's lock-free fast path: a poller that
+	// spins on an empty CQ must not take the lock the engine pushes under.
+	ready atomic.Int64
+
 	uses usage // QPs and SRQs completing here
 	// forcedOverruns makes the next pushes behave as if the CQ were full
 	// (fault injection).
@@ -88,6 +92,7 @@ func (q *cq) push(wc *verbs.WC, solicited bool) {
 	}
 	q.ring[i] = *wc
 	q.count++
+	q.ready.Add(1)
 	fire := q.armed == notifyNext ||
 		q.armed == notifySolicited && (solicited || wc.Status != verbs.WCSuccess)
 	if fire {
@@ -101,6 +106,9 @@ func (q *cq) push(wc *verbs.WC, solicited bool) {
 
 // Poll copies out up to len(wcs) completions, oldest first.
 func (q *cq) Poll(wcs []verbs.WC) (int, error) {
+	if q.ready.Load() == 0 {
+		return 0, nil
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -115,6 +123,7 @@ func (q *cq) Poll(wcs []verbs.WC) (int, error) {
 		}
 	}
 	q.count -= n
+	q.ready.Add(-int64(n))
 	return n, nil
 }
 

@@ -131,11 +131,15 @@ func accessFail(reliable bool) result {
 	return ok() // UC: the responder drops the packet, the requester never knows
 }
 
-// process executes up to processBudget WQEs of q.
+// process executes up to processBudget WQEs of q. It holds execMu for the
+// whole run and q's lock except while a transfer runs: one lock hand-off per
+// WQE settles it and picks up the next.
 func (e *engine) process(q *qp) {
 	q.queued.Store(false)
+	e.execMu.Lock()
+	defer e.execMu.Unlock()
+	q.mu.Lock()
 	for range processBudget {
-		q.mu.Lock()
 		if q.closed || q.state != verbs.QPStateRTS || q.stalled || q.sqHead == q.sqTail {
 			q.mu.Unlock()
 			return
@@ -164,20 +168,17 @@ func (e *engine) process(q *qp) {
 		e.snapshot(q, w)
 		q.mu.Unlock()
 
-		e.execMu.Lock()
 		res := e.execute(q, drop)
-		e.execMu.Unlock()
 
 		q.mu.Lock()
 		if q.sqHead != idx || q.closed || q.state != verbs.QPStateRTS {
 			// Flushed, reset or destroyed while it ran: whoever did that
 			// completed (or dropped) the WQE already.
-			q.mu.Unlock()
 			continue
 		}
 		e.settleLocked(q, w, res)
-		q.mu.Unlock()
 	}
+	q.mu.Unlock()
 	e.schedule(q)
 }
 
@@ -293,6 +294,9 @@ func (e *engine) execute(q *qp, drop bool) result {
 // connectedPeer finds the QP the connected QP q sends to: the device that
 // owns the destination GID, then the destination QPN on it.
 func (e *engine) connectedPeer(q *qp) *qp {
+	if c := q.peer; c != nil && c.qpn == e.attr.DestQPN && q.peerGID == e.attr.AH.GRH.DGID {
+		return c // QPNs are never reused: a closed peer is caught by accepting()
+	}
 	d := e.ctx.dev.p.deviceByGID(e.attr.AH.GRH.DGID)
 	if d == nil {
 		return nil
@@ -311,6 +315,7 @@ func (e *engine) connectedPeer(q *qp) *qp {
 			return nil
 		}
 	}
+	q.peer, q.peerGID = r, e.attr.AH.GRH.DGID
 	return r
 }
 

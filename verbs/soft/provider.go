@@ -26,8 +26,11 @@ type Provider struct {
 	devices []*device
 	mtu     verbs.MTU
 
+	// byGID is the fabric's routing table. It is filled by New and never
+	// changes, so the engines read it without a lock.
+	byGID map[verbs.GID]*device
+
 	mu     sync.Mutex
-	byGID  map[verbs.GID]*device
 	closed bool
 }
 
@@ -90,11 +93,7 @@ func (p *Provider) Close() error {
 }
 
 // deviceByGID finds the device a GID belongs to: the routing of the fabric.
-func (p *Provider) deviceByGID(g verbs.GID) *device {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.byGID[g]
-}
+func (p *Provider) deviceByGID(g verbs.GID) *device { return p.byGID[g] }
 
 // deviceGIDs gives device i a link-local GID (index 0) derived from its GUID
 // and an IPv4-mapped one (index 1), the table rxe shows on a RoCEv2 port.

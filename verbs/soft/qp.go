@@ -63,6 +63,11 @@ type qp struct {
 	timer   *time.Timer
 	faults  faultState
 
+	// peer caches the destination QP found for the current DestQPN and
+	// DGID; only the engine goroutine touches it.
+	peer    *qp
+	peerGID verbs.GID
+
 	queued    atomic.Bool // on the engine's run queue
 	postCalls atomic.Uint64
 }
