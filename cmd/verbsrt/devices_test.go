@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+func TestDevices(t *testing.T) {
+	p, closeProv, err := openProvider("soft")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeProv()
+	var out bytes.Buffer
+	if err := devices(&out, p, "", 16); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"hca_id:\tsoft0\n", "hca_id:\tsoft1\n", "node_guid:              0200:5e00:0000:0001",
+		"max_qp_wr:", "atomic_cap:             ATOMIC_HCA (1)", "\t\tport:\t1\n", "state:                  PORT_ACTIVE (4)",
+		"active_mtu:             4096 (5)", "link_layer:             Ethernet", "GID[  0]:               fe80::",
+		"GID[  1]:               ::ffff:10.77.0.2"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := devices(&out, p, "soft1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "soft0") || strings.Contains(out.String(), "GID[  1]") {
+		t.Errorf("-d soft1 with one GID:\n%s", out.String())
+	}
+	if err := devices(&out, p, "mlx5_0", 16); !errors.Is(err, verbs.ErrNotFound) {
+		t.Errorf("unknown device: %v, want ErrNotFound", err)
+	}
+	if _, _, err := openProvider("nope"); err == nil {
+		t.Error("unknown provider accepted")
+	}
+}
+
+// TestDevicesIBV lists the ibv provider's devices where it has some (the
+// rxevm guest), and checks that a host without any says so.
+func TestDevicesIBV(t *testing.T) {
+	p, closeProv, err := openProvider("ibv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeProv()
+	var out bytes.Buffer
+	err = devices(&out, p, "", 4)
+	if errors.Is(err, verbs.ErrNotSupported) || (err == nil && strings.HasPrefix(out.String(), "No IB devices")) {
+		t.Skipf("no RDMA device: %v %s", err, out.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	if !strings.Contains(out.String(), "hca_id:\t") || !strings.Contains(out.String(), "GID[") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
