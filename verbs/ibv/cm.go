@@ -314,19 +314,18 @@ const (
 //
 // Safe for concurrent use. Close releases the rdma_cm_id, not the QP.
 type CMConn struct {
-	ch      *cmChannel
-	id      *C.struct_rdma_cm_id
-	dev     string
-	port    uint8
-	local   netip.AddrPort
-	remote  netip.AddrPort
-	passive bool
+	ch     *cmChannel
+	id     *C.struct_rdma_cm_id
+	dev    string
+	port   uint8
+	local  netip.AddrPort
+	remote netip.AddrPort
+	peer   atomic.Pointer[ConnParam]
 
 	closing atomic.Bool // Close has begun: the channel is shut
 	mu      sync.Mutex  // held by Accept, Connect and Reject, and by Close to wait them out
 	state   cmState
 	q       *qp
-	peer    ConnParam
 
 	disc     chan struct{} // closed when the connection is gone
 	discOnce sync.Once
@@ -336,9 +335,10 @@ type CMConn struct {
 
 func newCMConn(ch *cmChannel, ev cmEvent, passive bool) *CMConn {
 	c := &CMConn{ch: ch, id: ev.id, dev: ev.dev, port: ev.port, local: ev.src, remote: ev.dst,
-		passive: passive, state: cmResolved, disc: make(chan struct{}), watched: make(chan struct{})}
+		state: cmResolved, disc: make(chan struct{}), watched: make(chan struct{})}
 	if passive {
-		c.state, c.peer = cmRequested, ev.param
+		c.state = cmRequested
+		c.peer.Store(&ev.param)
 	}
 	return c
 }
@@ -396,8 +396,7 @@ func (c *CMConn) Device() string { return c.dev }
 // Port returns the device port the connection uses.
 func (c *CMConn) Port() uint8 { return c.port }
 
-// LocalAddr and RemoteAddr return the IP addresses and ports of the two
-// ends.
+// LocalAddr returns our IP address and port.
 func (c *CMConn) LocalAddr() netip.AddrPort { return c.local }
 
 // RemoteAddr returns the peer's address and port.
@@ -407,9 +406,10 @@ func (c *CMConn) RemoteAddr() netip.AddrPort { return c.remote }
 // passive side, its accept once Connect returned on the active side. The
 // private data comes padded to what the transport carried.
 func (c *CMConn) PeerParam() ConnParam {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.peer
+	if p := c.peer.Load(); p != nil {
+		return *p
+	}
+	return ConnParam{}
 }
 
 // OpenContext opens a context on the connection's device, for the PD, CQ
@@ -575,7 +575,7 @@ func (c *CMConn) Connect(ctx context.Context, vq verbs.QP, param ConnParam) erro
 	if err != nil {
 		return err
 	}
-	c.peer = ev.param
+	c.peer.Store(&ev.param)
 	if err := modifyQP(q, "rdma_establish", verbs.QPStateRTS, func(qc *C.struct_ibv_qp, failed *C.int) C.int {
 		return C.vrt_cm_establish(c.id, qc, failed)
 	}); err != nil {

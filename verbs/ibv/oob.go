@@ -3,9 +3,11 @@ package ibv
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -146,9 +148,15 @@ func watchConn(ctx context.Context, c net.Conn) func() {
 	}
 }
 
+// exchangeErr names what failed; when ctx ended (or its deadline, which
+// the connection carries, fired a moment before ctx's own timer) it says
+// so with ctx's error.
 func exchangeErr(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("ibv: %s: %w", what, ctx.Err())
+	}
+	if d, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(d) {
+		return fmt.Errorf("ibv: %s: %w", what, context.DeadlineExceeded)
 	}
 	return fmt.Errorf("ibv: %s: %w", what, err)
 }
