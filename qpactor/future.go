@@ -188,10 +188,19 @@ type Future struct {
 
 func (f Future) live() bool { return f.s != nil && f.s.gen.Load() == f.gen }
 
-// spinChecks is how many times Wait looks at a pending future, yielding
-// between looks, before it parks: a completion on a busy runtime often
-// arrives within a few scheduler rounds, and parking costs a wake-up.
-const spinChecks = 4
+// Wait spins (yielding) before it parks, but only while few goroutines
+// spin: one waiter that parks is woken by the poller onto the poller's own
+// P, which the poller, spinning, does not give up, so a lone waiter should
+// stay runnable; hundreds of spinning waiters, on the other hand, churn the
+// scheduler for nothing, since their completions come in batches anyway.
+const (
+	spinChecks    = 64 // yields before parking, while few spin
+	crowdedChecks = 2  // yields before parking, when many spin
+	maxSpinners   = 4  // "few"
+)
+
+// spinners counts goroutines in Wait's spin phase, process-wide.
+var spinners atomic.Int32
 
 // Wait blocks until the operation completes or ctx ends. A result (success
 // or failure of the operation) consumes the future; ctx ending does not, and
@@ -205,9 +214,14 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 		return Completion{}, ErrReleased
 	}
 	s := f.s
-	for i := 0; i < spinChecks && s.state.Load() != stateDone; i++ {
+	checks := crowdedChecks
+	if spinners.Inc() <= maxSpinners {
+		checks = spinChecks
+	}
+	for i := 0; i < checks && s.state.Load() != stateDone; i++ {
 		runtime.Gosched()
 	}
+	spinners.Dec()
 	if s.state.Load() != stateDone {
 		s.mu.Lock()
 		if s.state.Load() != stateDone {
