@@ -463,6 +463,14 @@ func (a *Actor) post() {
 		}
 		failed.fut.failN(err, n)
 		rest, restOwners := a.chain[posted+n:], a.owners[posted+n:]
+		if len(rest) == 0 && posted > 0 && a.chain[posted-1].Flags&verbs.SendSignaled == 0 {
+			// The posted prefix ends unsignaled and nothing follows it: its
+			// completions would wait for the next drain, maybe forever.
+			// A zero-length signaled WRITE (no key is checked) retires it.
+			s, _ := newFuture(1, nil)
+			rest = []verbs.SendWR{{Opcode: verbs.OpWrite}}
+			restOwners = []*submission{{fut: s}}
+		}
 		a.log.Debug("qpactor: reposting after a bad WR", "qpn", a.qp.QPN(), "wrs", len(rest), "err", err)
 		a.chain = append(a.chain[:0], rest...)
 		a.owners = append(a.owners[:0], restOwners...)
