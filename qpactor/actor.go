@@ -161,6 +161,7 @@ type Actor struct {
 	head    uint64
 
 	stats Stats
+	lat   sampler // post times of the WRs sampled for latency
 	done  chan struct{}
 }
 
@@ -169,6 +170,7 @@ type Stats struct {
 	PostCalls atomic.Uint64 // PostSend calls (doorbells)
 	WRsPosted atomic.Uint64
 	Stale     atomic.Uint64 // completions whose wr_id matched no outstanding WR
+	Ops       OpStats       // by opcode, batch sizes, futures, latency (stats.go)
 }
 
 // New builds an actor over cfg.QP, which must be in RTS. Start runs it.
@@ -195,6 +197,7 @@ func New(cfg Config) (*Actor, error) {
 		waker:       NewWaker(),
 	}
 	a.mask = uint64(len(a.entries) - 1)
+	a.lat.init(len(a.entries))
 	if a.signalEvery <= 0 {
 		a.signalEvery = max(1, depth/4)
 	}
@@ -386,9 +389,12 @@ func (a *Actor) drain() int {
 		a.inbox.Pop()
 		taken++
 		sub := &a.drained[len(a.drained)-1]
-		if err := a.appendOps(sub); err != nil {
-			sub.fut.failN(err, len(sub.ops()))
+		if err := a.appendOps(sub); err != nil && sub.fut.failN(err, len(sub.ops())) {
+			a.stats.Ops.ResolvedByActor.Inc()
 		}
+	}
+	if taken > 0 {
+		a.stats.Ops.Taken.Add(uint64(taken))
 	}
 	if len(a.chain) > 0 {
 		a.post()
@@ -452,7 +458,9 @@ func (a *Actor) post() {
 			// Not about one WR (the QP's state, a closed QP): nothing after
 			// posted can go out either.
 			for i := posted; i < len(a.chain); i++ {
-				a.owners[i].fut.completeOne(verbs.WC{}, err, 0)
+				if a.owners[i].fut.completeOne(verbs.WC{}, err, 0) {
+					a.stats.Ops.ResolvedByActor.Inc()
+				}
 			}
 			return
 		}
@@ -461,13 +469,16 @@ func (a *Actor) post() {
 		for i := posted; i < len(a.chain) && a.owners[i] == failed; i++ {
 			n++
 		}
-		failed.fut.failN(err, n)
+		if failed.fut.failN(err, n) {
+			a.stats.Ops.ResolvedByActor.Inc()
+		}
 		rest, restOwners := a.chain[posted+n:], a.owners[posted+n:]
 		if len(rest) == 0 && posted > 0 && a.chain[posted-1].Flags&verbs.SendSignaled == 0 {
 			// The posted prefix ends unsignaled and nothing follows it: its
 			// completions would wait for the next drain, maybe forever.
 			// A zero-length signaled WRITE (no key is checked) retires it.
 			s, _ := newFuture(1, nil)
+			a.stats.Ops.Taken.Inc() // the poller resolves it
 			rest = []verbs.SendWR{{Opcode: verbs.OpWrite}}
 			restOwners = []*submission{{fut: s}}
 		}
@@ -503,22 +514,26 @@ func (a *Actor) postOnce() (int, error) {
 		}
 		e := &a.entries[slot]
 		e.fut, e.opcode, e.length = a.owners[i].fut, wr.Opcode, uint32(wr.Length())
+		a.lat.stamp(seq)
 		e.seq.Store(seq + 1)
 	}
 	a.credits.Sub(int64(len(a.chain)))
 	posted, err := a.qp.PostSend(a.chain)
 	a.stats.PostCalls.Inc()
 	a.stats.WRsPosted.Add(uint64(posted))
+	a.countPosted(posted)
 	a.seq = base + uint64(posted)
 	a.postedTail.Store(a.seq)
 	return posted, err
 }
 
-// failN fails n WRs of the operation that were never posted.
-func (s *futState) failN(err error, n int) {
+// failN fails n WRs of the operation that were never posted and reports
+// whether that resolved the future.
+func (s *futState) failN(err error, n int) (resolved bool) {
 	for range n {
-		s.completeOne(verbs.WC{}, err, 0)
+		resolved = s.completeOne(verbs.WC{}, err, 0)
 	}
+	return resolved
 }
 
 // failQueued fails everything still in the inbox with err.
@@ -544,36 +559,48 @@ func (a *Actor) Complete(wc *verbs.WC) bool {
 		a.stats.Stale.Inc()
 		return false
 	}
-	freed := 0
+	freed, resolved := 0, uint64(0)
 	for ; a.head <= seq; a.head++ {
 		e := &a.entries[a.head&a.mask]
 		if e.seq.Load() != a.head+1 {
 			continue
 		}
 		fut := e.fut
+		var done bool
 		if a.head == seq {
-			a.retire(e, fut, *wc)
+			done = a.retire(e, fut, *wc)
 		} else {
 			// An unsignaled WR before a later completion succeeded: RC
 			// executes in order and a failed WR always completes.
-			a.retire(e, fut, verbs.WC{Opcode: verbs.WCOpcodeOf(e.opcode), ByteLen: e.length})
+			done = a.retire(e, fut, verbs.WC{Opcode: verbs.WCOpcodeOf(e.opcode), ByteLen: e.length})
+		}
+		if done {
+			resolved++
 		}
 		freed++
+	}
+	if resolved > 0 {
+		a.stats.Ops.ResolvedByPoller.Add(resolved)
 	}
 	a.credits.Add(int64(freed))
 	a.waker.Wake()
 	return true
 }
 
-func (a *Actor) retire(e *entry, fut *futState, wc verbs.WC) {
+// retire completes the WR at head and reports whether that resolved its
+// future.
+func (a *Actor) retire(e *entry, fut *futState, wc verbs.WC) bool {
 	var value uint64
-	if wc.Status == verbs.WCSuccess && e.opcode.IsAtomic() {
-		off := 8 * (a.head & a.mask)
-		value = leUint64(a.scratch.Bytes[off : off+8])
+	if wc.Status == verbs.WCSuccess {
+		if e.opcode.IsAtomic() {
+			off := 8 * (a.head & a.mask)
+			value = leUint64(a.scratch.Bytes[off : off+8])
+		}
+		a.sample(a.head, e.opcode)
 	}
 	e.fut = nil
 	e.seq.Store(0)
-	fut.completeOne(wc, wc.Err(), value)
+	return fut.completeOne(wc, wc.Err(), value)
 }
 
 func leUint64(b []byte) uint64 {
@@ -596,7 +623,9 @@ func (a *Actor) FailOutstanding(err error) int {
 		fut := e.fut
 		e.fut = nil
 		e.seq.Store(0)
-		fut.completeOne(verbs.WC{}, err, 0)
+		if fut.completeOne(verbs.WC{}, err, 0) {
+			a.stats.Ops.ResolvedByPoller.Inc()
+		}
 		freed++
 	}
 	a.credits.Add(int64(freed))

@@ -100,9 +100,10 @@ func NewPromise(n int, exec Executor) (Promise, Future) {
 func (p Promise) Fail(err error) { p.s.failN(err, int(p.s.pending.Load())) }
 
 // completeOne records the completion of one WR of the operation; the last
-// one resolves the future. It is called exactly once per WR, by the poller
-// that owns the QP's completions or by the actor for a WR it never posted.
-func (s *futState) completeOne(wc verbs.WC, err error, value uint64) {
+// one resolves the future, and reports true (for the futures-pending
+// count). It is called exactly once per WR, by the poller that owns the
+// QP's completions or by the actor for a WR it never posted.
+func (s *futState) completeOne(wc verbs.WC, err error, value uint64) bool {
 	if err != nil {
 		if s.failed.CompareAndSwap(false, true) {
 			s.err = err
@@ -117,7 +118,7 @@ func (s *futState) completeOne(wc verbs.WC, err error, value uint64) {
 		}
 	}
 	if s.pending.Add(-1) != 0 {
-		return
+		return false
 	}
 	// Publish "done" under mu: a waiter that sees it may release the state
 	// at once, and release takes mu, so it waits until this goroutine no
@@ -138,6 +139,7 @@ func (s *futState) completeOne(wc verbs.WC, err error, value uint64) {
 	if then != nil {
 		s.runThen(then)
 	}
+	return true
 }
 
 func (s *futState) result() (Completion, error) {
