@@ -82,6 +82,7 @@ type Poller struct {
 	targets atomic.Pointer[[]*Target]
 
 	mu       sync.Mutex
+	targetsV uint64 // bumped under mu by Add and Remove: sleep re-arms on a change
 	tasks    []func()
 	hasTasks atomic.Bool
 	wakeFn   context.CancelFunc
@@ -132,6 +133,7 @@ func (p *Poller) Add(t *Target) error {
 	old := *p.targets.Load()
 	n := append(append(make([]*Target, 0, len(old)+1), old...), t)
 	p.targets.Store(&n)
+	p.targetsV++
 	p.wakeLocked()
 	return nil
 }
@@ -147,6 +149,7 @@ func (p *Poller) Remove(cq verbs.CQ) {
 		}
 	}
 	p.targets.Store(&n)
+	p.targetsV++
 	p.mu.Unlock()
 	p.Do(func() {}) // a round trip: the loop has moved past any old view
 }
@@ -284,6 +287,9 @@ func (p *Poller) run() {
 // the arming raises no event), and waits for an event, a task, a new target
 // or Close.
 func (p *Poller) sleep() {
+	p.mu.Lock()
+	armedV := p.targetsV
+	p.mu.Unlock()
 	for _, t := range *p.targets.Load() {
 		if err := t.CQ.ReqNotify(false); err != nil {
 			p.log.Debug("cqpoller: ReqNotify", "err", err)
@@ -294,7 +300,9 @@ func (p *Poller) sleep() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.mu.Lock()
-	if p.closed || p.hasTasks.Load() {
+	// A CQ added after the arming above is not armed: its completions would
+	// not wake us. Go round once more instead of sleeping.
+	if p.closed || p.hasTasks.Load() || p.targetsV != armedV {
 		p.mu.Unlock()
 		cancel()
 		return
