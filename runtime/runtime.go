@@ -47,6 +47,7 @@ type Runtime struct {
 	listeners map[*Listener]struct{}
 
 	eventsDone chan struct{}
+	counters   counters // for Stats (stats.go)
 }
 
 // New opens a device and starts the runtime's pollers. Without options it
@@ -182,6 +183,7 @@ func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
 	defer close(rt.eventsDone)
 	for ev := range events {
 		rt.log.Warn("verbsrt: asynchronous event", "event", ev.Type.String())
+		rt.counters.events[ev.Type&31].Inc()
 		var targets []*Endpoint
 		rt.mu.Lock()
 		switch ev.Type {
@@ -285,6 +287,9 @@ func (rt *Runtime) register(ep *Endpoint) error {
 func (rt *Runtime) unregister(ep *Endpoint) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if _, ok := rt.endpoints[ep]; ok {
+		rt.counters.retire(ep)
+	}
 	delete(rt.endpoints, ep)
 	delete(rt.byQPN, ep.qp.QPN())
 	delete(rt.byCQ, ep.cq)

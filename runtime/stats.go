@@ -1,0 +1,121 @@
+package runtime
+
+import (
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Stats is a snapshot of the counters the runtime keeps anyway, summed
+// over its endpoints and pollers: what the metrics package reads at scrape
+// time. Counters (the uint64 fields) never go back: an endpoint that
+// closes leaves its totals behind. Gauges (the int fields) are of the
+// endpoints connected now.
+type Stats struct {
+	Endpoints int // connected endpoints
+
+	// Posting, counted by the actors once per drain.
+	PostCalls   uint64                           // PostSend calls (doorbells)
+	WRsPosted   [qpactor.OpcodeSlots]uint64      // by verbs.Opcode
+	PostBatches [qpactor.BatchBuckets]uint64     // PostSend calls by WRs posted: bucket i counts at most 1<<i, the last one more
+	OpLatency   [qpactor.OpcodeSlots]LatencyHist // by verbs.Opcode, 1 WR in qpactor.LatencySampleEvery
+
+	// Completions, counted by the pollers.
+	Completions      [32]uint64 // by verbs.WCStatus, sends and receives
+	PollsEmpty       uint64     // poll rounds that found no completion
+	PollsHit         uint64     // poll rounds that found some
+	Sleeps           uint64     // times a poller slept on its completion channel
+	StaleCompletions uint64     // completions whose wr_id matched nothing outstanding
+
+	AsyncEvents [32]uint64 // by verbs.EventType
+
+	InflightWRs    int // WRs posted and not completed
+	SQCredits      int // send-queue slots free
+	RecvCredits    int // receive credits held: SENDs the peers' receive queues take now
+	RecvPosted     int // receives posted on this side
+	FuturesPending int // futures not yet resolved: queued, waiting for credits, or in flight
+}
+
+// LatencyHist is a histogram of sampled operation latencies: Buckets[i]
+// counts the samples of at most 1<<i µs (not cumulative), the last bucket
+// the slower ones.
+type LatencyHist struct {
+	Buckets [qpactor.LatencyBuckets]uint64
+	Sum     time.Duration
+}
+
+// RNREvents returns the completions with RNR_RETRY_EXC_ERR: a SEND that
+// met an empty receive queue until the retries ran out.
+func (s *Stats) RNREvents() uint64 { return s.Completions[verbs.WCRNRRetryExcErr] }
+
+// counters are the runtime's own: events, and the totals of endpoints that
+// closed, so that counters never go back.
+type counters struct {
+	events  [32]atomic.Uint64
+	retired Stats // counters only; guarded by Runtime.mu
+}
+
+// retire folds the final counters of ep, which is closed, into the
+// runtime's. The caller holds rt.mu.
+func (c *counters) retire(ep *Endpoint) { c.retired.addCounters(ep.actor) }
+
+func (s *Stats) addCounters(a *qpactor.Actor) {
+	st := a.Stats()
+	s.PostCalls += st.PostCalls.Load()
+	for i := range s.WRsPosted {
+		s.WRsPosted[i] += st.Ops.ByOpcode[i].Load()
+	}
+	for i := range s.PostBatches {
+		s.PostBatches[i] += st.Ops.Batches[i].Load()
+	}
+	for op := range s.OpLatency {
+		h, src := &s.OpLatency[op], &st.Ops.Latency[op]
+		for i := range h.Buckets {
+			h.Buckets[i] += src.Buckets[i].Load()
+		}
+		h.Sum += time.Duration(src.SumNanos.Load())
+	}
+}
+
+// Stats returns a snapshot of the runtime's counters. It takes the
+// runtime's lock and every endpoint's receive lock briefly, and allocates
+// nothing: call it at scrape time, not per operation.
+func (rt *Runtime) Stats() Stats {
+	rt.mu.Lock()
+	s := rt.counters.retired
+	for ep := range rt.endpoints {
+		s.Endpoints++
+		s.addCounters(ep.actor)
+		s.InflightWRs += ep.actor.Outstanding()
+		s.SQCredits += ep.actor.Credits()
+		s.FuturesPending += ep.actor.Pending() + int(ep.send.npending.Load())
+		s.RecvCredits += int(max(ep.send.credits.Load(), 0))
+		ep.recv.mu.Lock()
+		s.RecvPosted += ep.recv.posted
+		ep.recv.mu.Unlock()
+	}
+	rt.mu.Unlock()
+	for _, p := range rt.pollers {
+		ps := p.Stats()
+		s.PollsEmpty += ps.PollsEmpty.Load()
+		s.PollsHit += ps.PollsHit.Load()
+		s.Sleeps += ps.Sleeps.Load()
+		s.StaleCompletions += ps.Stale.Load()
+		for i := range s.Completions {
+			s.Completions[i] += ps.Completions[i].Load()
+		}
+	}
+	for i := range s.AsyncEvents {
+		s.AsyncEvents[i] = rt.counters.events[i].Load()
+	}
+	return s
+}
+
+// Device returns the name of the device the runtime opened.
+func (rt *Runtime) Device() string { return rt.vctx.Device().Name() }
+
+// Port returns the port the runtime's endpoints use.
+func (rt *Runtime) Port() uint8 { return 1 }

@@ -1,0 +1,100 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// TestStats: what the endpoints did shows in Stats, by opcode and status,
+// and a closed endpoint's counters stay behind.
+func TestStats(t *testing.T) {
+	rt, cli, srv := pair(t)
+	ctx := ctxT(t)
+	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
+	s0 := rt.Stats()
+	if s0.Endpoints != 2 || s0.RecvPosted != 2*64 || s0.RecvCredits != 2*64 || s0.SQCredits == 0 || s0.InflightWRs != 0 {
+		t.Fatalf("idle pair: %+v", s0)
+	}
+	for i := range 130 {
+		if _, err := cli.Write(local.Slice(i%64*64, 64), remote.RemoteRef().At(i%64*64)).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Read(local.Slice(0, 64), remote.RemoteRef()).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.FetchAdd(remote.RemoteRef().At(512), 1).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Send(local.Slice(0, 9)).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := srv.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Release()
+
+	s := rt.Stats()
+	for _, c := range []struct {
+		op   verbs.Opcode
+		want uint64
+	}{{verbs.OpWrite, 130}, {verbs.OpRead, 1}, {verbs.OpAtomicFetchAdd, 1}, {verbs.OpSendImm, 1}} {
+		if got := s.WRsPosted[c.op]; got < c.want {
+			t.Errorf("%v posted: %d, want at least %d", c.op, got, c.want)
+		}
+	}
+	var batches, samples uint64
+	for _, n := range s.PostBatches {
+		batches += n
+	}
+	for _, n := range s.OpLatency[verbs.OpWrite].Buckets {
+		samples += n
+	}
+	if batches != s.PostCalls || s.PostCalls < 133 {
+		t.Errorf("%d PostSend calls, %d in the batch histogram", s.PostCalls, batches)
+	}
+	if samples < 2 || s.OpLatency[verbs.OpWrite].Sum <= 0 {
+		t.Errorf("WRITE latency: %d samples, sum %v; want 2 of 130 writes", samples, s.OpLatency[verbs.OpWrite].Sum)
+	}
+	if s.Completions[verbs.WCSuccess] < 4 || s.PollsHit == 0 || s.RNREvents() != 0 || s.StaleCompletions != 0 {
+		t.Errorf("completions: %d success, %d polls hit, %d RNR, %d stale", s.Completions[verbs.WCSuccess], s.PollsHit, s.RNREvents(), s.StaleCompletions)
+	}
+	if s.FuturesPending != 0 || s.InflightWRs != 0 {
+		t.Errorf("idle again: %d futures pending, %d WRs in flight", s.FuturesPending, s.InflightWRs)
+	}
+
+	if err := cli.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := rt.Stats()
+	if after.Endpoints != 1 || after.WRsPosted[verbs.OpWrite] < s.WRsPosted[verbs.OpWrite] || after.PostCalls < s.PostCalls {
+		t.Errorf("after closing the client: %d endpoints, %d WRITEs (were %d)", after.Endpoints, after.WRsPosted[verbs.OpWrite], s.WRsPosted[verbs.OpWrite])
+	}
+	if rt.Device() == "" || rt.Port() != 1 {
+		t.Errorf("device %q port %d", rt.Device(), rt.Port())
+	}
+}
+
+// TestStatsAsyncEvents: a CQ overrun is counted as a CQ_ERR event, and the
+// write whose completion it lost leaves no future pending.
+func TestStatsAsyncEvents(t *testing.T) {
+	rt, cli, _ := pair(t)
+	ctx := ctxT(t)
+	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
+	if err := soft.InjectCQ(cli.CQ(), soft.Fault{Kind: soft.FaultCQOverrun, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
+		t.Fatalf("write: %v, want ErrCQOverrun", err)
+	}
+	s := rt.Stats()
+	if s.AsyncEvents[verbs.EventCQErr] != 1 || s.FuturesPending != 0 {
+		t.Errorf("%d CQ_ERR events, %d futures pending; want 1 and 0", s.AsyncEvents[verbs.EventCQErr], s.FuturesPending)
+	}
+}
