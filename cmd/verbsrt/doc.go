@@ -1,5 +1,6 @@
 // Command verbsrt is verbsrt's command-line tool.
 //
+//	verbsrt bench [write|read|send|atomic] [-lat] [-s SIZE|-a] [-n ITERS|-D SECS] [-q QPS] [-c CALLERS] [-t DEPTH] [--provider soft|ibv] [-d DEV] [--json]
 //	verbsrt demo [-s SIZE] [-b BATCH]
 //	verbsrt devices [--provider soft|ibv] [-d DEVICE] [-gids N]
 //	verbsrt pingpong [--provider ibv|soft] [-d DEV] [-i PORT] [-g GIDX] [-s SIZE] [-n ITERS] [-m MTU] [-r RXDEPTH] [-p TCPPORT] [-e] [-c] [HOST]

@@ -1,0 +1,584 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vrt "github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/ibv"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// benchConfig holds the flags of "verbsrt bench", named as perftest's.
+type benchConfig struct {
+	test     string // write, read, send or atomic
+	lat      bool   // latency test (ib_*_lat) instead of bandwidth (ib_*_bw)
+	provider string
+	dev      string // client device ("": the provider's first)
+	peerDev  string // server device ("": the second device, else dev)
+	size     int
+	all      bool // -a: every size from 2 bytes to 8 MiB
+	iters    int
+	duration time.Duration
+	qps      int
+	callers  int
+	txDepth  int // operations each caller keeps in flight (bandwidth)
+	json     bool
+	progress time.Duration // 0: no progress lines
+}
+
+// benchResult is one line of the report; --json prints it as is.
+type benchResult struct {
+	Test       string  `json:"test"`
+	Mode       string  `json:"mode"` // "bw" or "lat"
+	Provider   string  `json:"provider"`
+	Device     string  `json:"device"`
+	PeerDevice string  `json:"peer_device"`
+	QPs        int     `json:"qps"`
+	Callers    int     `json:"callers"`
+	TxDepth    int     `json:"tx_depth"`
+	Bytes      int     `json:"bytes"`
+	Iterations uint64  `json:"iterations"`
+	Seconds    float64 `json:"seconds"`
+
+	// Bandwidth: MB is 2^20 bytes, as perftest's MB/sec.
+	BWPeakMBps  float64 `json:"bw_peak_mb_s,omitempty"`
+	BWAvgMBps   float64 `json:"bw_avg_mb_s,omitempty"`
+	MsgRateMpps float64 `json:"msg_rate_mpps,omitempty"`
+
+	// Latency, µs: submit to completion of one operation at a time.
+	TMin     float64 `json:"t_min_us,omitempty"`
+	TMax     float64 `json:"t_max_us,omitempty"`
+	TTypical float64 `json:"t_typical_us,omitempty"`
+	TAvg     float64 `json:"t_avg_us,omitempty"`
+	TStdev   float64 `json:"t_stdev_us,omitempty"`
+	T99      float64 `json:"t_99_us,omitempty"`
+	T999     float64 `json:"t_99_9_us,omitempty"`
+}
+
+var benchTests = map[string]string{"write": "RDMA_Write", "read": "RDMA_Read", "send": "Send", "atomic": "Atomic FETCH_AND_ADD"}
+
+func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
+	cfg := benchConfig{test: "write", provider: "soft", iters: 5000, qps: 1, callers: 1, txDepth: 128,
+		progress: time.Second}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: verbsrt bench [write|read|send|atomic] [flags]")
+		fmt.Fprintln(fs.Output(), "perftest's ib_{write,read,send,atomic}_{bw,lat} over the verbsrt runtime, both ends in this process.")
+		fs.PrintDefaults()
+	}
+	fs.BoolVar(&cfg.lat, "lat", false, "latency test (t_min, t_typical, t_99...) instead of bandwidth")
+	fs.StringVar(&cfg.provider, "provider", cfg.provider, "verbs provider: soft or ibv")
+	fs.StringVar(&cfg.dev, "d", "", "client device (default: the first)")
+	fs.StringVar(&cfg.dev, "ib-dev", "", "same as -d")
+	fs.StringVar(&cfg.peerDev, "peer-d", "", "server device (default: the second, else the client's)")
+	fs.IntVar(&cfg.size, "s", 0, "message size in bytes (default: 65536 bandwidth, 2 latency; 8 for atomic)")
+	fs.IntVar(&cfg.size, "size", 0, "same as -s")
+	fs.BoolVar(&cfg.all, "a", false, "run sizes from 2 bytes to 8 MiB (1 MiB for send), doubling")
+	fs.IntVar(&cfg.iters, "n", cfg.iters, "iterations")
+	fs.IntVar(&cfg.iters, "iters", cfg.iters, "same as -n")
+	fs.DurationVar(&cfg.duration, "D", 0, "run for this long instead of -n iterations (e.g. 5s; a bare number is seconds)")
+	fs.IntVar(&cfg.qps, "q", cfg.qps, "QPs (connections)")
+	fs.IntVar(&cfg.qps, "qp", cfg.qps, "same as -q")
+	fs.IntVar(&cfg.callers, "c", cfg.callers, "goroutines issuing operations, spread over the QPs")
+	fs.IntVar(&cfg.txDepth, "t", cfg.txDepth, "operations each caller keeps in flight (bandwidth)")
+	fs.IntVar(&cfg.txDepth, "tx-depth", cfg.txDepth, "same as -t")
+	fs.BoolVar(&cfg.json, "json", false, "print results as JSON lines")
+	fs.DurationVar(&cfg.progress, "progress", cfg.progress, "progress line interval on stderr (0: none)")
+	// perftest takes -D in seconds: accept a bare number too.
+	for i, a := range args {
+		if (a == "-D" || a == "--D") && i+1 < len(args) && !strings.ContainsAny(args[i+1], "hmsuµn") {
+			args = slices.Clone(args)
+			args[i+1] += "s"
+		}
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return cfg, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if _, ok := benchTests[fs.Arg(0)]; !ok {
+			return cfg, fmt.Errorf("unknown test %q (write, read, send or atomic)", fs.Arg(0))
+		}
+		cfg.test, args = fs.Arg(0), fs.Args()[1:]
+	}
+	if cfg.size == 0 {
+		switch {
+		case cfg.test == "atomic":
+			cfg.size = 8
+		case cfg.lat:
+			cfg.size = 2
+		default:
+			cfg.size = 65536
+		}
+	}
+	if cfg.lat {
+		cfg.txDepth = 1
+	}
+	switch {
+	case cfg.test == "atomic" && cfg.size != 8:
+		return cfg, errors.New("-s: atomics move 8 bytes")
+	case cfg.size < 1 || cfg.size > 8<<20 || (cfg.test == "send" && cfg.size > 1<<20):
+		return cfg, fmt.Errorf("-s %d: 1 byte to 8 MiB (1 MiB for send)", cfg.size)
+	case cfg.iters < 1 || cfg.qps < 1 || cfg.qps > 64 || cfg.callers < 1 || cfg.callers > 4096:
+		return cfg, errors.New("-n at least 1, -q 1 to 64, -c 1 to 4096")
+	case cfg.txDepth < 1 || cfg.txDepth > 4096:
+		return cfg, errors.New("-t 1 to 4096")
+	case cfg.provider != "soft" && cfg.provider != "ibv":
+		return cfg, fmt.Errorf("unknown provider %q (soft or ibv)", cfg.provider)
+	}
+	return cfg, nil
+}
+
+func runBench(args []string) error {
+	cfg, err := parseBench(args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return bench(ctx, os.Stdout, os.Stderr, cfg)
+}
+
+// bench runs cfg's test at each size and writes the report to w, progress
+// to progress.
+func bench(ctx context.Context, w, progress io.Writer, cfg benchConfig) error {
+	sizes := []int{cfg.size}
+	if cfg.all && cfg.test != "atomic" {
+		sizes = sizes[:0]
+		for s := 2; s <= 8<<20 && (cfg.test != "send" || s <= 1<<20); s *= 2 {
+			sizes = append(sizes, s)
+		}
+	}
+	maxSize := slices.Max(sizes)
+	pair, err := openBenchPair(cfg, maxSize)
+	if err != nil {
+		return err
+	}
+	defer pair.close()
+	if !cfg.json {
+		printBenchHeader(w, cfg, pair)
+	}
+	for _, size := range sizes {
+		if ctx.Err() != nil {
+			break
+		}
+		r, err := pair.run(ctx, cfg, size, progress)
+		if err != nil {
+			return err
+		}
+		if cfg.json {
+			json.NewEncoder(w).Encode(r)
+		} else {
+			printBenchLine(w, cfg, r)
+		}
+	}
+	if !cfg.json {
+		fmt.Fprintln(w, benchRule)
+	}
+	return nil
+}
+
+const benchRule = "---------------------------------------------------------------------------------------"
+
+func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
+	mode := "BW"
+	if cfg.lat {
+		mode = "Latency"
+	}
+	fmt.Fprintln(w, benchRule)
+	fmt.Fprintf(w, "                    %s %s Test\n", benchTests[cfg.test], mode)
+	fmt.Fprintf(w, " Provider        : %-8s\tDevice         : %s -> %s\n", cfg.provider, p.cliRT.Device(), p.srvRT.Device())
+	fmt.Fprintf(w, " Number of qps   : %-8d\tCallers        : %d\n", cfg.qps, cfg.callers)
+	fmt.Fprintf(w, " Connection type : RC      \tTX depth       : %d per caller\n", cfg.txDepth)
+	fmt.Fprintf(w, " Runtime         : verbsrt \tSQ depth       : %d\n", benchSQDepth)
+	if cfg.lat {
+		fmt.Fprintln(w, " t is one operation from submit to completion: a full round trip")
+		fmt.Fprintln(w, " (ib_write_lat and ib_send_lat report half of a ping-pong)")
+	}
+	fmt.Fprintln(w, benchRule)
+	if cfg.lat {
+		fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
+	} else {
+		fmt.Fprintln(w, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
+	}
+}
+
+// printBenchLine prints r in perftest's format strings.
+func printBenchLine(w io.Writer, cfg benchConfig, r benchResult) {
+	if cfg.lat {
+		fmt.Fprintf(w, " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
+			r.Bytes, r.Iterations, r.TMin, r.TMax, r.TTypical, r.TAvg, r.TStdev, r.T99, r.T999)
+		return
+	}
+	fmt.Fprintf(w, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n",
+		r.Bytes, r.Iterations, r.BWPeakMBps, r.BWAvgMBps, r.MsgRateMpps)
+}
+
+// benchSQDepth is max_send_wr of the bench's QPs.
+const benchSQDepth = 512
+
+// benchPair is two runtimes, client and server, and qps connections
+// between them, with the memory the operations use.
+type benchPair struct {
+	prov         verbs.Provider
+	closeProv    func()
+	cliRT, srvRT *vrt.Runtime
+	cli, srv     []*vrt.Endpoint
+	src, dst     *vrt.Buffer // client's local memory, server's target
+	recvDone     sync.WaitGroup
+	recvCancel   context.CancelFunc
+}
+
+func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
+	p = &benchPair{closeProv: func() {}}
+	switch cfg.provider {
+	case "soft":
+		sp := soft.New(soft.Config{Devices: 2})
+		p.prov, p.closeProv = sp, func() { sp.Close() }
+	case "ibv":
+		p.prov = ibv.New()
+	}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	devs, err := p.prov.Devices()
+	if err != nil {
+		return nil, err
+	}
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("no devices on provider %s: %w", cfg.provider, verbs.ErrNotFound)
+	}
+	cliDev, srvDev := cfg.dev, cfg.peerDev
+	if cliDev == "" {
+		cliDev = devs[0].Name()
+	}
+	if srvDev == "" {
+		srvDev = cliDev
+		for _, d := range devs {
+			if d.Name() != cliDev {
+				srvDev = d.Name()
+				break
+			}
+		}
+	}
+	msg := 4096 // receive buffers: as large as a message only for send
+	if cfg.test == "send" {
+		msg = max(msg, maxSize)
+	}
+	recvDepth := max(4, min(64, (16<<20)/msg))
+	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
+	opts := func(dev string) []vrt.Option {
+		return []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
+			vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(200 * time.Microsecond),
+			vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithArenaSize(arena)}
+	}
+	if p.cliRT, err = vrt.New(opts(cliDev)...); err != nil {
+		return nil, err
+	}
+	if p.srvRT, err = vrt.New(opts(srvDev)...); err != nil {
+		return nil, err
+	}
+	ln, err := p.srvRT.Listen("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range cfg.qps {
+		accepted := make(chan *vrt.Endpoint, 1)
+		go func() {
+			ep, _ := ln.Accept(ctx)
+			accepted <- ep
+		}()
+		c, err := p.cliRT.Dial(ctx, ln.Addr().String())
+		if err != nil {
+			return nil, err
+		}
+		s := <-accepted
+		if s == nil {
+			return nil, errors.New("accept failed")
+		}
+		p.cli, p.srv = append(p.cli, c), append(p.srv, s)
+	}
+	if p.src, err = p.cliRT.Alloc(max(maxSize, 64)); err != nil {
+		return nil, err
+	}
+	if p.dst, err = p.srvRT.Alloc(max(maxSize, 64)); err != nil {
+		return nil, err
+	}
+	// The server side of a send test: take every message and give its
+	// buffer back at once, as ib_send_bw's server re-posts its receives.
+	rctx, rcancel := context.WithCancel(context.Background())
+	p.recvCancel = rcancel
+	for _, ep := range p.srv {
+		p.recvDone.Add(1)
+		go func() {
+			defer p.recvDone.Done()
+			for {
+				m, err := ep.Recv(rctx)
+				if err != nil {
+					return
+				}
+				m.Release()
+			}
+		}()
+	}
+	return p, nil
+}
+
+// qpScratch is what an endpoint takes from the arena besides its receive
+// buffers (atomic results), rounded up.
+const qpScratch = 64 << 10
+
+func (p *benchPair) close() {
+	if p.recvCancel != nil {
+		p.recvCancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, rt := range []*vrt.Runtime{p.cliRT, p.srvRT} {
+		if rt != nil {
+			rt.Close(ctx)
+		}
+	}
+	p.recvDone.Wait()
+	p.closeProv()
+}
+
+// counter is a caller's count of completed operations, on a cache line of
+// its own: each caller stores to its line only.
+type counter struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+// run runs one size: callers spread over the QPs, each keeping txDepth
+// operations in flight, for cfg.iters operations in all or cfg.duration.
+func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress io.Writer) (benchResult, error) {
+	r := benchResult{Test: cfg.test, Mode: "bw", Provider: cfg.provider, Device: p.cliRT.Device(),
+		PeerDevice: p.srvRT.Device(), QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, Bytes: size}
+	if cfg.lat {
+		r.Mode = "lat"
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.duration > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeout(ctx, cfg.duration)
+		defer c()
+	}
+	counts := make([]counter, cfg.callers)
+	lats := make([][]time.Duration, cfg.callers)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	start := time.Now()
+	for c := range cfg.callers {
+		n := uint64(math.MaxUint64)
+		if cfg.duration == 0 {
+			n = uint64(cfg.iters / cfg.callers)
+			if c < cfg.iters%cfg.callers {
+				n++
+			}
+		}
+		if cfg.lat && cfg.duration == 0 {
+			lats[c] = make([]time.Duration, 0, n)
+		}
+		op := p.op(cfg.test, c%cfg.qps, size)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if cfg.lat {
+				lats[c], err = runLatency(ctx, op, n, &counts[c], lats[c])
+			} else {
+				err = runWindow(ctx, op, n, cfg.txDepth, &counts[c])
+			}
+			if err != nil {
+				errOnce.Do(func() { firstErr = err; cancel() })
+			}
+		}()
+	}
+	done := make(chan struct{})
+	var peak float64 // operations per second over the best window
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		peak = sample(done, counts, start, cfg, size, progress)
+	}()
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(done)
+	sampler.Wait()
+	if firstErr != nil {
+		return r, firstErr
+	}
+	for i := range counts {
+		r.Iterations += counts[i].n.Load()
+	}
+	r.Seconds = elapsed.Seconds()
+	rate := float64(r.Iterations) / r.Seconds
+	if cfg.lat {
+		var all []time.Duration
+		for _, l := range lats {
+			all = append(all, l...)
+		}
+		latencyStats(&r, all)
+		return r, nil
+	}
+	r.BWAvgMBps = rate * float64(size) / (1 << 20)
+	r.MsgRateMpps = rate / 1e6
+	r.BWPeakMBps = max(peak, rate) * float64(size) / (1 << 20)
+	return r, nil
+}
+
+// sample reads the callers' counts every 20 ms until done closes, prints
+// a progress line every cfg.progress and returns the best rate over a
+// window of at least 100 ms: perftest's peak.
+func sample(done <-chan struct{}, counts []counter, start time.Time, cfg benchConfig, size int, progress io.Writer) float64 {
+	const window = 100 * time.Millisecond
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	type point struct {
+		t time.Time
+		n uint64
+	}
+	hist := []point{{start, 0}}
+	lastPrint := start
+	var peak float64
+	for {
+		select {
+		case <-done:
+			return peak
+		case now := <-tick.C:
+			var n uint64
+			for i := range counts {
+				n += counts[i].n.Load()
+			}
+			hist = append(hist, point{now, n})
+			// The oldest point at least a window back.
+			k := len(hist) - 1
+			for k > 0 && now.Sub(hist[k].t) < window {
+				k--
+			}
+			if d := now.Sub(hist[k].t); d >= window {
+				peak = max(peak, float64(n-hist[k].n)/d.Seconds())
+				hist = hist[k:]
+			}
+			if cfg.progress > 0 && progress != nil && now.Sub(lastPrint) >= cfg.progress {
+				lastPrint = now
+				el := now.Sub(start).Seconds()
+				fmt.Fprintf(progress, "verbsrt bench: %s %d B: %.1f s, %d ops, %.3f Mops/s, %.2f MB/s\n",
+					cfg.test, size, el, n, float64(n)/el/1e6, float64(n)*float64(size)/el/(1<<20))
+			}
+		}
+	}
+}
+
+// op returns the operation a caller on QP q issues.
+func (p *benchPair) op(test string, q, size int) func() vrt.Future {
+	ep := p.cli[q]
+	local := p.src.Slice(0, size)
+	remote := p.dst.RemoteRef()
+	switch test {
+	case "read":
+		return func() vrt.Future { return ep.Read(local, remote) }
+	case "send":
+		return func() vrt.Future { return ep.Send(local) }
+	case "atomic":
+		return func() vrt.Future { return ep.FetchAdd(remote, 1) }
+	}
+	return func() vrt.Future { return ep.Write(local, remote) }
+}
+
+// runWindow issues n operations, keeping depth in flight, and counts each
+// one that completes. Once ctx ends it issues no more and waits for those
+// in flight: every future resolves (the runtime sees to it), and the next
+// size starts on an idle QP.
+func runWindow(ctx context.Context, op func() vrt.Future, n uint64, depth int, done *counter) error {
+	win := make([]vrt.Future, depth)
+	var issued, completed uint64
+	for ; issued < n && int(issued) < depth; issued++ {
+		win[issued] = op()
+	}
+	for k := 0; completed < issued; k = (k + 1) % depth {
+		if _, err := win[k].Wait(context.Background()); err != nil {
+			for j := range win { // the rest resolve on their own
+				win[j].Release()
+			}
+			return err
+		}
+		completed++
+		done.n.Store(completed)
+		if issued < n && ctx.Err() == nil {
+			win[k] = op()
+			issued++
+		}
+	}
+	return nil
+}
+
+// runLatency issues n operations one at a time and records how long each
+// took, submit to completion.
+func runLatency(ctx context.Context, op func() vrt.Future, n uint64, done *counter, lats []time.Duration) ([]time.Duration, error) {
+	for i := uint64(0); i < n && ctx.Err() == nil; i++ {
+		t0 := time.Now()
+		if _, err := op().Wait(context.Background()); err != nil {
+			return lats, err
+		}
+		lats = append(lats, time.Since(t0))
+		done.n.Store(i + 1)
+	}
+	return lats, nil
+}
+
+// latencyStats fills r's latency fields from the samples, as perftest
+// does: t_typical is the median, the percentiles are of the sorted
+// samples.
+func latencyStats(r *benchResult, lats []time.Duration) {
+	if len(lats) == 0 {
+		return
+	}
+	slices.Sort(lats)
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	var sum, sq float64
+	for _, d := range lats {
+		sum += us(d)
+	}
+	avg := sum / float64(len(lats))
+	for _, d := range lats {
+		sq += (us(d) - avg) * (us(d) - avg)
+	}
+	pct := func(p float64) float64 {
+		return us(lats[min(len(lats)-1, int(math.Ceil(p*float64(len(lats))))-1)])
+	}
+	r.TMin, r.TMax, r.TTypical = us(lats[0]), us(lats[len(lats)-1]), us(lats[len(lats)/2])
+	r.TAvg, r.TStdev = avg, math.Sqrt(sq/float64(len(lats)))
+	r.T99, r.T999 = pct(0.99), pct(0.999)
+}

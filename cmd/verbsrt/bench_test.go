@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseBench(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		ok   bool
+		want func(benchConfig) bool
+	}{
+		{nil, true, func(c benchConfig) bool { return c.test == "write" && c.size == 65536 && !c.lat && c.txDepth == 128 }},
+		{[]string{"read", "-lat"}, true, func(c benchConfig) bool { return c.test == "read" && c.size == 2 && c.txDepth == 1 }},
+		{[]string{"-s", "64", "send", "-q", "2", "-c", "8"}, true, func(c benchConfig) bool {
+			return c.test == "send" && c.size == 64 && c.qps == 2 && c.callers == 8
+		}},
+		{[]string{"atomic"}, true, func(c benchConfig) bool { return c.size == 8 }},
+		{[]string{"-D", "3"}, true, func(c benchConfig) bool { return c.duration == 3*time.Second }},
+		{[]string{"-D", "250ms"}, true, func(c benchConfig) bool { return c.duration == 250*time.Millisecond }},
+		{[]string{"atomic", "-s", "64"}, false, nil},
+		{[]string{"send", "-s", "2097152"}, false, nil},
+		{[]string{"fly"}, false, nil},
+		{[]string{"--provider", "rdma"}, false, nil},
+		{[]string{"-q", "0"}, false, nil},
+	} {
+		cfg, err := parseBench(c.args, io.Discard)
+		if (err == nil) != c.ok || (c.ok && !c.want(cfg)) {
+			t.Errorf("%q: %+v %v", c.args, cfg, err)
+		}
+	}
+}
+
+// TestBenchSoft runs every test briefly on the soft provider and checks
+// perftest's columns.
+func TestBenchSoft(t *testing.T) {
+	bwLine := regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$`)
+	for _, test := range []string{"write", "read", "send", "atomic"} {
+		t.Run(test, func(t *testing.T) {
+			var out, progress bytes.Buffer
+			cfg, err := parseBench([]string{test, "-s", "64", "-n", "2000", "-c", "2", "-q", "2", "-t", "16"}, io.Discard)
+			if err != nil && test != "atomic" {
+				t.Fatal(err)
+			}
+			if test == "atomic" {
+				cfg, _ = parseBench([]string{test, "-n", "2000", "-c", "2", "-q", "2", "-t", "16"}, io.Discard)
+			}
+			if err := bench(context.Background(), &out, &progress, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n") {
+				t.Fatalf("no perftest header:\n%s", out.String())
+			}
+			m := bwLine.FindStringSubmatch(out.String())
+			if m == nil || m[2] != "2000" {
+				t.Fatalf("no result line for 2000 iterations:\n%s", out.String())
+			}
+		})
+	}
+}
+
+func TestBenchLatencyJSON(t *testing.T) {
+	var out bytes.Buffer
+	cfg, err := parseBench([]string{"write", "-lat", "-n", "500", "--json", "-progress", "0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bench(context.Background(), &out, nil, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var r benchResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if r.Mode != "lat" || r.Iterations != 500 || r.Bytes != 2 || r.TMin <= 0 || r.TMin > r.TTypical ||
+		r.TTypical > r.T99 || r.T99 > r.T999 || r.T999 > r.TMax || r.TAvg <= 0 {
+		t.Errorf("latency result: %+v", r)
+	}
+}
+
+// TestBenchDuration: -D runs for about that long, with
+// progress lines on the progress writer.
+func TestBenchDuration(t *testing.T) {
+	var out, progress bytes.Buffer
+	cfg, err := parseBench([]string{"-D", "1200ms", "-s", "4096", "-progress", "500ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := bench(context.Background(), &out, &progress, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(t0); el < time.Second || el > 10*time.Second {
+		t.Errorf("-D 1.2s ran %v", el)
+	}
+	if !strings.Contains(progress.String(), "verbsrt bench: write 4096 B: ") {
+		t.Errorf("progress: %q", progress.String())
+	}
+	if !strings.Contains(out.String(), " 4096 ") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
