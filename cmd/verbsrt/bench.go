@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,7 @@ type benchConfig struct {
 	txDepth  int // operations each caller keeps in flight (bandwidth)
 	json     bool
 	progress time.Duration // 0: no progress lines
+	spin     time.Duration // actors' and pollers' spin (0: 200 µs, as bench/)
 }
 
 // benchResult is one line of the report; --json prints it as is.
@@ -291,7 +293,7 @@ func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
 	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
 	opts := func(dev string) []vrt.Option {
 		return []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
-			vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(200 * time.Microsecond),
+			vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(cmp.Or(cfg.spin, 200*time.Microsecond)),
 			vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithArenaSize(arena)}
 	}
 	if p.cliRT, err = vrt.New(opts(cliDev)...); err != nil {

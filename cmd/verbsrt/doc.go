@@ -4,6 +4,7 @@
 //	verbsrt demo [-s SIZE] [-b BATCH]
 //	verbsrt devices [--provider soft|ibv] [-d DEVICE] [-gids N]
 //	verbsrt pingpong [--provider ibv|soft] [-d DEV] [-i PORT] [-g GIDX] [-s SIZE] [-n ITERS] [-m MTU] [-r RXDEPTH] [-p TCPPORT] [-e] [-c] [HOST]
+//	verbsrt serve-metrics [-listen ADDR] [--provider soft|ibv] [-d DEV] [-q QPS] [-c CALLERS] [-rate OPS] [-s SIZE]
 //
 // demo runs the main job on the soft provider: it connects an RC QP on
 // soft0 to one on soft1, runs an RDMA WRITE, a READ, a SEND with immediate

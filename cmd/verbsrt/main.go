@@ -10,10 +10,11 @@ var commands = map[string]struct {
 	run   func(args []string) error
 	usage string
 }{
-	"bench":    {runBench, "perftest-style bandwidth and latency tests (write, read, send, atomic) over the runtime"},
-	"demo":     {runDemo, "move data over RC QPs on the soft provider and print what happened"},
-	"devices":  {runDevices, "list devices, ports, GIDs and limits, like ibv_devinfo -v"},
-	"pingpong": {runPingpong, "ibv_rc_pingpong over the ibv provider: server without a host, client with one"},
+	"bench":         {runBench, "perftest-style bandwidth and latency tests (write, read, send, atomic) over the runtime"},
+	"demo":          {runDemo, "move data over RC QPs on the soft provider and print what happened"},
+	"devices":       {runDevices, "list devices, ports, GIDs and limits, like ibv_devinfo -v"},
+	"pingpong":      {runPingpong, "ibv_rc_pingpong over the ibv provider: server without a host, client with one"},
+	"serve-metrics": {runServeMetrics, "run a steady workload and serve its Prometheus metrics on /metrics until interrupted"},
 }
 
 func main() {

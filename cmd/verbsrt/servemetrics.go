@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/verbsrt/verbsrt/metrics"
+	vrt "github.com/verbsrt/verbsrt/runtime"
+)
+
+// smConfig holds the flags of "verbsrt serve-metrics".
+type smConfig struct {
+	listen   string
+	provider string
+	dev      string
+	peerDev  string
+	qps      int
+	callers  int
+	rate     int // operations per second in all; 0: as fast as they go
+	size     int
+}
+
+func parseServeMetrics(args []string, stderr io.Writer) (smConfig, error) {
+	cfg := smConfig{listen: "127.0.0.1:9464", provider: "soft", qps: 2, callers: 4, rate: 1000, size: 4096}
+	fs := flag.NewFlagSet("serve-metrics", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: verbsrt serve-metrics [-listen ADDR] [flags]")
+		fmt.Fprintln(fs.Output(), "Runs a steady mix of WRITE, READ, SEND and FETCH_AND_ADD between two runtimes and serves their metrics on /metrics until interrupted.")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.listen, "listen", cfg.listen, "HTTP address to serve /metrics on")
+	fs.StringVar(&cfg.provider, "provider", cfg.provider, "verbs provider: soft or ibv")
+	fs.StringVar(&cfg.dev, "d", "", "client device (default: the first)")
+	fs.StringVar(&cfg.peerDev, "peer-d", "", "server device (default: the second, else the client's)")
+	fs.IntVar(&cfg.qps, "q", cfg.qps, "QPs (connections)")
+	fs.IntVar(&cfg.callers, "c", cfg.callers, "goroutines issuing operations")
+	fs.IntVar(&cfg.rate, "rate", cfg.rate, "operations per second in all (0: unpaced)")
+	fs.IntVar(&cfg.size, "s", cfg.size, "bytes per WRITE, READ and SEND")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case cfg.provider != "soft" && cfg.provider != "ibv":
+		return cfg, fmt.Errorf("unknown provider %q (soft or ibv)", cfg.provider)
+	case cfg.qps < 1 || cfg.qps > 64 || cfg.callers < 1 || cfg.callers > 4096 || cfg.rate < 0:
+		return cfg, errors.New("-q 1 to 64, -c 1 to 4096, -rate at least 0")
+	case cfg.size < 8 || cfg.size > 1<<20:
+		return cfg, errors.New("-s 8 bytes to 1 MiB")
+	}
+	return cfg, nil
+}
+
+func runServeMetrics(args []string) error {
+	cfg, err := parseServeMetrics(args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serveMetrics(ctx, cfg, ln, os.Stderr)
+}
+
+// serveMetrics runs the workload and serves /metrics on ln until ctx ends,
+// then stops both and closes the runtimes.
+func serveMetrics(ctx context.Context, cfg smConfig, ln net.Listener, log io.Writer) error {
+	// The runtime's default spin (50 µs): paced traffic leaves the
+	// pollers idle most of the time, and they should sleep then.
+	pair, err := openBenchPair(benchConfig{test: "send", provider: cfg.provider, dev: cfg.dev,
+		peerDev: cfg.peerDev, qps: cfg.qps, spin: 50 * time.Microsecond}, cfg.size)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer pair.close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for role, rt := range map[string]*vrt.Runtime{"client": pair.cliRT, "server": pair.srvRT} {
+		if _, err := metrics.Register(prometheus.WrapRegistererWith(prometheus.Labels{"role": role}, reg), rt); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "verbsrt serve-metrics: see /metrics")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(log, "verbsrt serve-metrics: %s %s -> %s, %d QPs, %d callers, %d ops/s; metrics on http://%s/metrics\n",
+		cfg.provider, pair.cliRT.Device(), pair.srvRT.Device(), cfg.qps, cfg.callers, cfg.rate, ln.Addr())
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.callers)
+	for c := range cfg.callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := pair.steady(wctx, c%cfg.qps, cfg); err != nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	var err2 error
+	select {
+	case <-wctx.Done():
+	case err2 = <-served:
+		cancel()
+	}
+	wg.Wait()
+	close(errs)
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil && err2 == nil {
+		err2 = err
+	}
+	if err, ok := <-errs; ok {
+		return err
+	}
+	if errors.Is(err2, http.ErrServerClosed) {
+		err2 = nil
+	}
+	fmt.Fprintln(log, "verbsrt serve-metrics: stopped")
+	return err2
+}
+
+// steadyMix is what each caller of serve-metrics issues, in turn: mostly
+// WRITEs, as storage traffic is, and every other kind.
+var steadyMix = []string{"write", "write", "write", "write", "read", "send", "atomic", "write"}
+
+// steady issues steadyMix on QP q, one operation at a time, at its share of
+// cfg.rate, until ctx ends.
+func (p *benchPair) steady(ctx context.Context, q int, cfg smConfig) error {
+	ops := make([]func() vrt.Future, len(steadyMix))
+	for i, t := range steadyMix {
+		ops[i] = p.op(t, q, cfg.size)
+	}
+	var tick <-chan time.Time
+	if cfg.rate > 0 {
+		every := time.Duration(float64(time.Second) * float64(cfg.callers) / float64(cfg.rate))
+		t := time.NewTicker(max(every, time.Microsecond))
+		defer t.Stop()
+		tick = t.C
+	}
+	for i := 0; ; i++ {
+		if tick != nil {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick:
+			}
+		} else if ctx.Err() != nil {
+			return nil
+		}
+		if _, err := ops[i%len(ops)]().Wait(context.Background()); err != nil {
+			return fmt.Errorf("%s: %w", steadyMix[i%len(ops)], err)
+		}
+	}
+}
