@@ -121,6 +121,8 @@ func TestCM(t *testing.T) {
 			a.err = fmt.Errorf("request's parameters %+v", req.PeerParam())
 		}
 		if a.err == nil {
+			// The transport pads it: 56 bytes in a request on RoCE.
+			t.Logf("the request's private data: %d bytes", len(req.PeerParam().PrivateData))
 			a.err = a.peer.UnmarshalBinary(req.PeerParam().PrivateData)
 		}
 		if a.err == nil {
@@ -166,6 +168,7 @@ func TestCM(t *testing.T) {
 		t.Errorf("server QP in %v after Accept", st)
 	}
 	var srvBuf ibv.RemoteBuffer
+	t.Logf("the accept's private data: %d bytes", len(conn.PeerParam().PrivateData))
 	if err := srvBuf.UnmarshalBinary(conn.PeerParam().PrivateData); err != nil || srvBuf != srv.buf(0) {
 		t.Fatalf("the accept's private data: %+v, %v; want %+v", srvBuf, err, srv.buf(0))
 	}
