@@ -3,7 +3,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test lint fmt vet staticcheck race fuzz demo test-rxe
+.PHONY: test lint fmt vet staticcheck race fuzz demo test-rxe metrics-check
 
 # The full check: formatting, vet, staticcheck, then every test under the
 # race detector.
@@ -38,6 +38,14 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 		done; \
 	done
+
+# The observability checks, failing (not skipping) without Debian's
+# prometheus package: promtool check metrics on a scrape of serve-metrics,
+# a real Prometheus on loopback scraping examples/metrics and answering a
+# query for the WRITEs posted, and the Grafana dashboard's queries. `make
+# race` runs the same tests, which .ci/run makes required.
+metrics-check:
+	VERBSRT_REQUIRE_PROMETHEUS=1 $(GO) test -race -count=1 -run 'ServeMetrics|Prometheus|Dashboard' ./cmd/verbsrt/ ./examples/metrics/
 
 # Runs the main job on the soft provider.
 demo:
