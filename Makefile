@@ -51,8 +51,10 @@ metrics-check:
 demo:
 	$(GO) run ./cmd/verbsrt demo
 
-# Runs the verbs/ibv tests (the conformance suite among them) against the
-# kernel's Soft-RoCE driver in a throwaway QEMU guest. Needs root and
-# Debian's packages, which it installs; see verbs/ibv/rxevm/README.md.
+# Runs, in one throwaway QEMU guest with the kernel's Soft-RoCE driver: the
+# verbs/ibv tests (the conformance suite, rdma_cm and rping among them), the
+# runtime's tests on the ibv provider, and verbsrt pingpong against rdma-core's
+# ibv_rc_pingpong both ways. Needs root and Debian's packages, which it
+# installs; see verbs/ibv/rxevm/README.md.
 test-rxe:
 	verbs/ibv/rxevm/test-rxe
