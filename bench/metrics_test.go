@@ -110,3 +110,27 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	t.Error("no 300 RDMA WRITEs in the scrape")
 }
+
+// BenchmarkScrape is the cost of one scrape of a runtime with one
+// connection (gather and encode the text format): over scrapeEvery, it is
+// the share of one core that scraping takes.
+func BenchmarkScrape(b *testing.B) {
+	v := newViaRuntime(b, 1, runtimeOpts()...)
+	if err := drive(b, 1, 1000, v.write); err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.Register(reg, v.rt); err != nil {
+		b.Fatal(err)
+	}
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.StartTimer() // drive stopped it
+	for range b.N {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed())/float64(b.N)/float64(scrapeEvery)*100, "%core@100ms")
+}
