@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	gort "runtime"
 	"testing"
 	"time"
 
@@ -64,5 +63,3 @@ func ctxT(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-func runtimeGosched() { gort.Gosched() }
