@@ -17,6 +17,9 @@ var callerCounts = []int{1, 16, 256}
 //   - naive/callers=N: the same callers over a mutex-guarded QP, one
 //     signaled PostSend and one channel per write, one polling goroutine.
 //   - direct/callers=1: one goroutine posting chains and polling itself.
+//   - direct-roundtrip/callers=1: one goroutine posting one signaled write
+//     and polling until it completed, then the next: the limit for a caller
+//     that waits for each write, as runtime/callers=1 does.
 //
 // wrs/post is WRs per PostSend (doorbell) over the timed section.
 func BenchmarkWrite(b *testing.B) {
@@ -47,6 +50,16 @@ func BenchmarkWrite(b *testing.B) {
 		b.ReportAllocs()
 		stop := timeSection(b)
 		if err := d.run(b.N); err != nil {
+			b.Fatal(err)
+		}
+		stop()
+		report(b, d.stats())
+	})
+	b.Run("direct-roundtrip/callers=1", func(b *testing.B) {
+		d := newDirect(b)
+		b.ReportAllocs()
+		stop := timeSection(b)
+		if err := d.roundTrips(b.N); err != nil {
 			b.Fatal(err)
 		}
 		stop()

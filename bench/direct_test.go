@@ -75,3 +75,32 @@ func (d *direct) run(ops int) error {
 }
 
 func (d *direct) stats() postStats { return postStats{calls: d.posts, wrs: d.wrsN} }
+
+// roundTrips writes ops times, one at a time: post one signaled write, poll
+// until it completed. What a caller that waits for each write costs without
+// any runtime between it and the QP.
+func (d *direct) roundTrips(ops int) error {
+	wr := d.wrs[:1]
+	wr[0].Flags = verbs.SendSignaled
+	defer func() { wr[0].Flags = 0 }()
+	for range ops {
+		if _, err := d.lb.qp.PostSend(wr); err != nil {
+			return err
+		}
+		d.posts++
+		d.wrsN++
+		for {
+			k, err := d.lb.cq.Poll(d.wcs[:1])
+			if err != nil {
+				return err
+			}
+			if k == 1 {
+				if d.wcs[0].Status != verbs.WCSuccess {
+					return fmt.Errorf("bench: direct write: %w", d.wcs[0].Err())
+				}
+				break
+			}
+		}
+	}
+	return nil
+}
