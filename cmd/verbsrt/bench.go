@@ -427,12 +427,12 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 		}()
 	}
 	done := make(chan struct{})
-	var peak float64 // operations per second over the best window
+	var hist []point
 	var sampler sync.WaitGroup
 	sampler.Add(1)
 	go func() {
 		defer sampler.Done()
-		peak = sample(done, counts, start, cfg, size, progress)
+		hist = sample(done, counts, start, cfg, size, progress)
 	}()
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -456,43 +456,37 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 	}
 	r.BWAvgMBps = rate * float64(size) / (1 << 20)
 	r.MsgRateMpps = rate / 1e6
+	hist = append(hist, point{start.Add(elapsed), r.Iterations})
+	// Completions come in bursts (one signaled WR retires many), so a
+	// window must hold several windows' worth of operations in flight.
+	peak := peakRate(hist, 100*time.Millisecond, min(uint64(8*cfg.callers*cfg.txDepth), r.Iterations/2))
 	r.BWPeakMBps = max(peak, rate) * float64(size) / (1 << 20)
 	return r, nil
 }
 
+// point is the count of completed operations at a time.
+type point struct {
+	t time.Time
+	n uint64
+}
+
 // sample reads the callers' counts every 20 ms until done closes, prints
-// a progress line every cfg.progress and returns the best rate over a
-// window of at least 100 ms: perftest's peak.
-func sample(done <-chan struct{}, counts []counter, start time.Time, cfg benchConfig, size int, progress io.Writer) float64 {
-	const window = 100 * time.Millisecond
+// a progress line every cfg.progress and returns what it read.
+func sample(done <-chan struct{}, counts []counter, start time.Time, cfg benchConfig, size int, progress io.Writer) []point {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	type point struct {
-		t time.Time
-		n uint64
-	}
 	hist := []point{{start, 0}}
 	lastPrint := start
-	var peak float64
 	for {
 		select {
 		case <-done:
-			return peak
+			return hist
 		case now := <-tick.C:
 			var n uint64
 			for i := range counts {
 				n += counts[i].n.Load()
 			}
 			hist = append(hist, point{now, n})
-			// The oldest point at least a window back.
-			k := len(hist) - 1
-			for k > 0 && now.Sub(hist[k].t) < window {
-				k--
-			}
-			if d := now.Sub(hist[k].t); d >= window {
-				peak = max(peak, float64(n-hist[k].n)/d.Seconds())
-				hist = hist[k:]
-			}
 			if cfg.progress > 0 && progress != nil && now.Sub(lastPrint) >= cfg.progress {
 				lastPrint = now
 				el := now.Sub(start).Seconds()
@@ -501,6 +495,25 @@ func sample(done <-chan struct{}, counts []counter, start time.Time, cfg benchCo
 			}
 		}
 	}
+}
+
+// peakRate returns the best rate, in operations per second, over the
+// windows of hist that last at least minDur and hold at least minOps
+// operations: perftest's peak, made robust to completions that arrive in
+// bursts. It returns 0 when no window qualifies.
+func peakRate(hist []point, minDur time.Duration, minOps uint64) float64 {
+	var peak float64
+	i := 0
+	for j := range hist {
+		// The latest start that still makes a window qualify.
+		for i+1 < j && hist[j].t.Sub(hist[i+1].t) >= minDur && hist[j].n-hist[i+1].n >= minOps {
+			i++
+		}
+		if d := hist[j].t.Sub(hist[i].t); i < j && d >= minDur && hist[j].n-hist[i].n >= minOps {
+			peak = max(peak, float64(hist[j].n-hist[i].n)/d.Seconds())
+		}
+	}
+	return peak
 }
 
 // op returns the operation a caller on QP q issues.
