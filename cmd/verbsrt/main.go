@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"slices"
 	"fmt"
 	"os"
 )
@@ -36,7 +38,13 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: verbsrt COMMAND [flags]")
-	for name, c := range commands {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", name, c.usage)
+	names := slices.Sorted(maps.Keys(commands))
+	width := 0
+	for _, n := range names {
+		width = max(width, len(n))
 	}
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-*s  %s\n", width, n, commands[n].usage)
+	}
+}
 }
