@@ -1,10 +1,10 @@
 package main
 
 import (
-	"maps"
-	"slices"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 )
 
 // commands are the subcommands, by name.
@@ -46,5 +46,4 @@ func usage() {
 	for _, n := range names {
 		fmt.Fprintf(os.Stderr, "  %-*s  %s\n", width, n, commands[n].usage)
 	}
-}
 }
