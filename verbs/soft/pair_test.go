@@ -87,31 +87,9 @@ func newSide(t testing.TB, d verbs.Device, o pairOpts) *side {
 
 func connect(t testing.TB, s, peer *side, o pairOpts) {
 	t.Helper()
-	access := verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead | verbs.AccessRemoteAtomic
-	if o.typ == verbs.QPTypeUC {
-		access = verbs.AccessLocalWrite | verbs.AccessRemoteWrite
-	}
-	init := verbs.QPAttr{State: verbs.QPStateInit, PortNum: 1, AccessFlags: access}
-	mask := verbs.QPAttrState | verbs.QPAttrPKeyIndex | verbs.QPAttrPort | verbs.QPAttrAccessFlags
-	if err := s.qp.Modify(&init, mask); err != nil {
-		t.Fatal(err)
-	}
-	rtr := verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: verbs.MTU1024, DestQPN: peer.qp.QPN(),
-		MaxDestRdAtomic: 16, MinRNRTimer: o.minRNR,
-		AH: verbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: verbs.GlobalRoute{DGID: peer.gid, SGIDIndex: 1, HopLimit: 64}}}
-	mask = verbs.QPAttrState | verbs.QPAttrAV | verbs.QPAttrPathMTU | verbs.QPAttrDestQPN | verbs.QPAttrRQPSN
-	if o.typ == verbs.QPTypeRC {
-		mask |= verbs.QPAttrMaxDestRdAtomic | verbs.QPAttrMinRNRTimer
-	}
-	if err := s.qp.Modify(&rtr, mask); err != nil {
-		t.Fatal(err)
-	}
-	rts := verbs.QPAttr{State: verbs.QPStateRTS, Timeout: o.timeout, RetryCnt: o.retry, RNRRetry: o.rnrRetry, MaxRdAtomic: 16}
-	mask = verbs.QPAttrState | verbs.QPAttrSQPSN
-	if o.typ == verbs.QPTypeRC {
-		mask |= verbs.QPAttrTimeout | verbs.QPAttrRetryCnt | verbs.QPAttrRNRRetry | verbs.QPAttrMaxQPRdAtomic
-	}
-	if err := s.qp.Modify(&rts, mask); err != nil {
+	spec := verbs.ConnectSpec{GIDIndex: 1, Explicit: true, Timeout: o.timeout, RetryCnt: o.retry,
+		RNRRetry: o.rnrRetry, MinRNRTimer: o.minRNR}
+	if err := verbs.Connect(s.qp, spec, verbs.PeerInfo{QPN: peer.qp.QPN(), GID: peer.gid}); err != nil {
 		t.Fatal(err)
 	}
 }
