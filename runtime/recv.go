@@ -361,4 +361,3 @@ func (s *sendCredits) failPending(err error) {
 	s.npending.Store(0)
 }
 
-var _ = verbs.ErrClosed
