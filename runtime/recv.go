@@ -360,4 +360,3 @@ func (s *sendCredits) failPending(err error) {
 	s.pending = nil
 	s.npending.Store(0)
 }
-
