@@ -289,6 +289,14 @@ func (a *Actor) TrySubmitPromise(ops []Op, p Promise) error {
 	return a.push(context.Background(), sub, len(ops), false)
 }
 
+// TrySubmitPromiseOp is TrySubmitPromise for one op, copied: the caller's
+// op does not escape, so a send costs no allocation.
+func (a *Actor) TrySubmitPromiseOp(op *Op, p Promise) error {
+	sub := submission{fut: p.s}
+	sub.one[0] = *op
+	return a.push(context.Background(), sub, 1, false)
+}
+
 func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) error {
 	if a.closing.Load() {
 		return ErrClosed

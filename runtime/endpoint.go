@@ -195,7 +195,7 @@ func (ep *Endpoint) Send(local Local) Future {
 	if int(local.Length) > ep.send.peerMsgSize {
 		return ep.failed(fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.send.peerMsgSize))
 	}
-	return ep.sendOps([]Op{{Opcode: verbs.OpSend, Local: local}})
+	return ep.sendOne(Op{Opcode: verbs.OpSend, Local: local})
 }
 
 // WriteImm copies local to remote and delivers imm to the peer's Recv as a
@@ -204,8 +204,8 @@ func (ep *Endpoint) WriteImm(local Local, remote RemoteRef, imm uint32) Future {
 	if err := checkRemote(local.Length, remote); err != nil {
 		return ep.failed(err)
 	}
-	return ep.sendOps([]Op{{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
-		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}})
+	return ep.sendOne(Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
+		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
 }
 
 // Post submits ops as one batch with one future: they are chained into one

@@ -224,7 +224,26 @@ func (s *sendCredits) take(n, reserve int64) bool {
 	}
 }
 
-// sendOps posts ops that consume receive credits, or queues them.
+// sendOne posts one op that consumes a receive credit (SEND, WRITE_WITH_IMM),
+// or queues it. The fast path allocates nothing.
+func (ep *Endpoint) sendOne(op Op) Future {
+	s := &ep.send
+	if err := ep.failErr.Load(); err != nil {
+		return ep.failed(err)
+	}
+	if s.npending.Load() == 0 && s.take(1, 1) {
+		ep.stampOne(&op)
+		p, f := qpactor.NewPromise(1, ep.rt.pool)
+		if err := ep.submitPromise(func() error { return ep.actor.TrySubmitPromiseOp(&op, p) }); err != nil {
+			s.credits.Inc()
+			p.Fail(ep.mapErr(err))
+		}
+		return f
+	}
+	return ep.queueSends([]Op{op})
+}
+
+// sendOps posts a batch whose ops consume receive credits, or queues it.
 func (ep *Endpoint) sendOps(ops []Op) Future {
 	s := &ep.send
 	if err := ep.failErr.Load(); err != nil {
@@ -234,15 +253,18 @@ func (ep *Endpoint) sendOps(ops []Op) Future {
 	if s.npending.Load() == 0 && s.take(n, 1) {
 		ep.stampCredits(ops)
 		p, f := qpactor.NewPromise(len(ops), ep.rt.pool)
-		if err := ep.submitPromise(ops, p); err != nil {
+		if err := ep.submitPromise(func() error { return ep.actor.TrySubmitPromise(ops, p) }); err != nil {
 			s.credits.Add(n)
 			p.Fail(ep.mapErr(err))
 		}
 		return f
 	}
-	if len(ops) == 1 {
-		ops = []Op{ops[0]} // the caller's slice is a temporary
-	}
+	return ep.queueSends(ops)
+}
+
+// queueSends queues ops, in order, until credits arrive; ops is kept.
+func (ep *Endpoint) queueSends(ops []Op) Future {
+	s := &ep.send
 	p, f := qpactor.NewPromise(len(ops), ep.rt.pool)
 	s.mu.Lock()
 	s.pending = append(s.pending, pendingSend{ops: ops, p: p})
@@ -252,11 +274,11 @@ func (ep *Endpoint) sendOps(ops []Op) Future {
 	return f
 }
 
-// submitPromise waits for inbox room: sends come from callers, who may
-// block, never from the poller (flush does not wait).
-func (ep *Endpoint) submitPromise(ops []Op, p qpactor.Promise) error {
+// submitPromise retries try while the inbox is full: sends come from
+// callers, who may block, never from the poller (flush does not wait).
+func (ep *Endpoint) submitPromise(try func() error) error {
 	for spins := 0; ; spins++ {
-		err := ep.actor.TrySubmitPromise(ops, p)
+		err := try()
 		if err != qpactor.ErrBusy {
 			return err
 		}
@@ -280,10 +302,14 @@ func countCredited(ops []Op) int {
 // SENDs (WRITE_WITH_IMM carries the caller's immediate data).
 func (ep *Endpoint) stampCredits(ops []Op) {
 	for i := range ops {
-		if ops[i].Opcode.IsSend() {
-			ops[i].Opcode = verbs.OpSendImm
-			ops[i].Imm = uint32(min(ep.recv.unreported.Swap(0), creditsPerIm))
-		}
+		ep.stampOne(&ops[i])
+	}
+}
+
+func (ep *Endpoint) stampOne(op *Op) {
+	if op.Opcode.IsSend() {
+		op.Opcode = verbs.OpSendImm
+		op.Imm = uint32(min(ep.recv.unreported.Swap(0), creditsPerIm))
 	}
 }
 
