@@ -225,6 +225,14 @@ func (p *Poller) pollAll() int {
 				break
 			}
 		}
+		if t.Send != nil {
+			if err := t.Send.BrokenErr(); err != nil {
+				// A broken QP's completions may never come (a CQ overrun
+				// lost them): fail what is outstanding, including WRs whose
+				// post the actor published after the endpoint broke.
+				t.Send.FailOutstanding(err)
+			}
+		}
 	}
 	if got > 0 {
 		p.stats.PollsHit.Inc()

@@ -641,6 +641,9 @@ func (a *Actor) FailOutstanding(err error) int {
 	return freed
 }
 
+// BrokenErr returns the error Break recorded, or nil.
+func (a *Actor) BrokenErr() error { return a.broken.Load() }
+
 // Break marks the QP unusable: queued and new operations fail with err.
 // The caller moves the QP to ERR and has the poller fail what is
 // outstanding.
