@@ -207,8 +207,10 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 			n++
 		}
 		if n > 0 {
-			rc := C.vrt_post_send(q.c, &s.wrs[0], C.int(n), s.scratch, C.int(s.maxInline), s.bad)
+			// Counted before the call: the device may complete the WRs, and
+			// a caller may read the counter, before ibv_post_send returns.
 			q.postCalls.Add(1)
+			rc := C.vrt_post_send(q.c, &s.wrs[0], C.int(n), s.scratch, C.int(s.maxInline), s.bad)
 			if rc != 0 {
 				bad := int(*s.bad)
 				at := posted + max(bad, 0)

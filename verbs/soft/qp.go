@@ -209,13 +209,17 @@ var (
 func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 	q.mu.Lock()
 	n, err := q.postSendLocked(wrs)
+	if n > 0 {
+		// Counted while the WRs are still invisible to the engine: a
+		// caller that sees their completions sees the count too.
+		q.postCalls.Add(1)
+	}
 	flush := q.state == verbs.QPStateErr || q.state == verbs.QPStateSQE
 	if flush && n > 0 {
 		q.flushSendLocked()
 	}
 	q.mu.Unlock()
 	if n > 0 {
-		q.postCalls.Add(1)
 		if !flush {
 			q.ctx.eng.schedule(q)
 		}
