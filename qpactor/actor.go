@@ -526,9 +526,14 @@ func (a *Actor) postOnce() (int, error) {
 		e.seq.Store(seq + 1)
 	}
 	a.credits.Sub(int64(len(a.chain)))
-	posted, err := a.qp.PostSend(a.chain)
+	// Counted before the call, corrected after: the WRs may complete, and
+	// their caller read the counters, before PostSend returns.
 	a.stats.PostCalls.Inc()
-	a.stats.WRsPosted.Add(uint64(posted))
+	a.stats.WRsPosted.Add(uint64(len(a.chain)))
+	posted, err := a.qp.PostSend(a.chain)
+	if posted < len(a.chain) {
+		a.stats.WRsPosted.Sub(uint64(len(a.chain) - posted))
+	}
 	a.countPosted(posted)
 	a.seq = base + uint64(posted)
 	a.postedTail.Store(a.seq)
