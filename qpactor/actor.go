@@ -641,8 +641,12 @@ func (a *Actor) FailOutstanding(err error) int {
 		}
 		freed++
 	}
-	a.credits.Add(int64(freed))
-	a.waker.Wake()
+	if freed > 0 {
+		// The poller calls this every round for a broken actor: wake the
+		// actor only when credits came back.
+		a.credits.Add(int64(freed))
+		a.waker.Wake()
+	}
 	return freed
 }
 
