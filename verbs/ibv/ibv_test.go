@@ -420,12 +420,7 @@ func TestSRQ(t *testing.T) {
 	if _, err := qb.PostRecv([]verbs.RecvWR{{ID: 1}}); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Errorf("PostRecv on a QP with an SRQ: %v, want ErrInvalidArgument", err)
 	}
-	toInit(t, qa)
-	toInit(t, qb)
-	toRTR(t, a, qa, b, qb)
-	toRTR(t, b, qb, a, qa)
-	toRTS(t, qa)
-	toRTS(t, qb)
+	connect(t, a, qa, b, qb)
 
 	wrs := make([]verbs.RecvWR, 8)
 	for i := range wrs {
@@ -512,12 +507,7 @@ func TestCompChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toInit(t, qa)
-	toInit(t, qb)
-	toRTR(t, a, qa, b, qb)
-	toRTR(t, b, qb, a, qa)
-	toRTS(t, qa)
-	toRTS(t, qb)
+	connect(t, a, qa, b, qb)
 
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	start := time.Now()
@@ -586,12 +576,7 @@ func TestCQOverrun(t *testing.T) {
 		t.Fatal(err)
 	}
 	qb := b.newQP(verbs.QPTypeRC, nil)
-	toInit(t, qa)
-	toInit(t, qb)
-	toRTR(t, a, qa, b, qb)
-	toRTR(t, b, qb, a, qa)
-	toRTS(t, qa)
-	toRTS(t, qb)
+	connect(t, a, qa, b, qb)
 	wrs := make([]verbs.SendWR, small.CQE()+4)
 	for i := range wrs {
 		wrs[i] = verbs.SendWR{ID: uint64(i), Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
@@ -669,12 +654,7 @@ func TestSendQueueFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	qb := b.newQP(verbs.QPTypeRC, nil)
-	toInit(t, qa)
-	toInit(t, qb)
-	toRTR(t, a, qa, b, qb)
-	toRTR(t, b, qb, a, qa)
-	toRTS(t, qa)
-	toRTS(t, qb)
+	connect(t, a, qa, b, qb)
 	attr, err := qa.Query()
 	if err != nil {
 		t.Fatal(err)

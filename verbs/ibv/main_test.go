@@ -231,13 +231,20 @@ const udQKey = 0x11111111
 func rcPair(t *testing.T, a, b *side) (qa, qb verbs.QP) {
 	t.Helper()
 	qa, qb = a.newQP(verbs.QPTypeRC, nil), b.newQP(verbs.QPTypeRC, nil)
+	connect(t, a, qa, b, qb)
+	return qa, qb
+}
+
+// connect brings qa on a and qb on b from RESET to RTS, each towards the
+// other.
+func connect(t *testing.T, a *side, qa verbs.QP, b *side, qb verbs.QP) {
+	t.Helper()
 	toInit(t, qa)
 	toInit(t, qb)
 	toRTR(t, a, qa, b, qb)
 	toRTR(t, b, qb, a, qa)
 	toRTS(t, qa)
 	toRTS(t, qb)
-	return qa, qb
 }
 
 // post posts wrs and fails the test unless every one was posted.
