@@ -242,12 +242,7 @@ func (a *Actor) Start() {
 // for room until ctx ends. Errors about op itself (a rule of
 // ibv_post_send(3) it breaks) come through the future, as a *verbs.WRError.
 func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
-	p, f := NewPromise(1, a.exec)
-	if err := a.push(ctx, submission{one: [1]Op{*op}, fut: p.s}, 1, true); err != nil {
-		p.s.release()
-		return Future{}, err
-	}
-	return f, nil
+	return a.submitNew(ctx, submission{one: [1]Op{*op}}, 1, true)
 }
 
 // SubmitBatch queues ops to be posted together (in one PostSend when
@@ -257,18 +252,20 @@ func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (Future, error) {
 	if len(ops) == 0 {
 		return Future{}, fmt.Errorf("qpactor: empty batch")
 	}
-	p, f := NewPromise(len(ops), a.exec)
-	if err := a.push(ctx, submission{batch: ops, fut: p.s}, len(ops), true); err != nil {
-		p.s.release()
-		return Future{}, err
-	}
-	return f, nil
+	return a.submitNew(ctx, submission{batch: ops}, len(ops), true)
 }
 
 // TrySubmit is Submit that fails with ErrBusy instead of waiting.
 func (a *Actor) TrySubmit(op *Op) (Future, error) {
-	p, f := NewPromise(1, a.exec)
-	if err := a.push(context.Background(), submission{one: [1]Op{*op}, fut: p.s}, 1, false); err != nil {
+	return a.submitNew(context.Background(), submission{one: [1]Op{*op}}, 1, false)
+}
+
+// submitNew queues sub, of n WRs, with a new future; a submission that
+// never reached the inbox gives its future's state back to the pool.
+func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool) (Future, error) {
+	p, f := NewPromise(n, a.exec)
+	sub.fut = p.s
+	if err := a.push(ctx, sub, n, wait); err != nil {
 		p.s.release()
 		return Future{}, err
 	}
