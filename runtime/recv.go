@@ -27,10 +27,20 @@ import (
 // when credits arrive: a SEND never meets an empty receive queue, and RNR
 // never happens in normal use.
 const (
-	creditOnly   = 1 << 31 // imm flag: the message carries no data
-	creditMask   = 0xffff  // imm bits: credits returned
-	creditsPerIm = creditMask
+	creditOnly = 1 << 31 // imm flag: the message carries no data
+	creditMask = 0xffff  // imm bits: credits returned
 )
+
+// takeUnreported takes the re-posted receives not yet reported, at most
+// what one immediate value carries; the rest stays for the next report.
+func (r *recvSide) takeUnreported() int64 {
+	n := r.unreported.Swap(0)
+	if n > creditMask {
+		r.unreported.Add(n - creditMask)
+		n = creditMask
+	}
+	return n
+}
 
 // Message is a received message. Its bytes stay valid until Release, which
 // gives the buffer back to the endpoint's pool.
@@ -309,7 +319,7 @@ func (ep *Endpoint) stampCredits(ops []Op) {
 func (ep *Endpoint) stampOne(op *Op) {
 	if op.Opcode.IsSend() {
 		op.Opcode = verbs.OpSendImm
-		op.Imm = uint32(min(ep.recv.unreported.Swap(0), creditsPerIm))
+		op.Imm = uint32(ep.recv.takeUnreported())
 	}
 }
 
@@ -363,7 +373,7 @@ func (s *sendCredits) maybeReport(ep *Endpoint) {
 	if r.unreported.Load() < int64(r.depth/2) || !s.take(1, 0) {
 		return
 	}
-	n := min(r.unreported.Swap(0), creditsPerIm)
+	n := r.takeUnreported()
 	p, f := qpactor.NewPromise(1, ep.rt.pool)
 	if err := ep.actor.TrySubmitPromise([]Op{{Opcode: verbs.OpSendImm, Imm: creditOnly | uint32(n)}}, p); err != nil {
 		s.credits.Inc()
