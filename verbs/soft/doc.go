@@ -25,12 +25,19 @@
 // inline data copied at post time; flush with WR_FLUSH_ERR when a QP enters
 // ERR; completion channels with solicited-only arming.
 //
-// Each open Context runs one engine goroutine, the "HCA", that executes the
-// WQEs of its QPs and writes completions; PostSend only copies WRs into
-// preallocated slots and wakes it. The requester's engine also performs the
-// responder's part of each transfer (key and access checks, receive
-// consumption, data movement), so a transfer costs no extra goroutine
-// handoff. Executing a WQE allocates nothing.
+// Each open Context has an engine, the "HCA", that executes the WQEs of its
+// QPs and writes completions, one WQE of the context at a time. PostSend
+// copies the WRs into preallocated slots and rings the doorbell: when no
+// other WQE of the context is executing, the poster's goroutine executes
+// the new WQEs itself before PostSend returns, as rxe runs its requester
+// task in the poster's context; otherwise, and for what waits on a timer
+// (RNR and retry delays, injected delays), the context's engine goroutine
+// does. A completion may therefore be ready before PostSend returns, as on
+// a fast NIC. Config.EngineOnly makes every doorbell a hand-off to the
+// engine goroutine instead. The requester also performs the responder's
+// part of each transfer (key and access checks, receive consumption, data
+// movement), so a transfer costs no extra goroutine hand-off. Executing a
+// WQE allocates nothing.
 //
 // Queue sizes are rounded up to 2^n - 1, as rxe rounds them; read the
 // granted sizes back with QP.Query and CQ.CQE.

@@ -12,16 +12,28 @@ import (
 // turns to the next QP with work: fairness between QPs of a context.
 const processBudget = 64
 
-// engine is the "HCA" of one context: a goroutine that executes the WQEs of
-// the context's QPs in order and writes their completions. PostSend only
-// queues and rings schedule, so posting never waits for the remote side.
+// inlineBudget is how many WQEs a doorbell executes on the poster's
+// goroutine before it leaves the rest to the engine: a whole send queue of
+// the sizes the runtime uses, so one PostSend of a chain usually completes
+// it, while a poster with a deeper queue does not hold the context's
+// execution for longer than that.
+const inlineBudget = 1024
+
+// engine is the "HCA" of one context: it executes the WQEs of the
+// context's QPs in order, one at a time (execMu), and writes their
+// completions. A doorbell executes them on the poster's goroutine when
+// execMu is free (doorbell); the engine goroutine takes what is left: QPs
+// whose doorbell found the engine busy, and QPs whose timer (RNR, retry,
+// injected delay) fired.
 //
-// A requester's engine also plays the responder's part for the packets it
+// The requester also plays the responder's part for the packets it
 // "sends": it locks the target QP, checks keys and access, moves the data
-// and writes the target's receive completion. Lock order: a QP's mu, then
-// an SRQ's, then a CQ's; the engine holds at most one QP lock at a time.
+// and writes the target's receive completion. Lock order: execMu, then a
+// QP's mu, then an SRQ's, then a CQ's; execution holds at most one QP lock
+// at a time, and a poster calls doorbell holding none.
 type engine struct {
-	ctx *context
+	ctx    *context
+	inline bool // Config.EngineOnly unset
 
 	// execMu is held while a WQE executes. Closing an MR or a QP takes
 	// and drops it on every engine of the fabric (Provider.quiesce), so
@@ -47,7 +59,7 @@ type engine struct {
 }
 
 func newEngine(c *context) *engine {
-	e := &engine{ctx: c, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	e := &engine{ctx: c, inline: c.dev.p.inline, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	e.cur.sgl = make([]verbs.SGE, 0, maxSGE)
 	e.cur.inline = make([]byte, 0, maxInline)
 	e.src = make([][]byte, 0, maxSGE+1)
@@ -131,18 +143,45 @@ func accessFail(reliable bool) result {
 	return ok() // UC: the responder drops the packet, the requester never knows
 }
 
-// process executes up to processBudget WQEs of q. It holds execMu for the
-// whole run and q's lock except while a transfer runs: one lock hand-off per
-// WQE settles it and picks up the next.
+// process executes up to processBudget WQEs of q on the engine goroutine,
+// and puts q back on the run queue when more are left.
 func (e *engine) process(q *qp) {
 	q.queued.Store(false)
 	e.execMu.Lock()
-	defer e.execMu.Unlock()
+	more := e.executeLocked(q, processBudget)
+	e.execMu.Unlock()
+	if more {
+		e.schedule(q)
+	}
+}
+
+// doorbell runs q's newly posted WQEs. When no other WQE of the context is
+// executing, the poster's goroutine executes them before PostSend returns,
+// as rxe runs its requester task in the poster's context: a hand-off to the
+// engine goroutine, and the wake-up of a parked one, would cost more than
+// the copy. Otherwise (the engine is busy, or the WQEs wait on a timer) the
+// engine goroutine takes them, in order, as before.
+func (e *engine) doorbell(q *qp) {
+	if e.inline && e.execMu.TryLock() {
+		more := e.executeLocked(q, inlineBudget)
+		e.execMu.Unlock()
+		if !more {
+			return
+		}
+	}
+	e.schedule(q)
+}
+
+// executeLocked executes up to budget WQEs of q, with execMu held, and
+// reports whether q has WQEs left that it could run now. It holds q's lock
+// except while a transfer runs: one lock hand-off per WQE settles it and
+// picks up the next.
+func (e *engine) executeLocked(q *qp, budget int) (more bool) {
 	q.mu.Lock()
-	for range processBudget {
+	for range budget {
 		if q.closed || q.state != verbs.QPStateRTS || q.stalled || q.sqHead == q.sqTail {
 			q.mu.Unlock()
-			return
+			return false
 		}
 		idx := q.sqHead
 		w := &q.sq[idx%uint64(len(q.sq))]
@@ -157,7 +196,7 @@ func (e *engine) process(q *qp) {
 				q.faults.delayN--
 				q.stallFor(q.faults.delay)
 				q.mu.Unlock()
-				return
+				return false
 			}
 		}
 		drop := false
@@ -179,7 +218,7 @@ func (e *engine) process(q *qp) {
 		e.settleLocked(q, w, res)
 	}
 	q.mu.Unlock()
-	e.schedule(q)
+	return true
 }
 
 // snapshot copies the head WQE and the QP attributes the transfer needs, so

@@ -17,6 +17,12 @@ type Config struct {
 	// ActiveMTU is the ports' active MTU in bytes: 256 to 4096 (0 means
 	// 4096). UD messages larger than it are dropped, as on hardware.
 	ActiveMTU int
+	// EngineOnly hands every doorbell to the context's engine goroutine
+	// instead of executing the new WQEs on the poster's goroutine when the
+	// engine is idle. Completions then never appear before PostSend
+	// returns, as on a NIC, at the cost of a goroutine hand-off (and, when
+	// the engine was parked, a wake-up) per doorbell.
+	EngineOnly bool
 }
 
 // Provider is a software RDMA fabric: devices, and the wire between them.
@@ -25,6 +31,7 @@ type Config struct {
 type Provider struct {
 	devices []*device
 	mtu     verbs.MTU
+	inline  bool // doorbells execute on the poster's goroutine when they can
 
 	// byGID is the fabric's routing table. It is filled by New and never
 	// changes, so the engines read it without a lock.
@@ -46,7 +53,7 @@ func New(cfg Config) *Provider {
 	if mtu == 0 {
 		mtu = verbs.MTU4096
 	}
-	p := &Provider{mtu: mtu, byGID: make(map[verbs.GID]*device)}
+	p := &Provider{mtu: mtu, byGID: make(map[verbs.GID]*device), inline: !cfg.EngineOnly}
 	for i := range n {
 		d := newDevice(p, i)
 		p.devices = append(p.devices, d)

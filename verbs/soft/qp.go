@@ -221,7 +221,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 	q.mu.Unlock()
 	if n > 0 {
 		if !flush {
-			q.ctx.eng.schedule(q)
+			q.ctx.eng.doorbell(q)
 		}
 	}
 	return n, err
