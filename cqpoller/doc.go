@@ -21,10 +21,23 @@
 // machine (see the design notes), against ~90 ns for one that spins, hence
 // the spin phase while traffic flows.
 //
+// # Actors that drive their own CQ
+//
+// A locked goroutine cannot give its P away cheaply, so on a small machine
+// a busy actor and a busy poller, each holding a P, leave the goroutines
+// waiting for the futures nowhere to run. Poller.Driver lets the actor of
+// a target poll that target's CQ itself between drains while it is awake
+// (qpactor.Driver): the poller neither polls nor arms a driven CQ, and an
+// actor that parks arms its CQ, polls it once more and hands it back, so
+// a sleeping poller wakes on its next completion. One locked goroutine per
+// busy QP then does both jobs and the poller sleeps.
+//
 // # Concurrency
 //
-// Add, Remove, Do and Close may be called from any goroutine. Completion
-// handling runs on the poller goroutine only; Do runs a function there, so
-// the runtime can fail an actor's outstanding WRs without racing
-// completions.
+// Add, Remove, Do, DoTarget and Close may be called from any goroutine. A
+// target's completions are handled by one goroutine at a time, the poller
+// or the target's driving actor (a mutex per target, taken with TryLock on
+// the polling paths); DoTarget runs a function on the poller goroutine
+// while neither handles them, so the runtime can fail an actor's
+// outstanding WRs without racing completions.
 package cqpoller

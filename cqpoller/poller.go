@@ -60,6 +60,15 @@ type Target struct {
 	// Recv handles receive completions (wr_id with RecvBit); nil when the
 	// CQ has none.
 	Recv func(wc *verbs.WC)
+
+	// mu is held by whoever handles the CQ's completions: the poller, or
+	// the actor of Send while it drives them (Driver). One handler at a
+	// time keeps a QP's completions in order.
+	mu  sync.Mutex
+	wcs []verbs.WC // under mu
+	// driven is set while the actor of Send polls the CQ itself: the
+	// poller then neither polls nor arms it.
+	driven atomic.Bool
 }
 
 // Stats are the poller's counters, for metrics.
@@ -91,7 +100,6 @@ type Poller struct {
 	stop  chan struct{}
 	done  chan struct{}
 	stats Stats
-	wcs   []verbs.WC
 }
 
 // New returns a poller; Start runs it.
@@ -108,8 +116,7 @@ func New(cfg Config) (*Poller, error) {
 	if cfg.Yield <= 0 {
 		cfg.Yield = 200 * time.Microsecond
 	}
-	p := &Poller{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), done: make(chan struct{}),
-		wcs: make([]verbs.WC, cfg.Batch)}
+	p := &Poller{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), done: make(chan struct{})}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -130,6 +137,7 @@ func (p *Poller) Add(t *Target) error {
 	if p.closed {
 		return ErrClosed
 	}
+	t.wcs = make([]verbs.WC, p.cfg.Batch)
 	old := *p.targets.Load()
 	n := append(append(make([]*Target, 0, len(old)+1), old...), t)
 	p.targets.Store(&n)
@@ -208,36 +216,114 @@ func (p *Poller) runTasks() {
 	}
 }
 
-// pollAll polls every CQ once and returns how many completions it handled.
+// pollAll polls every CQ that no actor drives once and returns how many
+// completions it handled.
 func (p *Poller) pollAll() int {
 	got := 0
 	for _, t := range *p.targets.Load() {
-		for {
-			n, err := t.CQ.Poll(p.wcs)
-			if err != nil {
-				break
-			}
-			for i := range p.wcs[:n] {
-				p.handle(t, &p.wcs[i])
-			}
-			got += n
-			if n < len(p.wcs) {
-				break
-			}
+		if t.driven.Load() || !t.mu.TryLock() {
+			continue // its actor handles the completions
 		}
-		if t.Send != nil {
-			if err := t.Send.BrokenErr(); err != nil {
-				// A broken QP's completions may never come (a CQ overrun
-				// lost them): fail what is outstanding, including WRs whose
-				// post the actor published after the endpoint broke.
-				t.Send.FailOutstanding(err)
-			}
-		}
+		got += p.pollLocked(t)
+		t.mu.Unlock()
 	}
+	p.count(got)
+	return got
+}
+
+func (p *Poller) count(got int) {
 	if got > 0 {
 		p.stats.PollsHit.Inc()
 	} else {
 		p.stats.PollsEmpty.Inc()
+	}
+}
+
+// pollLocked drains t's CQ, with t.mu held, and returns how many
+// completions it handled.
+func (p *Poller) pollLocked(t *Target) int {
+	got := 0
+	for {
+		n, err := t.CQ.Poll(t.wcs)
+		if err != nil {
+			break
+		}
+		for i := range t.wcs[:n] {
+			p.handle(t, &t.wcs[i])
+		}
+		got += n
+		if n < len(t.wcs) {
+			break
+		}
+	}
+	if t.Send != nil {
+		if err := t.Send.BrokenErr(); err != nil {
+			// A broken QP's completions may never come (a CQ overrun
+			// lost them): fail what is outstanding, including WRs whose
+			// post the actor published after the endpoint broke.
+			t.Send.FailOutstanding(err)
+		}
+	}
+	return got
+}
+
+// DoTarget runs fn on the poller goroutine while nobody handles t's
+// completions, and waits for it: where the runtime fails an actor's
+// outstanding WRs without racing the poller or the actor driving them.
+// A nil t (an endpoint that never started) is Do.
+func (p *Poller) DoTarget(t *Target, fn func()) {
+	if t == nil {
+		p.Do(fn)
+		return
+	}
+	p.Do(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		fn()
+	})
+}
+
+// Driver returns what t's actor calls to poll t's CQ itself while it is
+// awake (qpactor.Driver).
+func (p *Poller) Driver(t *Target) qpactor.Driver { return targetDriver{p, t} }
+
+// targetDriver lets an actor handle its own CQ: with a busy actor and a
+// busy poller each holding one of a small machine's Ps, the goroutines
+// that wait for the futures get neither, and a locked goroutine cannot
+// yield its P cheaply. An actor that polls its CQ between drains keeps one
+// P for everything else and hands the CQ back when it parks.
+type targetDriver struct {
+	p *Poller
+	t *Target
+}
+
+func (d targetDriver) Drive(on bool) {
+	if on {
+		d.t.driven.Store(true)
+		return
+	}
+	d.t.driven.Store(false)
+	// Arm the CQ for the poller, then poll once more (a completion that
+	// came before the arming raises no event): a sleeping poller wakes on
+	// the CQ's next completion, without being woken now for nothing.
+	if err := d.t.CQ.ReqNotify(false); err != nil {
+		// Cannot arm: have the poller go round and take the CQ back.
+		d.p.mu.Lock()
+		d.p.targetsV++
+		d.p.wakeLocked()
+		d.p.mu.Unlock()
+	}
+	d.Progress()
+}
+
+func (d targetDriver) Progress() int {
+	if !d.t.mu.TryLock() {
+		return 0
+	}
+	got := d.p.pollLocked(d.t)
+	d.t.mu.Unlock()
+	if got > 0 {
+		d.p.stats.PollsHit.Inc()
 	}
 	return got
 }
@@ -261,6 +347,8 @@ func (p *Poller) run() {
 	defer runtime.UnlockOSThread()
 	defer close(p.done)
 	var clock qpactor.IdleClock
+	var spin qpactor.SpinSlot
+	defer spin.Release()
 	for {
 		p.runTasks()
 		if p.pollAll() > 0 {
@@ -276,16 +364,18 @@ func (p *Poller) run() {
 		idle := clock.Idle()
 		switch {
 		case p.cfg.Policy == Busy:
-			if idle > p.cfg.Spin {
+			if idle > p.cfg.Spin || !spin.Acquire() {
 				runtime.Gosched() // spin, but let others run on a small machine
 			}
 			continue
-		case p.cfg.Policy == Adaptive && idle < p.cfg.Spin:
+		case p.cfg.Policy == Adaptive && idle < p.cfg.Spin && spin.AcquireIdle():
 			continue
 		case p.cfg.Policy == Adaptive && idle < p.cfg.Spin+p.cfg.Yield:
+			spin.Release()
 			runtime.Gosched()
 			continue
 		}
+		spin.Release()
 		p.sleep()
 		clock.Busy()
 	}
@@ -299,6 +389,9 @@ func (p *Poller) sleep() {
 	armedV := p.targetsV
 	p.mu.Unlock()
 	for _, t := range *p.targets.Load() {
+		if t.driven.Load() {
+			continue // its actor polls it and wakes us when it parks
+		}
 		if err := t.CQ.ReqNotify(false); err != nil {
 			p.log.Debug("cqpoller: ReqNotify", "err", err)
 		}

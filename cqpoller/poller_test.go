@@ -129,3 +129,47 @@ func TestDoRunsOnPoller(t *testing.T) {
 		t.Fatal("Do after Close did not run")
 	}
 }
+
+// TestDriverTakesAndHandsBackCQ: while an actor drives a target, the
+// poller leaves its completions to the driver's Progress; once the driver
+// hands the CQ back, a sleeping poller wakes on its next completion.
+func TestDriverTakesAndHandsBackCQ(t *testing.T) {
+	l := newLoop(t)
+	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Adaptive, Channel: l.ch,
+		Spin: 10 * time.Microsecond, Yield: 10 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	defer p.Close()
+	got := make(chan verbs.WC, 4)
+	target := &cqpoller.Target{CQ: l.cq, Recv: func(wc *verbs.WC) { got <- *wc }}
+	if err := p.Add(target); err != nil {
+		t.Fatal(err)
+	}
+	d := p.Driver(target)
+	d.Drive(true)
+	l.write(cqpoller.RecvBit | 1)
+	select {
+	case wc := <-got:
+		t.Fatalf("the poller handled %+v on a driven CQ", wc)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if n := d.Progress(); n != 1 {
+		t.Fatalf("Progress handled %d completions, want 1", n)
+	}
+	if wc := <-got; wc.WRID != cqpoller.RecvBit|1 {
+		t.Fatalf("%+v", wc)
+	}
+	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
+	d.Drive(false)
+	l.write(cqpoller.RecvBit | 2)
+	select {
+	case wc := <-got:
+		if wc.WRID != cqpoller.RecvBit|2 {
+			t.Fatalf("%+v", wc)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the poller missed a completion on the CQ handed back to it")
+	}
+}

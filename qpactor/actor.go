@@ -69,6 +69,20 @@ type Config struct {
 	Logger   *slog.Logger
 }
 
+// Driver lets an actor handle its own completions while it is awake: it
+// polls between drains instead of leaving every completion to a poller
+// goroutine, so a busy QP needs one spinning locked goroutine instead of
+// two (cqpoller.Poller.Driver).
+type Driver interface {
+	// Drive(true) says the actor is awake and will call Progress;
+	// Drive(false), that it stopped (it is about to park or exit) and
+	// the poller must watch the CQ again.
+	Drive(on bool)
+	// Progress polls the CQ once, unless someone else is handling it,
+	// and returns how many completions it handled.
+	Progress() int
+}
+
 // ScratchSize returns how many bytes of registered scratch an actor over a
 // send queue of maxSendWR entries needs.
 func ScratchSize(maxSendWR int) int { return 8 * shadowSize(maxSendWR) }
@@ -121,8 +135,9 @@ func WRID(id uint16, seq uint64) uint64 { return uint64(id)<<seqBits | seq&seqMa
 func DecodeWRID(wrid uint64) (id uint16, seq uint64) { return uint16(wrid >> seqBits), wrid & seqMask }
 
 // Actor owns one QP: it is the only code that posts sends to it. Callers
-// submit from any goroutine; one poller goroutine reports the QP's send
-// completions with Complete.
+// submit from any goroutine; whoever handles the QP's CQ reports its send
+// completions with Complete: a poller goroutine, or the actor itself
+// through its Driver, one at a time.
 type Actor struct {
 	id      uint16
 	qp      verbs.QP
@@ -155,14 +170,15 @@ type Actor struct {
 	owners      []*submission
 	drained     []submission
 
-	// Poller goroutine only.
+	// Completion handling only (Complete, FailOutstanding).
 	entries []entry
 	mask    uint64
 	head    uint64
 
-	stats Stats
-	lat   sampler // post times of the WRs sampled for latency
-	done  chan struct{}
+	stats  Stats
+	lat    sampler // post times of the WRs sampled for latency
+	driver Driver  // set before Start, or nil
+	done   chan struct{}
 }
 
 // Stats are counters the actor keeps for metrics. Read them with Load.
@@ -230,6 +246,10 @@ func (a *Actor) Credits() int { return int(a.credits.Load()) }
 
 // Outstanding returns how many posted WRs have not completed.
 func (a *Actor) Outstanding() int { return a.sqDepth - a.Credits() }
+
+// SetDriver makes the actor poll its completions through d while it is
+// awake. Call it before Start.
+func (a *Actor) SetDriver(d Driver) { a.driver = d }
 
 // Start runs the actor goroutine, locked to its OS thread. Call it once.
 func (a *Actor) Start() {
@@ -331,14 +351,35 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 	return nil
 }
 
-// run is the actor goroutine: drain, post, and park when idle.
+// run is the actor goroutine: drain, post, handle completions while a
+// Driver is set, and park when idle.
 func (a *Actor) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(a.done)
-	var idle IdleClock
+	d := a.driver
+	if d != nil {
+		d.Drive(true)
+		defer d.Drive(false) // before done closes: Close's caller finds the poller watching
+	}
+	var (
+		idle   IdleClock
+		gather gatherer
+		spin   SpinSlot
+	)
+	defer spin.Release()
 	for {
-		if a.drain() > 0 {
+		worked := false
+		waited := !gather.due(a.inbox)
+		if !waited {
+			k := a.drain()
+			gather.drained(k)
+			worked = k > 0
+		}
+		if d != nil && d.Progress() > 0 {
+			worked = true
+		}
+		if worked || waited {
 			idle.Busy()
 			continue
 		}
@@ -350,16 +391,87 @@ func (a *Actor) run() {
 			return
 		}
 		if idle.Idle() < a.spin {
-			runtime.Gosched()
+			if !spin.Acquire() {
+				runtime.Gosched()
+			}
 			continue
+		}
+		spin.Release()
+		if d != nil {
+			d.Drive(false)
 		}
 		a.waker.PrepareSleep()
 		if a.canDrain() || a.closing.Load() {
 			a.waker.CancelSleep()
-			continue
+		} else {
+			a.waker.Sleep(nil) // Close wakes it through Wake
 		}
-		a.waker.Sleep(nil) // Close wakes it through Wake
+		if d != nil {
+			d.Drive(true)
+		}
 		idle.Busy()
+	}
+}
+
+// gatherer spaces the drains of an actor that takes a stream of
+// submissions from many callers, so that one PostSend carries many. An
+// actor that posts every submission as it arrives rings a doorbell per WR
+// whenever it posts faster than its callers submit, and its reads of the
+// inbox take the slot's cache line from the next producer each time.
+//
+// From the actor's side a lone caller and a crowd look alike (a drain of
+// one, then another one a little later); only waiting tells them apart: a
+// crowd fills the inbox while the actor waits, a lone caller, blocked on
+// the write just posted, does not. So the actor goes into stream mode
+// after a drain of two or more, and otherwise on every probeEvery-th
+// drain. In stream mode it drains once gatherTarget submissions are
+// queued, or when the wait since the last drain reaches the current
+// bound: probeGather at first, doubled by each drain of two or more up to
+// maxGather. A drain of one (or none) after a wait ends stream mode: a
+// lone caller pays a short wait once every probeEvery operations.
+type gatherer struct {
+	stream bool
+	wait   time.Duration // the bound of the current wait, in stream mode
+	since  time.Time     // the last drain that took something
+	drains uint32
+	rounds uint32 // checks of the current wait, for the clock stride
+}
+
+const (
+	gatherTarget = 16                   // submissions a drain waits for
+	probeGather  = 1 * time.Microsecond // first wait of a stream
+	maxGather    = 8 * time.Microsecond // longest wait
+	probeEvery   = 64                   // drains between probes
+	gatherStride = 8                    // checks per clock read
+)
+
+// due reports whether the actor should drain now.
+func (g *gatherer) due(inbox *Ring[submission]) bool {
+	if !g.stream {
+		return true
+	}
+	if g.rounds++; g.rounds%gatherStride != 0 {
+		return false
+	}
+	return inbox.Reached(gatherTarget) || time.Since(g.since) >= g.wait
+}
+
+// drained records a drain of k submissions.
+func (g *gatherer) drained(k int) {
+	if k == 0 && !g.stream {
+		return
+	}
+	g.drains++
+	switch {
+	case k >= 2 && g.stream:
+		g.wait = min(2*g.wait, maxGather)
+	case k >= 2 || g.drains%probeEvery == 0:
+		g.stream, g.wait = true, probeGather
+	default:
+		g.stream = false
+	}
+	if g.stream {
+		g.since, g.rounds = time.Now(), 0
 	}
 }
 
@@ -561,8 +673,8 @@ func (a *Actor) failQueued(err error) int {
 // Complete handles a send completion of this actor's QP and reports
 // whether its wr_id matched an outstanding WR (false: stale or unknown,
 // counted and dropped). A signaled completion completes, in order, every
-// earlier unsignaled WR. Only the poller goroutine of the QP's CQ may call
-// it.
+// earlier unsignaled WR. Only the goroutine handling the QP's CQ (its
+// poller, or the actor through its Driver) may call it.
 func (a *Actor) Complete(wc *verbs.WC) bool {
 	id, seq := DecodeWRID(wc.WRID)
 	if id != a.id || a.entries[seq&a.mask].seq.Load() != seq+1 || seq < a.head {
@@ -621,7 +733,7 @@ func leUint64(b []byte) uint64 {
 // FailOutstanding fails every posted WR that has not completed with err:
 // for completions that will never come (a CQ overrun lost them, or the
 // runtime is shutting down). Later completions for them count as stale.
-// Only the poller goroutine of the QP's CQ may call it.
+// Only the goroutine handling the QP's CQ may call it (as Complete).
 func (a *Actor) FailOutstanding(err error) int {
 	tail := a.postedTail.Load()
 	freed := 0

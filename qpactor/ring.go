@@ -168,6 +168,16 @@ func (r *Ring[T]) Peek() *T {
 	return &s.val
 }
 
+// Reached reports whether the n-th oldest value (1 <= n <= Cap) is
+// published: at least n values have been pushed, though a producer may
+// still be writing one of the first n-1. It reads one slot, so the
+// consumer can watch the queue grow without taking the cache line of the
+// slot producers write next. Only the consumer goroutine may call it.
+func (r *Ring[T]) Reached(n int) bool {
+	pos := r.head.Load() + uint64(n) - 1
+	return r.slots[pos&r.mask].seq.Load() == pos+1
+}
+
 // Pop releases the oldest value, the one Peek returns, for producers to
 // reuse. It zeroes the slot, so the ring keeps nothing alive for the
 // garbage collector. Only the consumer goroutine may call Pop; it panics

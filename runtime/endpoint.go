@@ -32,6 +32,7 @@ type Endpoint struct {
 	qp     verbs.QP
 	cq     verbs.CQ
 	poller *cqpoller.Poller
+	target *cqpoller.Target // ep.cq on poller; nil until start
 	actor  *qpactor.Actor
 	scrat  *Buffer
 
@@ -108,8 +109,13 @@ func (ep *Endpoint) start(peer hello) error {
 	if err := rt.register(ep); err != nil {
 		return err
 	}
+	ep.target = &cqpoller.Target{CQ: ep.cq, Send: ep.actor, Recv: ep.recv.onRecv}
+	if err := ep.poller.Add(ep.target); err != nil {
+		return err
+	}
+	ep.actor.SetDriver(ep.poller.Driver(ep.target))
 	ep.actor.Start()
-	return ep.poller.Add(&cqpoller.Target{CQ: ep.cq, Send: ep.actor, Recv: ep.recv.onRecv})
+	return nil
 }
 
 // release frees what newEndpoint made; for an endpoint never started.
@@ -244,7 +250,7 @@ func (ep *Endpoint) fail(err error) {
 	}
 	ep.actor.Break(err)
 	ep.toError()
-	ep.poller.Do(func() { ep.actor.FailOutstanding(err) })
+	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(err) })
 	ep.send.failPending(err)
 }
 
@@ -273,7 +279,7 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	flushCtx, cancel := context.WithTimeout(ctx, time.Second)
 	ep.waitIdle(flushCtx)
 	cancel()
-	ep.poller.Do(func() { ep.actor.FailOutstanding(ErrClosed) })
+	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(ErrClosed) })
 	ep.poller.Remove(ep.cq)
 	close(ep.closed)
 	ep.rt.unregister(ep)

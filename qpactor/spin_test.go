@@ -1,0 +1,44 @@
+package qpactor
+
+import (
+	"runtime"
+	"testing"
+)
+
+// TestSpinSlots: with GOMAXPROCS 2 one locked goroutine may spin flat out;
+// a second is refused, and one spinning only in hope (AcquireIdle) gives
+// its slot up to a goroutine that Acquire refused.
+func TestSpinSlots(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	var actor1, actor2, poller SpinSlot
+	if !actor1.Acquire() {
+		t.Fatal("the first Acquire was refused")
+	}
+	if actor2.Acquire() {
+		t.Fatal("a second slot was handed out with GOMAXPROCS 2")
+	}
+	actor1.Release()
+	if poller.AcquireIdle() {
+		t.Fatal("AcquireIdle took the slot an Acquire is waiting for")
+	}
+	if !actor2.Acquire() {
+		t.Fatal("the free slot was refused")
+	}
+	actor2.Release()
+	if !poller.AcquireIdle() {
+		t.Fatal("AcquireIdle refused a free slot nobody waits for")
+	}
+	if actor1.Acquire() {
+		t.Fatal("the idle spinner's slot was handed out twice")
+	}
+	if poller.AcquireIdle() {
+		t.Fatal("the idle spinner kept its slot while an actor waits")
+	}
+	if !actor1.Acquire() {
+		t.Fatal("the slot given up was refused")
+	}
+	actor1.Release()
+	if n := lockedSpinners.Load(); n != 0 {
+		t.Fatalf("%d slots held after every Release", n)
+	}
+}
