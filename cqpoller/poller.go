@@ -349,10 +349,16 @@ func (p *Poller) run() {
 	var clock qpactor.IdleClock
 	var spin qpactor.SpinSlot
 	defer spin.Release()
+	// hot: completions came since the poller last woke. A poller woken for
+	// nothing (an actor's CQ armed when it parked, then driven again) goes
+	// back to sleep at once instead of spinning for traffic that is not
+	// its.
+	hot := true
 	for {
 		p.runTasks()
 		if p.pollAll() > 0 {
 			clock.Busy()
+			hot = true
 			continue
 		}
 		select {
@@ -368,15 +374,19 @@ func (p *Poller) run() {
 				runtime.Gosched() // spin, but let others run on a small machine
 			}
 			continue
-		case p.cfg.Policy == Adaptive && idle < p.cfg.Spin && spin.AcquireIdle():
-			continue
-		case p.cfg.Policy == Adaptive && idle < p.cfg.Spin+p.cfg.Yield:
-			spin.Release()
-			runtime.Gosched()
+		case p.cfg.Policy == Adaptive && hot && idle < p.cfg.Spin+p.cfg.Yield && spin.AcquireIdle():
+			// Spin, then yield. Only with a spin slot: when every slot is
+			// taken, an actor is driving its CQ on the P this goroutine
+			// would hold, and a locked goroutine that yields hands its P
+			// to another thread each time; sleeping costs one wake-up.
+			if idle >= p.cfg.Spin {
+				runtime.Gosched()
+			}
 			continue
 		}
 		spin.Release()
 		p.sleep()
+		hot = false
 		clock.Busy()
 	}
 }
