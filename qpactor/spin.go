@@ -20,25 +20,51 @@ var spinWanted atomic.Bool
 // in the kernel until it gets one back, microseconds each time, so it
 // should spin flat out; but if every P is held by a spinning locked
 // goroutine, the goroutines they wake (callers, Then callbacks) have
-// nowhere to run. So at most GOMAXPROCS-1 slots are handed out (at least
-// one): the goroutine that gets none yields as it spins. The zero value
+// nowhere to run. So at most GOMAXPROCS-1 slots are handed out (none on
+// one P): the goroutine that gets none yields as it spins. The zero value
 // holds no slot; each goroutine keeps its own.
 type SpinSlot struct {
 	held  bool
-	limit int32 // read once: GOMAXPROCS takes the scheduler's lock
+	limit int32  // GOMAXPROCS-1, as of the last refresh
+	calls uint32 // since the last refresh
+}
+
+// limitRefresh is how many calls share one read of GOMAXPROCS, which takes
+// the scheduler's lock; it can change at run time (a test, a container's
+// CPU limit).
+const limitRefresh = 4096
+
+func (s *SpinSlot) currentLimit() int32 {
+	if s.calls%limitRefresh == 0 {
+		s.limit = int32(runtime.GOMAXPROCS(0) - 1)
+	}
+	s.calls++
+	return s.limit
+}
+
+// take gets a free slot, if any.
+func take(limit int32) bool {
+	if limit <= 0 || lockedSpinners.Load() >= limit {
+		return false
+	}
+	if lockedSpinners.Inc() > limit {
+		lockedSpinners.Dec()
+		return false
+	}
+	return true
 }
 
 // Acquire reports whether the goroutine may spin without yielding, taking
 // a slot if it holds none and one is free.
 func (s *SpinSlot) Acquire() bool {
+	limit := s.currentLimit()
 	if s.held {
-		return true
+		if lockedSpinners.Load() <= limit {
+			return true
+		}
+		s.Release() // GOMAXPROCS went down
 	}
-	if s.limit == 0 {
-		s.limit = int32(max(1, runtime.GOMAXPROCS(0)-1))
-	}
-	limit := s.limit
-	if lockedSpinners.Load() >= limit || lockedSpinners.Inc() > limit && lockedSpinners.Dec() >= 0 {
+	if !take(limit) {
 		if !spinWanted.Load() {
 			spinWanted.Store(true)
 		}
@@ -55,21 +81,16 @@ func (s *SpinSlot) Acquire() bool {
 // work (a poller whose CQs are quiet): it gets or keeps a slot only while
 // no goroutine that Acquire refused is waiting for one.
 func (s *SpinSlot) AcquireIdle() bool {
-	if spinWanted.Load() {
+	limit := s.currentLimit()
+	if spinWanted.Load() || s.held && lockedSpinners.Load() > limit {
 		s.Release()
 		return false
 	}
 	if s.held {
 		return true
 	}
-	if s.limit == 0 {
-		s.limit = int32(max(1, runtime.GOMAXPROCS(0)-1))
-	}
-	if lockedSpinners.Load() >= s.limit || lockedSpinners.Inc() > s.limit && lockedSpinners.Dec() >= 0 {
-		return false
-	}
-	s.held = true
-	return true
+	s.held = take(limit)
+	return s.held
 }
 
 // Release gives the slot back, if held: before parking, and on exit.

@@ -42,3 +42,26 @@ func TestSpinSlots(t *testing.T) {
 		t.Fatalf("%d slots held after every Release", n)
 	}
 }
+
+// TestSpinSlotsOneP: on one P no locked goroutine may spin without
+// yielding (it would hold the only P), and a slot held when GOMAXPROCS
+// goes down is given back.
+func TestSpinSlotsOneP(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	var held, fresh SpinSlot
+	if !held.Acquire() {
+		t.Fatal("refused with GOMAXPROCS 2")
+	}
+	runtime.GOMAXPROCS(1)
+	if fresh.Acquire() || fresh.AcquireIdle() {
+		t.Fatal("a slot was handed out on one P")
+	}
+	for i := 0; held.Acquire(); i++ {
+		if i > 2*limitRefresh {
+			t.Fatal("a slot held since before GOMAXPROCS went to 1 was kept")
+		}
+	}
+	if n := lockedSpinners.Load(); n != 0 {
+		t.Fatalf("%d slots held on one P", n)
+	}
+}
