@@ -71,7 +71,10 @@ type Target struct {
 	driven atomic.Bool
 }
 
-// Stats are the poller's counters, for metrics.
+// Stats are the poller's counters, for metrics. PollsHit counts the
+// rounds that found completions, the poller's and those of actors driving
+// its CQs; PollsEmpty only the poller's own empty rounds (an actor's spin
+// is counted by nobody: a counter per spin round would cost the spin).
 type Stats struct {
 	PollsEmpty  atomic.Uint64
 	PollsHit    atomic.Uint64
@@ -94,7 +97,9 @@ type Poller struct {
 	targetsV uint64 // bumped under mu by Add and Remove: sleep re-arms on a change
 	tasks    []func()
 	hasTasks atomic.Bool
-	wakeFn   context.CancelFunc
+	sleeping bool     // the poller waits in GetCQEvent with sctx
+	woken    bool     // a wake-up closed sctx.done
+	sctx     sleepCtx // reused: sleeping allocates nothing
 	closed   bool
 
 	stop  chan struct{}
@@ -181,9 +186,29 @@ func (p *Poller) Do(fn func()) {
 }
 
 func (p *Poller) wakeLocked() {
-	if p.wakeFn != nil {
-		p.wakeFn()
-		p.wakeFn = nil
+	if p.sleeping {
+		close(p.sctx.done) // the next sleep makes a new one (sleep)
+		p.sleeping, p.woken = false, true
+	}
+}
+
+// sleepCtx is the context a poller sleeps on: a channel of its own that it
+// reuses until a wake-up closes it. A sleep ended by a CQ event, the usual
+// end, then costs no allocation, where context.WithCancel would cost two
+// per sleep.
+type sleepCtx struct {
+	context.Context // Background: no deadline, no values
+	done            chan struct{}
+}
+
+func (c *sleepCtx) Done() <-chan struct{} { return c.done }
+
+func (c *sleepCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.Canceled
+	default:
+		return nil
 	}
 }
 
@@ -409,23 +434,25 @@ func (p *Poller) sleep() {
 	if p.pollAll() > 0 {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	p.mu.Lock()
 	// A CQ added after the arming above is not armed: its completions would
 	// not wake us. Go round once more instead of sleeping.
 	if p.closed || p.hasTasks.Load() || p.targetsV != armedV {
 		p.mu.Unlock()
-		cancel()
 		return
 	}
-	p.wakeFn = cancel
+	if p.sctx.done == nil || p.woken {
+		p.sctx = sleepCtx{Context: context.Background(), done: make(chan struct{})}
+		p.woken = false
+	}
+	p.sleeping = true
 	p.mu.Unlock()
 	p.stats.Sleeps.Inc()
-	cq, err := p.cfg.Channel.GetCQEvent(ctx)
+	// sctx.done changes only here, on this goroutine, while not sleeping.
+	cq, err := p.cfg.Channel.GetCQEvent(&p.sctx)
 	p.mu.Lock()
-	p.wakeFn = nil
+	p.sleeping = false
 	p.mu.Unlock()
-	cancel()
 	if err == nil && cq != nil {
 		cq.AckEvents(1)
 	}

@@ -25,8 +25,8 @@ type Stats struct {
 
 	// Completions, counted by the pollers.
 	Completions      [32]uint64 // by verbs.WCStatus, sends and receives
-	PollsEmpty       uint64     // poll rounds that found no completion
-	PollsHit         uint64     // poll rounds that found some
+	PollsEmpty       uint64     // pollers' poll rounds that found no completion
+	PollsHit         uint64     // poll rounds (pollers' and driving actors') that found some
 	Sleeps           uint64     // times a poller slept on its completion channel
 	StaleCompletions uint64     // completions whose wr_id matched nothing outstanding
 

@@ -213,9 +213,12 @@ func (ch *compChannel) GetCQEvent(ctx ctxpkg.Context) (verbs.CQ, error) {
 			return nil, verbs.NewError("ibv_get_cq_event", verbs.ErrClosed, "completion channel")
 		}
 		if len(ch.queue) > 0 {
+			// Shift rather than reslice: the queue keeps its array, so
+			// signal's append allocates nothing in the steady state.
 			q := ch.queue[0]
-			ch.queue[0] = nil
-			ch.queue = ch.queue[1:]
+			n := copy(ch.queue, ch.queue[1:])
+			ch.queue[n] = nil
+			ch.queue = ch.queue[:n]
 			ch.mu.Unlock()
 			return q, nil
 		}
