@@ -225,9 +225,11 @@ func (f Future) live() bool { return f.s != nil && f.s.gen.Load() == f.gen }
 // the waiter then runs only once another P runs dry and steals it, and the
 // last one woken (in the P's runnext slot) only after a further sleep of
 // the stealer. A yielding waiter instead waits in the global run queue,
-// which every P serves. Measured on 2 cores with 256 waiters
-// (bench/README.md), 32 yields before parking beat 8 by ~20% and parking
-// at once by 2-3x; a lone waiter yields longer, being cheap to run.
+// which every P serves. Measured on 2 cores (bench/README.md): with 16
+// waiters, 2 yields before parking took 2.2-2.6 µs a write, 8 took
+// 1.4-1.8 µs, 32 took 1.2-1.6 µs; with 256, the three were within noise
+// of each other and parking at once was 2-3x slower. A lone waiter yields
+// longer, being cheap to run.
 const (
 	spinChecks    = 64 // yields before parking, while few spin
 	crowdedChecks = 32 // yields before parking, when many spin
