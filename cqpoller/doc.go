@@ -14,9 +14,10 @@
 //     runtime.Gosched between rounds for Config.Yield, then arms every CQ
 //     (ReqNotify), polls once more to close the race with a completion that
 //     arrived before the arming, and sleeps on the completion channel. An
-//     idle runtime costs no CPU. It spins and yields only while it holds a
-//     spin slot (qpactor.SpinSlot: an actor that wants one comes first) and
-//     only after finding completions since it last woke; otherwise it goes
+//     idle runtime costs no CPU. It spins and yields only after finding
+//     completions since it last woke, and only while it holds a spin slot
+//     (qpactor.SpinSlot: an actor that wants one comes first) or, on one P
+//     where there are none, while nobody holds one; otherwise it goes
 //     straight to the arming and the sleep, since a locked goroutine that
 //     yields hands its P to another thread each time.
 //   - Event arms and sleeps after the first empty poll.

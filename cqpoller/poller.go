@@ -97,9 +97,7 @@ type Poller struct {
 	targetsV uint64 // bumped under mu by Add and Remove: sleep re-arms on a change
 	tasks    []func()
 	hasTasks atomic.Bool
-	sleeping bool     // the poller waits in GetCQEvent with sctx
-	woken    bool     // a wake-up closed sctx.done
-	sctx     sleepCtx // reused: sleeping allocates nothing
+	wakeFn   context.CancelFunc
 	closed   bool
 
 	stop  chan struct{}
@@ -186,29 +184,9 @@ func (p *Poller) Do(fn func()) {
 }
 
 func (p *Poller) wakeLocked() {
-	if p.sleeping {
-		close(p.sctx.done) // the next sleep makes a new one (sleep)
-		p.sleeping, p.woken = false, true
-	}
-}
-
-// sleepCtx is the context a poller sleeps on: a channel of its own that it
-// reuses until a wake-up closes it. A sleep ended by a CQ event, the usual
-// end, then costs no allocation, where context.WithCancel would cost two
-// per sleep.
-type sleepCtx struct {
-	context.Context // Background: no deadline, no values
-	done            chan struct{}
-}
-
-func (c *sleepCtx) Done() <-chan struct{} { return c.done }
-
-func (c *sleepCtx) Err() error {
-	select {
-	case <-c.done:
-		return context.Canceled
-	default:
-		return nil
+	if p.wakeFn != nil {
+		p.wakeFn()
+		p.wakeFn = nil
 	}
 }
 
@@ -400,13 +378,18 @@ func (p *Poller) run() {
 			}
 			continue
 		case p.cfg.Policy == Adaptive && hot && idle < p.cfg.Spin+p.cfg.Yield && spin.AcquireIdle():
-			// Spin, then yield. Only with a spin slot: when every slot is
-			// taken, an actor is driving its CQ on the P this goroutine
-			// would hold, and a locked goroutine that yields hands its P
-			// to another thread each time; sleeping costs one wake-up.
+			// Spin, then yield, with a spin slot.
 			if idle >= p.cfg.Spin {
 				runtime.Gosched()
 			}
+			continue
+		case p.cfg.Policy == Adaptive && hot && idle < p.cfg.Spin+p.cfg.Yield && qpactor.SpinSlotsHeld() == 0:
+			// No slot to be had (one P): yield through both phases. But
+			// when a slot is held, an actor is driving its CQ on the P
+			// this goroutine would take each time it yields (a locked
+			// goroutine's yield hands its P to another thread): sleep,
+			// which costs one wake-up, instead.
+			runtime.Gosched()
 			continue
 		}
 		spin.Release()
@@ -434,25 +417,23 @@ func (p *Poller) sleep() {
 	if p.pollAll() > 0 {
 		return
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	p.mu.Lock()
 	// A CQ added after the arming above is not armed: its completions would
 	// not wake us. Go round once more instead of sleeping.
 	if p.closed || p.hasTasks.Load() || p.targetsV != armedV {
 		p.mu.Unlock()
+		cancel()
 		return
 	}
-	if p.sctx.done == nil || p.woken {
-		p.sctx = sleepCtx{Context: context.Background(), done: make(chan struct{})}
-		p.woken = false
-	}
-	p.sleeping = true
+	p.wakeFn = cancel
 	p.mu.Unlock()
 	p.stats.Sleeps.Inc()
-	// sctx.done changes only here, on this goroutine, while not sleeping.
-	cq, err := p.cfg.Channel.GetCQEvent(&p.sctx)
+	cq, err := p.cfg.Channel.GetCQEvent(ctx)
 	p.mu.Lock()
-	p.sleeping = false
+	p.wakeFn = nil
 	p.mu.Unlock()
+	cancel()
 	if err == nil && cq != nil {
 		cq.AckEvents(1)
 	}

@@ -93,6 +93,9 @@ func (s *SpinSlot) AcquireIdle() bool {
 	return s.held
 }
 
+// SpinSlotsHeld returns how many spin slots are held, process-wide.
+func SpinSlotsHeld() int { return int(lockedSpinners.Load()) }
+
 // Release gives the slot back, if held: before parking, and on exit.
 func (s *SpinSlot) Release() {
 	if s.held {
