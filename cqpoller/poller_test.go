@@ -62,22 +62,32 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestAdaptiveSleepsAndWakes: an idle adaptive poller sleeps on the
-// completion channel, and a completion wakes it.
-func TestAdaptiveSleepsAndWakes(t *testing.T) {
-	l := newLoop(t)
+// startAdaptive starts an adaptive poller with short spin and yield phases
+// over l's CQ, whose every completion with RecvBit in its wr_id goes to the
+// returned channel (a receive handler sees those); the poller closes when
+// the test ends.
+func startAdaptive(t *testing.T, l *loop) (*cqpoller.Poller, *cqpoller.Target, <-chan verbs.WC) {
+	t.Helper()
 	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Adaptive, Channel: l.ch,
 		Spin: 10 * time.Microsecond, Yield: 10 * time.Microsecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Start()
-	defer p.Close()
+	t.Cleanup(p.Close)
 	got := make(chan verbs.WC, 4)
-	// A receive handler sees every completion whose wr_id has RecvBit.
-	if err := p.Add(&cqpoller.Target{CQ: l.cq, Recv: func(wc *verbs.WC) { got <- *wc }}); err != nil {
+	target := &cqpoller.Target{CQ: l.cq, Recv: func(wc *verbs.WC) { got <- *wc }}
+	if err := p.Add(target); err != nil {
 		t.Fatal(err)
 	}
+	return p, target, got
+}
+
+// TestAdaptiveSleepsAndWakes: an idle adaptive poller sleeps on the
+// completion channel, and a completion wakes it.
+func TestAdaptiveSleepsAndWakes(t *testing.T) {
+	l := newLoop(t)
+	p, _, got := startAdaptive(t, l)
 	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
 	l.write(cqpoller.RecvBit | 42)
 	select {
@@ -135,18 +145,7 @@ func TestDoRunsOnPoller(t *testing.T) {
 // hands the CQ back, a sleeping poller wakes on its next completion.
 func TestDriverTakesAndHandsBackCQ(t *testing.T) {
 	l := newLoop(t)
-	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Adaptive, Channel: l.ch,
-		Spin: 10 * time.Microsecond, Yield: 10 * time.Microsecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Start()
-	defer p.Close()
-	got := make(chan verbs.WC, 4)
-	target := &cqpoller.Target{CQ: l.cq, Recv: func(wc *verbs.WC) { got <- *wc }}
-	if err := p.Add(target); err != nil {
-		t.Fatal(err)
-	}
+	p, target, got := startAdaptive(t, l)
 	d := p.Driver(target)
 	d.Drive(true)
 	l.write(cqpoller.RecvBit | 1)
