@@ -83,6 +83,20 @@ func startAdaptive(t *testing.T, l *loop) (*cqpoller.Poller, *cqpoller.Target, <
 	return p, target, got
 }
 
+// expectWC waits up to 5 s for the next completion on got, which must be
+// wrid's; missed says what it means when none comes.
+func expectWC(t *testing.T, got <-chan verbs.WC, wrid uint64, missed string) {
+	t.Helper()
+	select {
+	case wc := <-got:
+		if wc.WRID != wrid {
+			t.Fatalf("got %+v, want wr_id %#x", wc, wrid)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(missed)
+	}
+}
+
 // TestAdaptiveSleepsAndWakes: an idle adaptive poller sleeps on the
 // completion channel, and a completion wakes it.
 func TestAdaptiveSleepsAndWakes(t *testing.T) {
@@ -90,14 +104,7 @@ func TestAdaptiveSleepsAndWakes(t *testing.T) {
 	p, _, got := startAdaptive(t, l)
 	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
 	l.write(cqpoller.RecvBit | 42)
-	select {
-	case wc := <-got:
-		if wc.WRID != cqpoller.RecvBit|42 {
-			t.Fatalf("%+v", wc)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the sleeping poller missed the completion")
-	}
+	expectWC(t, got, cqpoller.RecvBit|42, "the sleeping poller missed the completion")
 }
 
 // TestStaleCompletionCounted: a send completion no actor posted is counted
@@ -163,12 +170,5 @@ func TestDriverTakesAndHandsBackCQ(t *testing.T) {
 	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
 	d.Drive(false)
 	l.write(cqpoller.RecvBit | 2)
-	select {
-	case wc := <-got:
-		if wc.WRID != cqpoller.RecvBit|2 {
-			t.Fatalf("%+v", wc)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the poller missed a completion on the CQ handed back to it")
-	}
+	expectWC(t, got, cqpoller.RecvBit|2, "the poller missed a completion on the CQ handed back to it")
 }
