@@ -453,7 +453,7 @@ func (g *gatherer) due(inbox *Ring[submission]) bool {
 	if g.rounds++; g.rounds%gatherStride != 0 {
 		return false
 	}
-	return inbox.Reached(gatherTarget) || time.Since(g.since) >= g.wait
+	return inbox.Reached(min(gatherTarget, inbox.Cap())) || time.Since(g.since) >= g.wait
 }
 
 // drained records a drain of k submissions.
