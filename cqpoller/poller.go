@@ -220,12 +220,21 @@ func (p *Poller) runTasks() {
 }
 
 // pollAll polls every CQ that no actor drives once and returns how many
-// completions it handled.
-func (p *Poller) pollAll() int {
+// completions it handled. A CQ whose completions another goroutine is
+// handling right now is skipped, unless last is set: the poll before a
+// sleep must see every CQ, or a completion that lands after the other
+// goroutine's poll and before the arming raises no event and waits for a
+// next one that may never come.
+func (p *Poller) pollAll(last bool) int {
 	got := 0
 	for _, t := range *p.targets.Load() {
-		if t.driven.Load() || !t.mu.TryLock() {
+		if t.driven.Load() {
 			continue // its actor handles the completions
+		}
+		if last {
+			t.mu.Lock()
+		} else if !t.mu.TryLock() {
+			continue
 		}
 		got += p.pollLocked(t)
 		t.mu.Unlock()
@@ -316,7 +325,15 @@ func (d targetDriver) Drive(on bool) {
 		d.p.wakeLocked()
 		d.p.mu.Unlock()
 	}
-	d.Progress()
+	// Lock, not TryLock: the poller, having seen driven go false, may be
+	// polling the CQ right now, in the last poll before its sleep. A
+	// completion that lands after that poll and before the arming above
+	// raises no event and would be missed by both if this poll gave way.
+	d.t.mu.Lock()
+	if got := d.p.pollLocked(d.t); got > 0 {
+		d.p.stats.PollsHit.Inc()
+	}
+	d.t.mu.Unlock()
 }
 
 func (d targetDriver) Progress() int {
@@ -359,7 +376,7 @@ func (p *Poller) run() {
 	hot := true
 	for {
 		p.runTasks()
-		if p.pollAll() > 0 {
+		if p.pollAll(false) > 0 {
 			clock.Busy()
 			hot = true
 			continue
@@ -414,7 +431,7 @@ func (p *Poller) sleep() {
 			p.log.Debug("cqpoller: ReqNotify", "err", err)
 		}
 	}
-	if p.pollAll() > 0 {
+	if p.pollAll(true) > 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())

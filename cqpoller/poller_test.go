@@ -2,6 +2,7 @@ package cqpoller_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -171,4 +172,58 @@ func TestDriverTakesAndHandsBackCQ(t *testing.T) {
 	d.Drive(false)
 	l.write(cqpoller.RecvBit | 2)
 	expectWC(t, got, cqpoller.RecvBit|2, "the poller missed a completion on the CQ handed back to it")
+}
+
+// TestDriveHandOffLosesNothing: a completion that lands on a target while
+// its driver hands it back to the poller (before, during or after the
+// hand-off, at random) is handled, by the driver or by the poller, with
+// the driver parked afterwards as an idle actor would be. They come in
+// pairs whose first takes its handler a while: handlers run with the CQ
+// held, so the other side finds it taken.
+func TestDriveHandOffLosesNothing(t *testing.T) {
+	l := newLoop(t)
+	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Adaptive, Channel: l.ch,
+		Spin: 5 * time.Microsecond, Yield: 5 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	t.Cleanup(p.Close)
+	got := make(chan uint64, 4)
+	target := &cqpoller.Target{CQ: l.cq, Recv: func(wc *verbs.WC) {
+		if wc.WRID%2 == 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		got <- wc.WRID &^ cqpoller.RecvBit
+	}}
+	if err := p.Add(target); err != nil {
+		t.Fatal(err)
+	}
+	d := p.Driver(target)
+	for i := uint64(0); i < 2000; i += 2 {
+		d.Drive(true)
+		parked := make(chan struct{})
+		go func() { // the actor's part: drive a little, hand back, park
+			for range rand.IntN(3) {
+				d.Progress()
+			}
+			time.Sleep(time.Duration(rand.IntN(20)) * time.Microsecond)
+			d.Drive(false)
+			close(parked)
+		}()
+		time.Sleep(time.Duration(rand.IntN(30)) * time.Microsecond)
+		l.write(cqpoller.RecvBit | i)
+		l.write(cqpoller.RecvBit | (i + 1))
+		<-parked
+		for want := i; want < i+2; want++ {
+			select {
+			case id := <-got:
+				if id != want {
+					t.Fatalf("completion %d handled, want %d", id, want)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatalf("completion %d was left on a CQ its parked driver handed back", want)
+			}
+		}
+	}
 }
