@@ -42,7 +42,11 @@
 // Add, Remove, Do, DoTarget and Close may be called from any goroutine. A
 // target's completions are handled by one goroutine at a time, the poller
 // or the target's driving actor (a mutex per target, taken with TryLock on
-// the polling paths); DoTarget runs a function on the poller goroutine
-// while neither handles them, so the runtime can fail an actor's
-// outstanding WRs without racing completions.
+// the polling paths, and waited for in the last poll before a side stops
+// watching a CQ: the poller's before it sleeps, an actor's when it hands
+// its CQ back; a completion that lands between the other side's poll and
+// the arming raises no event, so that poll must not be skipped); DoTarget
+// runs a function on the poller goroutine while neither handles them, so
+// the runtime can fail an actor's outstanding WRs without racing
+// completions.
 package cqpoller
