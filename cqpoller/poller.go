@@ -228,19 +228,24 @@ func (p *Poller) runTasks() {
 func (p *Poller) pollAll(last bool) int {
 	got := 0
 	for _, t := range *p.targets.Load() {
-		if t.driven.Load() {
-			continue // its actor handles the completions
-		}
-		if last {
-			t.mu.Lock()
-		} else if !t.mu.TryLock() {
-			continue
+		if t.driven.Load() || !t.take(last) {
+			continue // its actor, or someone else now, handles the completions
 		}
 		got += p.pollLocked(t)
 		t.mu.Unlock()
 	}
 	p.count(got)
 	return got
+}
+
+// take takes the handling of t's completions: waiting for it with wait,
+// else only when nobody has it now.
+func (t *Target) take(wait bool) bool {
+	if wait {
+		t.mu.Lock()
+		return true
+	}
+	return t.mu.TryLock()
 }
 
 func (p *Poller) count(got int) {
@@ -325,19 +330,19 @@ func (d targetDriver) Drive(on bool) {
 		d.p.wakeLocked()
 		d.p.mu.Unlock()
 	}
-	// Lock, not TryLock: the poller, having seen driven go false, may be
-	// polling the CQ right now, in the last poll before its sleep. A
+	// Wait for the CQ: the poller, having seen driven go false, may be
+	// polling it right now, in the last poll before its sleep. A
 	// completion that lands after that poll and before the arming above
 	// raises no event and would be missed by both if this poll gave way.
-	d.t.mu.Lock()
-	if got := d.p.pollLocked(d.t); got > 0 {
-		d.p.stats.PollsHit.Inc()
-	}
-	d.t.mu.Unlock()
+	d.poll(true)
 }
 
-func (d targetDriver) Progress() int {
-	if !d.t.mu.TryLock() {
+func (d targetDriver) Progress() int { return d.poll(false) }
+
+// poll polls the CQ once, as Target.take(wait) allows, and returns how
+// many completions it handled.
+func (d targetDriver) poll(wait bool) int {
+	if !d.t.take(wait) {
 		return 0
 	}
 	got := d.p.pollLocked(d.t)
@@ -425,7 +430,7 @@ func (p *Poller) sleep() {
 	p.mu.Unlock()
 	for _, t := range *p.targets.Load() {
 		if t.driven.Load() {
-			continue // its actor polls it and wakes us when it parks
+			continue // its actor polls it, and arms it when it parks
 		}
 		if err := t.CQ.ReqNotify(false); err != nil {
 			p.log.Debug("cqpoller: ReqNotify", "err", err)

@@ -69,19 +69,27 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // the test ends.
 func startAdaptive(t *testing.T, l *loop) (*cqpoller.Poller, *cqpoller.Target, <-chan verbs.WC) {
 	t.Helper()
-	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Adaptive, Channel: l.ch,
-		Spin: 10 * time.Microsecond, Yield: 10 * time.Microsecond})
+	got := make(chan verbs.WC, 4)
+	p, target := startAdaptiveRecv(t, l, 10*time.Microsecond, func(wc *verbs.WC) { got <- *wc })
+	return p, target, got
+}
+
+// startAdaptiveRecv starts an adaptive poller over l's CQ, spinning and
+// yielding for phase each, with recv as the CQ's receive handler; the
+// poller closes when the test ends.
+func startAdaptiveRecv(t *testing.T, l *loop, phase time.Duration, recv func(*verbs.WC)) (*cqpoller.Poller, *cqpoller.Target) {
+	t.Helper()
+	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Adaptive, Channel: l.ch, Spin: phase, Yield: phase})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Start()
 	t.Cleanup(p.Close)
-	got := make(chan verbs.WC, 4)
-	target := &cqpoller.Target{CQ: l.cq, Recv: func(wc *verbs.WC) { got <- *wc }}
+	target := &cqpoller.Target{CQ: l.cq, Recv: recv}
 	if err := p.Add(target); err != nil {
 		t.Fatal(err)
 	}
-	return p, target, got
+	return p, target
 }
 
 // expectWC waits up to 5 s for the next completion on got, which must be
@@ -182,23 +190,13 @@ func TestDriverTakesAndHandsBackCQ(t *testing.T) {
 // held, so the other side finds it taken.
 func TestDriveHandOffLosesNothing(t *testing.T) {
 	l := newLoop(t)
-	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Adaptive, Channel: l.ch,
-		Spin: 5 * time.Microsecond, Yield: 5 * time.Microsecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Start()
-	t.Cleanup(p.Close)
 	got := make(chan uint64, 4)
-	target := &cqpoller.Target{CQ: l.cq, Recv: func(wc *verbs.WC) {
+	p, target := startAdaptiveRecv(t, l, 5*time.Microsecond, func(wc *verbs.WC) {
 		if wc.WRID%2 == 0 {
 			time.Sleep(50 * time.Microsecond)
 		}
 		got <- wc.WRID &^ cqpoller.RecvBit
-	}}
-	if err := p.Add(target); err != nil {
-		t.Fatal(err)
-	}
+	})
 	d := p.Driver(target)
 	for i := uint64(0); i < 2000; i += 2 {
 		d.Drive(true)
