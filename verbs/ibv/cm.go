@@ -3,7 +3,6 @@
 package ibv
 
 /*
-#cgo LDFLAGS: -lrdmacm
 #include <stdlib.h>
 #include "cm_shim.h"
 #include "shim.h"
@@ -227,6 +226,9 @@ type CMListener struct {
 // an address of an RDMA device (or the unspecified address): on Soft-RoCE,
 // the address of the netdev the rxe device sits on, not 127.0.0.1.
 func ListenCM(addr string) (*CMListener, error) {
+	if err := loadRDMACM(); err != nil {
+		return nil, err
+	}
 	ap, err := parseCMAddr(addr, false)
 	if err != nil {
 		return nil, err
@@ -349,6 +351,9 @@ func newCMConn(ch *cmChannel, ev cmEvent, passive bool) *CMConn {
 // (Device, Port): create the QP there and Connect. rdma_cm fails on
 // 127.0.0.1 under Soft-RoCE: use the addresses of the rxe netdevs.
 func DialCM(ctx context.Context, local, remote string) (*CMConn, error) {
+	if err := loadRDMACM(); err != nil {
+		return nil, err
+	}
 	dst, err := parseCMAddr(remote, false)
 	if err != nil {
 		return nil, err
@@ -670,8 +675,11 @@ func (c *CMConn) Close() error {
 // keeps for the life of the process (as it would at the first address
 // resolution): tests that count file descriptors call it before counting.
 func cmInit() {
+	if loadRDMACM() != nil {
+		return
+	}
 	var n C.int
-	if l := C.rdma_get_devices(&n); l != nil {
-		C.rdma_free_devices(l)
+	if l := C.vrt_rdma_get_devices(&n); l != nil {
+		C.vrt_rdma_free_devices(l)
 	}
 }

@@ -60,6 +60,8 @@ static void to_conn_param(const struct vrt_cm_param *p, struct rdma_conn_param *
 
 int vrt_cm_listen(const struct vrt_cm_addr *addr, int backlog, struct rdma_event_channel **ch,
 		  struct rdma_cm_id **id, uint16_t *port) {
+	if (!vrt_rdmacm_loaded)
+		return ENOSYS;
 	struct sockaddr_storage ss;
 	int ret;
 	*ch = NULL;
@@ -67,18 +69,18 @@ int vrt_cm_listen(const struct vrt_cm_addr *addr, int backlog, struct rdma_event
 	if (!to_sockaddr(addr, &ss))
 		return EAFNOSUPPORT;
 	errno = 0;
-	*ch = rdma_create_event_channel();
+	*ch = vrt_cm.create_event_channel();
 	if (!*ch)
 		return err(ENODEV);
-	if (rdma_create_id(*ch, id, NULL, RDMA_PS_TCP)) {
+	if (vrt_cm.create_id(*ch, id, NULL, RDMA_PS_TCP)) {
 		ret = err(ENOMEM);
 		goto fail;
 	}
-	if (rdma_bind_addr(*id, (struct sockaddr *)&ss) || rdma_listen(*id, backlog)) {
+	if (vrt_cm.bind_addr(*id, (struct sockaddr *)&ss) || vrt_cm.listen(*id, backlog)) {
 		ret = err(EINVAL);
 		goto fail;
 	}
-	*port = ntohs(rdma_get_src_port(*id));
+	*port = ntohs(vrt_cm.get_src_port(*id));
 	return 0;
 fail:
 	vrt_cm_destroy(*id, *ch);
@@ -89,6 +91,8 @@ fail:
 
 int vrt_cm_resolve(const struct vrt_cm_addr *src, const struct vrt_cm_addr *dst, int timeout_ms,
 		   struct rdma_event_channel **ch, struct rdma_cm_id **id) {
+	if (!vrt_rdmacm_loaded)
+		return ENOSYS;
 	struct sockaddr_storage s, d;
 	int ret;
 	*ch = NULL;
@@ -97,14 +101,14 @@ int vrt_cm_resolve(const struct vrt_cm_addr *src, const struct vrt_cm_addr *dst,
 		return EAFNOSUPPORT;
 	socklen_t slen = to_sockaddr(src, &s);
 	errno = 0;
-	*ch = rdma_create_event_channel();
+	*ch = vrt_cm.create_event_channel();
 	if (!*ch)
 		return err(ENODEV);
-	if (rdma_create_id(*ch, id, NULL, RDMA_PS_TCP)) {
+	if (vrt_cm.create_id(*ch, id, NULL, RDMA_PS_TCP)) {
 		ret = err(ENOMEM);
 		goto fail;
 	}
-	if (rdma_resolve_addr(*id, slen ? (struct sockaddr *)&s : NULL, (struct sockaddr *)&d,
+	if (vrt_cm.resolve_addr(*id, slen ? (struct sockaddr *)&s : NULL, (struct sockaddr *)&d,
 			      timeout_ms)) {
 		ret = err(EINVAL);
 		goto fail;
@@ -120,7 +124,7 @@ fail:
 int vrt_cm_get_event(struct rdma_event_channel *ch, struct vrt_cm_event *out) {
 	struct rdma_cm_event *ev;
 	errno = 0;
-	if (rdma_get_cm_event(ch, &ev))
+	if (vrt_cm.get_cm_event(ch, &ev))
 		return err(EIO);
 	memset(out, 0, sizeof *out);
 	out->event = ev->event;
@@ -141,31 +145,31 @@ int vrt_cm_get_event(struct rdma_event_channel *ch, struct vrt_cm_event *out) {
 	out->param.qp_num = c->qp_num;
 	struct rdma_cm_id *id = ev->id;
 	if (id && id->verbs && id->verbs->device) {
-		const char *name = ibv_get_device_name(id->verbs->device);
+		const char *name = vrt_ibv.get_device_name(id->verbs->device);
 		strncpy(out->dev_name, name ? name : "", sizeof out->dev_name - 1);
 		out->port_num = id->port_num;
 	}
 	if (id) {
-		from_sockaddr(rdma_get_local_addr(id), &out->src);
-		from_sockaddr(rdma_get_peer_addr(id), &out->dst);
+		from_sockaddr(&id->route.addr.src_addr, &out->src);
+		from_sockaddr(&id->route.addr.dst_addr, &out->dst);
 	}
-	rdma_ack_cm_event(ev);
+	vrt_cm.ack_cm_event(ev);
 	return 0;
 }
 
 int vrt_cm_resolve_route(struct rdma_cm_id *id, int timeout_ms) {
 	errno = 0;
-	return rdma_resolve_route(id, timeout_ms) ? err(EINVAL) : 0;
+	return vrt_cm.resolve_route(id, timeout_ms) ? err(EINVAL) : 0;
 }
 
 int vrt_cm_migrate(struct rdma_cm_id *id, struct rdma_event_channel **ch) {
 	errno = 0;
-	*ch = rdma_create_event_channel();
+	*ch = vrt_cm.create_event_channel();
 	if (!*ch)
 		return err(ENODEV);
-	if (rdma_migrate_id(id, *ch)) {
+	if (vrt_cm.migrate_id(id, *ch)) {
 		int ret = err(EINVAL);
-		rdma_destroy_event_channel(*ch);
+		vrt_cm.destroy_event_channel(*ch);
 		*ch = NULL;
 		return ret;
 	}
@@ -184,7 +188,7 @@ static int modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, int last, int res
 		a.qp_state = s;
 		*failed = s;
 		errno = 0;
-		if (rdma_init_qp_attr(id, &a, &mask))
+		if (vrt_cm.init_qp_attr(id, &a, &mask))
 			return err(EINVAL);
 		// Only the standard attributes: librdmacm masks bits 21-24, which
 		// old kernels used for RoCE, off before ibv_modify_qp on IB.
@@ -193,7 +197,7 @@ static int modify_qp(struct rdma_cm_id *id, struct ibv_qp *qp, int last, int res
 			a.max_dest_rd_atomic = resp_res;
 		if (s == IBV_QPS_RTS && init_depth >= 0)
 			a.max_rd_atomic = init_depth;
-		int ret = ibv_modify_qp(qp, &a, mask);
+		int ret = vrt_ibv.modify_qp(qp, &a, mask);
 		if (ret)
 			return ret;
 	}
@@ -213,7 +217,7 @@ int vrt_cm_accept(struct rdma_cm_id *id, struct ibv_qp *qp, const struct vrt_cm_
 	struct rdma_conn_param c;
 	to_conn_param(p, &c);
 	errno = 0;
-	return rdma_accept(id, &c) ? err(EINVAL) : 0;
+	return vrt_cm.accept(id, &c) ? err(EINVAL) : 0;
 }
 
 int vrt_cm_connect(struct rdma_cm_id *id, struct ibv_qp *qp, const struct vrt_cm_param *p,
@@ -227,7 +231,7 @@ int vrt_cm_connect(struct rdma_cm_id *id, struct ibv_qp *qp, const struct vrt_cm
 	struct rdma_conn_param c;
 	to_conn_param(p, &c);
 	errno = 0;
-	return rdma_connect(id, &c) ? err(EINVAL) : 0;
+	return vrt_cm.connect(id, &c) ? err(EINVAL) : 0;
 }
 
 int vrt_cm_establish(struct rdma_cm_id *id, struct ibv_qp *qp, int *failed) {
@@ -235,12 +239,12 @@ int vrt_cm_establish(struct rdma_cm_id *id, struct ibv_qp *qp, int *failed) {
 	if (ret)
 		return ret;
 	errno = 0;
-	return rdma_establish(id) ? err(EINVAL) : 0;
+	return vrt_cm.establish(id) ? err(EINVAL) : 0;
 }
 
 int vrt_cm_reject(struct rdma_cm_id *id, const uint8_t *private_data, uint8_t len) {
 	errno = 0;
-	return rdma_reject(id, len ? private_data : NULL, len) ? err(EINVAL) : 0;
+	return vrt_cm.reject(id, len ? private_data : NULL, len) ? err(EINVAL) : 0;
 }
 
 int vrt_cm_disconnect(struct rdma_cm_id *id, struct ibv_qp *qp) {
@@ -248,17 +252,17 @@ int vrt_cm_disconnect(struct rdma_cm_id *id, struct ibv_qp *qp) {
 		struct ibv_qp_attr a;
 		memset(&a, 0, sizeof a);
 		a.qp_state = IBV_QPS_ERR;
-		int ret = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+		int ret = vrt_ibv.modify_qp(qp, &a, IBV_QP_STATE);
 		if (ret)
 			return ret;
 	}
 	errno = 0;
-	return rdma_disconnect(id) ? err(EINVAL) : 0;
+	return vrt_cm.disconnect(id) ? err(EINVAL) : 0;
 }
 
 void vrt_cm_destroy(struct rdma_cm_id *id, struct rdma_event_channel *ch) {
 	if (id)
-		rdma_destroy_id(id);
+		vrt_cm.destroy_id(id);
 	if (ch)
-		rdma_destroy_event_channel(ch);
+		vrt_cm.destroy_event_channel(ch);
 }

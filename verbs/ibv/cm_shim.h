@@ -12,8 +12,7 @@
 #define VERBSRT_IBV_CM_SHIM_H
 
 #include <stdint.h>
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
+#include "lib.h"
 
 enum { VRT_CM_PRIVATE_MAX = 255 };
 

@@ -12,8 +12,8 @@ import (
 
 func errNoCM() error {
 	return verbs.Errorf("rdma_cm", verbs.ErrNotSupported,
-		"verbs/ibv requires cgo and Linux (this build: %s/%s, cgo disabled or unavailable)",
-		runtime.GOOS, runtime.GOARCH)
+		"this build of verbs/ibv has no cgo (%s/%s, CGO_ENABLED=0 or no C compiler): rebuild with cgo; %s",
+		runtime.GOOS, runtime.GOARCH, installHint)
 }
 
 // CMListener listens for rdma_cm connection requests. In this build (no

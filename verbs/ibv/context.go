@@ -123,7 +123,7 @@ func (x *devContext) isClosed() bool {
 
 func (x *devContext) queryDevice() (verbs.DeviceAttr, error) {
 	var a C.struct_ibv_device_attr
-	if rc := C.ibv_query_device(x.c, &a); rc != 0 {
+	if rc := C.vrt_query_device(x.c, &a); rc != 0 {
 		return verbs.DeviceAttr{}, verbs.FromErrno("ibv_query_device", syscall.Errno(rc), x.dev.name)
 	}
 	return verbs.DeviceAttr{
@@ -225,13 +225,13 @@ func (x *devContext) AllocPD() (verbs.PD, error) {
 	if x.isClosed() {
 		return nil, errClosed
 	}
-	c, err := C.ibv_alloc_pd(x.c)
+	c, err := C.vrt_alloc_pd(x.c)
 	if c == nil {
 		return nil, verbs.FromErrno("ibv_alloc_pd", errnoOf(err, syscall.ENOMEM), "")
 	}
 	p := &pd{ctx: x, c: c}
 	if err := x.track(kindPD, p); err != nil {
-		C.ibv_dealloc_pd(c)
+		C.vrt_dealloc_pd(c)
 		return nil, err
 	}
 	return p, nil
@@ -247,7 +247,7 @@ func (x *devContext) OpenXRCD() (verbs.XRCD, error) {
 	}
 	d := &xrcd{ctx: x, c: c}
 	if err := x.track(kindXRCD, d); err != nil {
-		C.ibv_close_xrcd(c)
+		C.vrt_close_xrcd(c)
 		return nil, err
 	}
 	return d, nil
@@ -282,7 +282,7 @@ func (x *devContext) Close() error {
 			}
 		}
 	}
-	if rc := C.ibv_close_device(x.c); rc != 0 {
+	if rc := C.vrt_close_device(x.c); rc != 0 {
 		errs = append(errs, verbs.FromErrno("ibv_close_device", errnoOf(syscall.Errno(rc), syscall.EIO), x.dev.name))
 	}
 	return errors.Join(errs...)

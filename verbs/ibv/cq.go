@@ -166,7 +166,7 @@ func (q *cq) AckEvents(n int) {
 	}
 	q.acked += uint32(min(n, int(q.events-q.acked)))
 	if q.acked >= ackBatch {
-		C.ibv_ack_cq_events(q.c, C.uint(q.acked))
+		C.vrt_ack_cq_events(q.c, C.uint(q.acked))
 		q.events -= q.acked
 		q.acked = 0
 	}
@@ -180,7 +180,7 @@ func (q *cq) gotEvent() bool {
 	defer q.mu.Unlock()
 	if q.closing {
 		if q.c != nil {
-			C.ibv_ack_cq_events(q.c, 1)
+			C.vrt_ack_cq_events(q.c, 1)
 		}
 		return false
 	}
@@ -199,14 +199,14 @@ func (q *cq) destroy() error {
 	}
 	q.closing = true
 	if q.events > 0 {
-		C.ibv_ack_cq_events(q.c, C.uint(q.events))
+		C.vrt_ack_cq_events(q.c, C.uint(q.events))
 		q.events, q.acked = 0, 0
 	}
 	c := q.c
 	// Unlocked: ibv_destroy_cq waits for events a concurrent GetCQEvent may
 	// have read, which gotEvent then acknowledges under the lock.
 	q.mu.Unlock()
-	rc := C.ibv_destroy_cq(c)
+	rc := C.vrt_destroy_cq(c)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closing = false
@@ -239,13 +239,13 @@ func (x *devContext) CreateCompChannel() (verbs.CompChannel, error) {
 	if x.isClosed() {
 		return nil, errClosed
 	}
-	c, errno := C.ibv_create_comp_channel(x.c)
+	c, errno := C.vrt_create_comp_channel(x.c)
 	if c == nil {
 		return nil, verbs.FromErrno("ibv_create_comp_channel", errnoOf(errno, syscall.ENOMEM), "")
 	}
 	f, rc, err := newPollFile(c.fd, "ibv-comp-channel")
 	if err != nil {
-		C.ibv_destroy_comp_channel(c)
+		C.vrt_destroy_comp_channel(c)
 		return nil, err
 	}
 	ch := &compChannel{ctx: x, c: c, f: f, rc: rc, sem: make(chan struct{}, 1)}
@@ -377,7 +377,7 @@ func (ch *compChannel) destroy() error {
 	if ch.c == nil {
 		return nil
 	}
-	if rc := C.ibv_destroy_comp_channel(ch.c); rc != 0 {
+	if rc := C.vrt_destroy_comp_channel(ch.c); rc != 0 {
 		return verbs.FromErrno("ibv_destroy_comp_channel", syscall.Errno(rc), "")
 	}
 	ch.c = nil

@@ -2,10 +2,28 @@
 // NICs and the kernel's Soft-RoCE (rdma_rxe). It implements the contract of
 // package verbs; New returns it, named "ibv".
 //
-// It needs cgo and Linux (libibverbs-dev and librdmacm-dev to build;
-// libibverbs1, librdmacm1 and the device's provider library, e.g.
-// ibverbs-providers, to run). Without them the package still builds and
-// every entry point returns an error matching verbs.ErrNotSupported.
+// It needs cgo and Linux to build, and nothing of rdma-core: the package
+// declares the part of the libibverbs and librdmacm ABI it uses itself
+// (abi.h) and loads libibverbs.so.1 and librdmacm.so.1 with dlopen at their
+// first use (lib.h), as NCCL and tensorpipe do. To run it needs them and the
+// device's provider library (Debian: libibverbs1 ibverbs-providers
+// librdmacm1). Where they are missing, or in a build without cgo, every
+// entry point returns an error matching verbs.ErrNotSupported that names
+// the packages to install.
+//
+// # Loading at run time
+//
+// rdma-core keeps its ABI stable by only ever appending fields to its
+// public structs and entries to the front of struct verbs_context, so
+// abi.h declares the leading fields of what this package reads as rdma-core
+// 22 and later lay them out, checked field by field against the installed
+// headers where they exist (TestABIMatchesHeaders). The data-path verbs
+// that <infiniband/verbs.h> defines as static inlines (ibv_post_send,
+// ibv_post_recv, ibv_poll_cq, ibv_req_notify_cq) are, here as there, one
+// indirect call through the provider's table in the ibv_context: loading at
+// run time adds nothing to the data path. The extended verbs
+// (ibv_create_qp_ex, ibv_create_srq_ex, ibv_open_xrcd, ibv_get_srq_num)
+// find their entry in the provider's verbs_context as those inlines do.
 //
 // # Connection setup
 //
@@ -50,9 +68,9 @@
 //   - Poll runs ibv_poll_cq once into a struct ibv_wc array malloc'd per CQ
 //     and copies it into the caller's []verbs.WC.
 //
-// The C helpers in shim.c each do the work of several crossings (or call a
-// verb that verbs.h defines as a static inline or a macro, which cgo cannot
-// call); their comments in shim.h say what each saves.
+// The C helpers in shim.c each do the work of several crossings (or stand
+// for a verb that verbs.h defines as a static inline or a macro); their
+// comments in shim.h say what each saves.
 //
 // # Memory
 //

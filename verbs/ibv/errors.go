@@ -16,6 +16,12 @@ func errnoOf(err error, fallback syscall.Errno) syscall.Errno {
 	return fallback
 }
 
+// installHint ends the error of a build or a machine without rdma-core's
+// libraries: what to install, and that the soft provider needs none.
+const installHint = "the ibv provider needs rdma-core's libraries at run time " +
+	"(Debian, Ubuntu: apt install libibverbs1 ibverbs-providers librdmacm1; " +
+	"Fedora, RHEL: dnf install libibverbs librdmacm); the soft provider needs nothing"
+
 // ErrProtocol is returned when a peer breaks a connection-setup protocol:
 // a malformed ibv_rc_pingpong address message (UnmarshalDest and the
 // exchanges), or private data too short for what it should carry.

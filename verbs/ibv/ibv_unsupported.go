@@ -23,8 +23,8 @@ func (*Provider) Name() string { return "ibv" }
 // libibverbs.
 func (*Provider) Devices() ([]verbs.Device, error) {
 	return nil, verbs.Errorf("ibv_get_device_list", verbs.ErrNotSupported,
-		"verbs/ibv requires cgo and Linux (this build: %s/%s, cgo disabled or unavailable)",
-		runtime.GOOS, runtime.GOARCH)
+		"this build of verbs/ibv has no cgo (%s/%s, CGO_ENABLED=0 or no C compiler): rebuild with cgo; %s",
+		runtime.GOOS, runtime.GOARCH, installHint)
 }
 
 var _ verbs.Provider = (*Provider)(nil)

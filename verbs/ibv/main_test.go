@@ -14,11 +14,22 @@ import (
 	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
+// missingLibsEnv asks a child test process (TestMain) to load these
+// sonames, "libibverbs,librdmacm", and report what the provider says
+// (reportMissingLibs, in builds with cgo).
+const missingLibsEnv = "VERBSRT_IBV_TEST_LIBS"
+
+var reportMissingLibs func(libs string)
+
 // TestMain fails the run when a goroutine or a file descriptor outlives the
 // tests: every context must stop its asynchronous event reader when closed,
 // and every completion channel, context and rdma_cm event channel must close
 // the descriptors it duplicated for the netpoller.
 func TestMain(m *testing.M) {
+	if libs := os.Getenv(missingLibsEnv); libs != "" && reportMissingLibs != nil {
+		reportMissingLibs(libs) // a child of TestMissingLibraries
+		os.Exit(0)
+	}
 	// Open the netpoller's own descriptors (epoll, eventfd) before counting,
 	// and librdmacm's contexts (one per device, kept until the process
 	// exits, opened at the first rdma_cm use).

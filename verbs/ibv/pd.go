@@ -54,7 +54,7 @@ func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	r := &mr{pd: p, c: m, buf: buf, access: access,
 		addr: uint64(uintptr(m.addr)), lkey: uint32(m.lkey), rkey: uint32(m.rkey)}
 	if err := p.ctx.track(kindMR, r); err != nil {
-		C.ibv_dereg_mr(m)
+		C.vrt_dereg_mr(m)
 		return nil, err
 	}
 	return r, nil
@@ -67,13 +67,13 @@ func (p *pd) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
 	}
 	var a C.struct_ibv_ah_attr
 	fillAHAttr(&a, &attr)
-	h, errno := C.ibv_create_ah(c, &a)
+	h, errno := C.vrt_create_ah(c, &a)
 	if h == nil {
 		return nil, verbs.FromErrno("ibv_create_ah", errnoOf(errno, syscall.EINVAL), "")
 	}
 	r := &ah{pd: p, c: h}
 	if err := p.ctx.track(kindAH, r); err != nil {
-		C.ibv_destroy_ah(h)
+		C.vrt_destroy_ah(h)
 		return nil, err
 	}
 	return r, nil
@@ -89,7 +89,7 @@ func (p *pd) destroy() error {
 	if p.c == nil {
 		return nil
 	}
-	if rc := C.ibv_dealloc_pd(p.c); rc != 0 {
+	if rc := C.vrt_dealloc_pd(p.c); rc != 0 {
 		return verbs.FromErrno("ibv_dealloc_pd", syscall.Errno(rc), "")
 	}
 	p.c = nil
@@ -124,7 +124,7 @@ func (m *mr) destroy() error {
 	if m.c == nil {
 		return nil
 	}
-	if rc := C.ibv_dereg_mr(m.c); rc != 0 {
+	if rc := C.vrt_dereg_mr(m.c); rc != 0 {
 		return verbs.FromErrno("ibv_dereg_mr", syscall.Errno(rc), "")
 	}
 	m.c = nil
@@ -153,7 +153,7 @@ func (a *ah) destroy() error {
 	if a.c == nil {
 		return nil
 	}
-	if rc := C.ibv_destroy_ah(a.c); rc != 0 {
+	if rc := C.vrt_destroy_ah(a.c); rc != 0 {
 		return verbs.FromErrno("ibv_destroy_ah", syscall.Errno(rc), "")
 	}
 	a.c = nil
@@ -184,7 +184,7 @@ func (d *xrcd) destroy() error {
 	if d.c == nil {
 		return nil
 	}
-	if rc := C.ibv_close_xrcd(d.c); rc != 0 {
+	if rc := C.vrt_close_xrcd(d.c); rc != 0 {
 		return verbs.FromErrno("ibv_close_xrcd", syscall.Errno(rc), "")
 	}
 	d.c = nil

@@ -3,7 +3,7 @@
 package ibv
 
 /*
-#cgo LDFLAGS: -libverbs
+#cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "shim.h"
 */
@@ -30,11 +30,16 @@ func (*Provider) Name() string { return "ibv" }
 // listed in a second, larger call.
 const maxDevices = 64
 
-// Devices lists the RDMA devices libibverbs sees (ibv_get_device_list). On a
+// Devices lists the RDMA devices libibverbs sees (ibv_get_device_list).
+// Where libibverbs.so.1 cannot be loaded, it returns an error matching
+// verbs.ErrNotSupported that names the packages to install. On a
 // kernel without RDMA support (no uverbs) it returns an error matching
 // verbs.ErrNotSupported and syscall.ENOSYS; with support but no device, an
 // empty list.
 func (*Provider) Devices() ([]verbs.Device, error) {
+	if err := loadVerbs(); err != nil {
+		return nil, err
+	}
 	n := maxDevices
 	for {
 		buf := (*C.struct_vrt_devinfo)(C.calloc(C.size_t(n), C.sizeof_struct_vrt_devinfo))
@@ -94,7 +99,7 @@ func (d *device) Open() (verbs.Context, error) {
 	}
 	ctx, oerr := newContext(d, c)
 	if oerr != nil {
-		C.ibv_close_device(c)
+		C.vrt_close_device(c)
 		return nil, oerr
 	}
 	return ctx, nil

@@ -261,7 +261,7 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	}
 	var cur C.struct_ibv_qp_attr
 	var init C.struct_ibv_qp_init_attr
-	if rc := C.ibv_query_qp(q.c, &cur, C.IBV_QP_STATE, &init); rc != 0 {
+	if rc := C.vrt_query_qp(q.c, &cur, C.IBV_QP_STATE, &init); rc != 0 {
 		return verbs.FromErrno("ibv_query_qp", syscall.Errno(rc), "")
 	}
 	if err := verbs.CheckModify(q.typ, verbs.QPState(cur.qp_state), attr.State, mask); err != nil {
@@ -269,7 +269,7 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	}
 	var a C.struct_ibv_qp_attr
 	fillQPAttr(&a, attr)
-	if rc := C.ibv_modify_qp(q.c, &a, C.int(mask)); rc != 0 {
+	if rc := C.vrt_modify_qp(q.c, &a, C.int(mask)); rc != 0 {
 		return verbs.FromErrno("ibv_modify_qp", syscall.Errno(rc),
 			verbs.QPState(cur.qp_state).String()+" -> "+attr.State.String()+" mask "+mask.String())
 	}
@@ -290,7 +290,7 @@ func (q *qp) Query() (verbs.QPAttr, error) {
 	}
 	var a C.struct_ibv_qp_attr
 	var init C.struct_ibv_qp_init_attr
-	if rc := C.ibv_query_qp(q.c, &a, allQPAttrs, &init); rc != 0 {
+	if rc := C.vrt_query_qp(q.c, &a, allQPAttrs, &init); rc != 0 {
 		return verbs.QPAttr{}, verbs.FromErrno("ibv_query_qp", syscall.Errno(rc), "")
 	}
 	attr := qpAttrOf(&a)
@@ -311,7 +311,7 @@ func (q *qp) destroy() error {
 	if q.closed.Load() {
 		return nil
 	}
-	if rc := C.ibv_destroy_qp(q.c); rc != 0 {
+	if rc := C.vrt_destroy_qp(q.c); rc != 0 {
 		return verbs.FromErrno("ibv_destroy_qp", syscall.Errno(rc), "")
 	}
 	q.closed.Store(true)

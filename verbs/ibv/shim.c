@@ -7,71 +7,80 @@
 #include "shim.h"
 
 int vrt_list_devices(struct vrt_devinfo *out, int max) {
+	if (!vrt_verbs_loaded)
+		return -ENOSYS;
 	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_device **list = vrt_ibv.get_device_list(&n);
 	if (!list)
 		return errno ? -errno : -ENOSYS;
 	for (int i = 0; i < n && i < max; i++) {
-		const char *name = ibv_get_device_name(list[i]);
+		const char *name = vrt_ibv.get_device_name(list[i]);
 		strncpy(out[i].name, name ? name : "", sizeof out[i].name - 1);
 		out[i].name[sizeof out[i].name - 1] = 0;
-		out[i].guid = be64toh(ibv_get_device_guid(list[i]));
+		out[i].guid = be64toh(vrt_ibv.get_device_guid(list[i]));
 	}
-	ibv_free_device_list(list);
+	vrt_ibv.free_device_list(list);
 	return n;
 }
 
 struct ibv_context *vrt_open_device(const char *name) {
+	if (!vrt_verbs_loaded) {
+		errno = ENOSYS;
+		return NULL;
+	}
 	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
+	struct ibv_device **list = vrt_ibv.get_device_list(&n);
 	struct ibv_context *ctx = NULL;
 	int err = ENODEV;
 	if (!list)
 		return NULL; // errno set
 	for (int i = 0; i < n; i++) {
-		const char *dn = ibv_get_device_name(list[i]);
+		const char *dn = vrt_ibv.get_device_name(list[i]);
 		if (dn && strcmp(dn, name) == 0) {
-			ctx = ibv_open_device(list[i]);
+			ctx = vrt_ibv.open_device(list[i]);
 			err = errno;
 			break;
 		}
 	}
 	// The open context holds its own reference to the device.
-	ibv_free_device_list(list);
+	vrt_ibv.free_device_list(list);
 	if (!ctx)
 		errno = err ? err : ENODEV;
 	return ctx;
 }
 
 int vrt_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr) {
-	return ibv_query_port(ctx, port, attr);
+	// The exported ibv_query_port fills libibverbs 1.1's layout, a prefix
+	// of abi.h's: zero the rest, as <infiniband/verbs.h>'s inline does.
+	memset(attr, 0, sizeof *attr);
+	return vrt_ibv.query_port(ctx, port, attr);
 }
 
 int vrt_query_gid(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid) {
 	struct ibv_port_attr pa;
-	int ret = ibv_query_port(ctx, port, &pa);
+	int ret = vrt_query_port(ctx, port, &pa);
 	if (ret)
 		return ret;
 	if (index < 0 || index >= pa.gid_tbl_len)
 		return ENOENT;
-	if (ibv_query_gid(ctx, port, index, gid))
+	if (vrt_ibv.query_gid(ctx, port, index, gid))
 		return errno ? errno : EINVAL;
 	return 0;
 }
 
 struct ibv_mr *vrt_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access) {
-	return ibv_reg_mr(pd, addr, len, access);
+	return vrt_ibv.reg_mr(pd, addr, len, access);
 }
 
 struct ibv_cq *vrt_create_cq(struct ibv_context *ctx, int cqe, uintptr_t h,
 			     struct ibv_comp_channel *ch, int vector) {
-	return ibv_create_cq(ctx, cqe, (void *)h, ch, vector);
+	return vrt_ibv.create_cq(ctx, cqe, (void *)h, ch, vector);
 }
 
 struct ibv_qp *vrt_create_qp(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr,
 			     uintptr_t h, struct ibv_qp_cap *cap) {
 	attr->qp_context = (void *)h;
-	struct ibv_qp *qp = ibv_create_qp_ex(ctx, attr);
+	struct ibv_qp *qp = vrt_create_qp_ex(ctx, attr);
 	if (!qp) {
 		if (!errno)
 			errno = EINVAL;
@@ -80,7 +89,7 @@ struct ibv_qp *vrt_create_qp(struct ibv_context *ctx, struct ibv_qp_init_attr_ex
 	struct ibv_qp_attr qa;
 	struct ibv_qp_init_attr ia;
 	memset(&qa, 0, sizeof qa);
-	if (ibv_query_qp(qp, &qa, IBV_QP_CAP, &ia) == 0) {
+	if (vrt_ibv.query_qp(qp, &qa, IBV_QP_CAP, &ia) == 0) {
 		*cap = qa.cap;
 	} else {
 		// Fall back on what create wrote back: still a lower bound.
@@ -92,19 +101,19 @@ struct ibv_qp *vrt_create_qp(struct ibv_context *ctx, struct ibv_qp_init_attr_ex
 struct ibv_srq *vrt_create_srq(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr,
 			       uintptr_t h, struct ibv_srq_attr *got) {
 	attr->srq_context = (void *)h;
-	struct ibv_srq *srq = ibv_create_srq_ex(ctx, attr);
+	struct ibv_srq *srq = vrt_create_srq_ex(ctx, attr);
 	if (!srq) {
 		if (!errno)
 			errno = EINVAL;
 		return NULL;
 	}
-	if (ibv_query_srq(srq, got))
+	if (vrt_ibv.query_srq(srq, got))
 		*got = attr->attr;
 	return srq;
 }
 
 int vrt_get_srq_num(struct ibv_srq *srq, uint32_t *num) {
-	return ibv_get_srq_num(srq, num);
+	return vrt_get_srq_num_ex(srq, num);
 }
 
 struct ibv_xrcd *vrt_open_xrcd(struct ibv_context *ctx) {
@@ -114,7 +123,7 @@ struct ibv_xrcd *vrt_open_xrcd(struct ibv_context *ctx) {
 	a.fd = -1;
 	a.oflags = O_CREAT;
 	errno = 0;
-	struct ibv_xrcd *x = ibv_open_xrcd(ctx, &a);
+	struct ibv_xrcd *x = vrt_open_xrcd_ex(ctx, &a);
 	if (!x && !errno)
 		errno = EOPNOTSUPP;
 	return x;
@@ -143,7 +152,8 @@ int vrt_post_send(struct ibv_qp *qp, struct ibv_send_wr *wrs, int n, char *scrat
 		}
 	}
 	struct ibv_send_wr *b = NULL;
-	int ret = ibv_post_send(qp, wrs, &b);
+	// ibv_post_send: an indirect call into the provider, as the inline is.
+	int ret = qp->context->ops.post_send(qp, wrs, &b);
 	*bad = b ? (int)(b - wrs) : -1;
 	return ret;
 }
@@ -153,22 +163,23 @@ int vrt_post_recv(struct ibv_qp *qp, struct ibv_srq *srq, struct ibv_recv_wr *wr
 	for (int i = 0; i < n; i++)
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
 	struct ibv_recv_wr *b = NULL;
-	int ret = srq ? ibv_post_srq_recv(srq, wrs, &b) : ibv_post_recv(qp, wrs, &b);
+	int ret = srq ? srq->context->ops.post_srq_recv(srq, wrs, &b)
+		      : qp->context->ops.post_recv(qp, wrs, &b);
 	*bad = b ? (int)(b - wrs) : -1;
 	return ret;
 }
 
 int vrt_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc) {
-	return ibv_poll_cq(cq, n, wc);
+	return cq->context->ops.poll_cq(cq, n, wc);
 }
 
 int vrt_req_notify_cq(struct ibv_cq *cq, int solicited_only) {
-	return ibv_req_notify_cq(cq, solicited_only);
+	return cq->context->ops.req_notify_cq(cq, solicited_only);
 }
 
 int vrt_get_cq_event(struct ibv_comp_channel *ch, struct ibv_cq **cq, uintptr_t *h) {
 	void *cqctx = NULL;
-	if (ibv_get_cq_event(ch, cq, &cqctx))
+	if (vrt_ibv.get_cq_event(ch, cq, &cqctx))
 		return errno ? errno : EIO;
 	*h = (uintptr_t)cqctx;
 	return 0;
@@ -178,7 +189,7 @@ int vrt_get_async_events(struct ibv_context *ctx, struct vrt_async *out, int max
 	int n = 0;
 	while (n < max) {
 		struct vrt_async *a = &out[n];
-		if (ibv_get_async_event(ctx, &a->ev)) {
+		if (vrt_ibv.get_async_event(ctx, &a->ev)) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || n > 0)
 				break;
 			return errno ? -errno : -EIO;
@@ -223,7 +234,7 @@ int vrt_get_async_events(struct ibv_context *ctx, struct vrt_async *out, int max
 
 void vrt_ack_async_events(struct vrt_async *evs, int n) {
 	for (int i = 0; i < n; i++)
-		ibv_ack_async_event(&evs[i].ev);
+		vrt_ibv.ack_async_event(&evs[i].ev);
 }
 
 int vrt_pollable_dup(int fd) {

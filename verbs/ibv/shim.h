@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <infiniband/verbs.h>
+#include "lib.h"
 
 // vrt_devinfo is one entry of vrt_list_devices.
 struct vrt_devinfo {

@@ -111,7 +111,7 @@ func (s *srq) Modify(attr verbs.SRQAttr, mask verbs.SRQAttrMask) error {
 	}
 	a := C.struct_ibv_srq_attr{max_wr: C.uint32_t(attr.MaxWR), max_sge: C.uint32_t(attr.MaxSGE),
 		srq_limit: C.uint32_t(attr.Limit)}
-	if rc := C.ibv_modify_srq(c, &a, C.int(mask)); rc != 0 {
+	if rc := C.vrt_modify_srq(c, &a, C.int(mask)); rc != 0 {
 		return verbs.FromErrno("ibv_modify_srq", syscall.Errno(rc), "")
 	}
 	return nil
@@ -123,7 +123,7 @@ func (s *srq) Query() (verbs.SRQAttr, error) {
 		return verbs.SRQAttr{}, err
 	}
 	var a C.struct_ibv_srq_attr
-	if rc := C.ibv_query_srq(c, &a); rc != 0 {
+	if rc := C.vrt_query_srq(c, &a); rc != 0 {
 		return verbs.SRQAttr{}, verbs.FromErrno("ibv_query_srq", syscall.Errno(rc), "")
 	}
 	return verbs.SRQAttr{MaxWR: int(a.max_wr), MaxSGE: int(a.max_sge), Limit: int(a.srq_limit)}, nil
@@ -155,7 +155,7 @@ func (s *srq) destroy() error {
 	if s.c == nil {
 		return nil
 	}
-	if rc := C.ibv_destroy_srq(s.c); rc != 0 {
+	if rc := C.vrt_destroy_srq(s.c); rc != 0 {
 		return verbs.FromErrno("ibv_destroy_srq", syscall.Errno(rc), "")
 	}
 	s.c = nil
