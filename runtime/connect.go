@@ -33,10 +33,12 @@ const helloVersion = 1
 // handshakeTimeout bounds the exchange when the caller's context does not.
 const handshakeTimeout = 30 * time.Second
 
-// Listener accepts connections on a TCP address; each becomes an Endpoint.
+// Listener accepts connections on a TCP address (Listen) or through the
+// provider's connection manager (ListenCM); each becomes an Endpoint.
 type Listener struct {
 	rt *Runtime
-	ln net.Listener
+	ln net.Listener     // Listen
+	cm verbs.RCListener // ListenCM
 }
 
 // Listen listens for connections on the TCP address addr (e.g.
@@ -46,30 +48,50 @@ func (rt *Runtime) Listen(addr string) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{rt: rt, ln: ln}
+	return rt.addListener(&Listener{rt: rt, ln: ln})
+}
+
+func (rt *Runtime) addListener(l *Listener) (*Listener, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.closed {
-		ln.Close()
+		if l.cm != nil {
+			l.cm.Close()
+		} else {
+			l.ln.Close()
+		}
 		return nil, ErrClosed
 	}
 	rt.listeners[l] = struct{}{}
 	return l, nil
 }
 
-// Addr returns the listener's TCP address, for Dial.
-func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+// Addr returns the listener's address, for Dial (or DialCM: the
+// connection manager's port space is TCP's, so it is a *net.TCPAddr too).
+func (l *Listener) Addr() net.Addr {
+	if l.cm != nil {
+		return net.TCPAddrFromAddrPort(l.cm.Addr())
+	}
+	return l.ln.Addr()
+}
 
 // Close stops listening. Endpoints already accepted are not affected.
 func (l *Listener) Close() error {
 	l.rt.mu.Lock()
 	delete(l.rt.listeners, l)
 	l.rt.mu.Unlock()
+	if l.cm != nil {
+		return l.cm.Close()
+	}
 	return l.ln.Close()
 }
 
-// Accept waits for a peer to Dial and returns the connected endpoint.
+// Accept waits for a peer to Dial (DialCM for a ListenCM listener) and
+// returns the connected endpoint.
 func (l *Listener) Accept(ctx context.Context) (*Endpoint, error) {
+	if l.cm != nil {
+		return l.acceptCM(ctx)
+	}
 	type result struct {
 		c   net.Conn
 		err error
@@ -137,17 +159,23 @@ func (rt *Runtime) handshake(ctx context.Context, c net.Conn) (*Endpoint, error)
 		err = ready(c, br)
 	}
 	if err != nil {
-		if ep.actor != nil && rt.isRegistered(ep) {
-			ep.Close(context.Background())
-		} else {
-			ep.release()
-		}
+		rt.abandon(ep)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, err
 	}
 	return ep, nil
+}
+
+// abandon undoes an endpoint whose connection failed: closed if it got as
+// far as running, released otherwise.
+func (rt *Runtime) abandon(ep *Endpoint) {
+	if ep.actor != nil && rt.isRegistered(ep) {
+		ep.Close(context.Background())
+	} else {
+		ep.release()
+	}
 }
 
 func (rt *Runtime) isRegistered(ep *Endpoint) bool {

@@ -25,6 +25,37 @@
 // busy endpoint's actor takes one core and its callers the other
 // (bench/README.md has the measurements).
 //
+// # Connecting
+//
+// Two ways, between goroutines of one process, processes and hosts alike:
+//
+//   - Listen and Dial: a TCP connection carries the handshake below, then
+//     closes; any provider. The soft provider reaches only runtimes of the
+//     same process (its device is in memory).
+//   - ListenCM and DialCM: the provider's connection manager (rdma_cm on the
+//     ibv provider) resolves the address to a device and path, carries the
+//     hello in its private data and moves both QPs to RTS; no TCP. The
+//     address is one of the runtime's device (on RoCE, the IP address of
+//     its netdev), and the route to it must leave by the runtime's device.
+//
+// # Wire format
+//
+// The handshake is versioned; a peer of another version is refused with
+// ErrProtocol, never half-connected. Version 1:
+//
+//   - Over TCP, each side writes one line of JSON, its hello, and reads the
+//     peer's: {"version":1,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
+//     "recv_depth":N,"msg_size":N}, the QP number, first PSN, LID and GID
+//     that ibv_rc_pingpong exchanges, plus the receive credits and the
+//     largest message the side accepts. Each then moves its QP to RTS and
+//     writes the line "ready", and waits for the peer's before it returns,
+//     so neither side sends to a QP not yet ready to receive.
+//   - Through the connection manager, the hello is 16 bytes of private
+//     data in the connect request and in the accept: "VRTH", the version
+//     (2 bytes), 2 bytes of flags (0), the receive credits (4 bytes) and the
+//     largest message (4 bytes), big-endian. The QP numbers, PSNs and path
+//     are the connection manager's.
+//
 // Nothing is global: each Runtime has its own device context, arena,
 // pollers and worker pool, and Close stops them all.
 package runtime

@@ -35,6 +35,7 @@ type Endpoint struct {
 	target *cqpoller.Target // ep.cq on poller; nil until start
 	actor  *qpactor.Actor
 	scrat  *Buffer
+	conn   verbs.RCConn // the connection manager's, for an endpoint of ListenCM or DialCM
 
 	recv recvSide
 	send sendCredits
@@ -99,11 +100,23 @@ func (ep *Endpoint) setup(nbufs int) error {
 // actor and polling.
 func (ep *Endpoint) start(peer hello) error {
 	rt := ep.rt
-	spec := verbs.ConnectSpec{GIDIndex: rt.gidIndex, PathMTU: min(rt.mtu, verbs.MTU4096), RNRRetry: rt.cfg.rnrRetry,
-		Explicit: true, Timeout: 14, RetryCnt: 7, PSN: 0}
-	if err := verbs.Connect(ep.qp, spec, verbs.PeerInfo{QPN: peer.QPN, PSN: peer.PSN, LID: peer.LID, GID: peer.gid}); err != nil {
+	if err := verbs.Connect(ep.qp, rt.connectSpec(), verbs.PeerInfo{QPN: peer.QPN, PSN: peer.PSN, LID: peer.LID, GID: peer.gid}); err != nil {
 		return err
 	}
+	return ep.run(peer)
+}
+
+// connectSpec is how the runtime's QPs connect, out of band or through the
+// connection manager (which takes only the retry counts and atomics).
+func (rt *Runtime) connectSpec() verbs.ConnectSpec {
+	return verbs.ConnectSpec{GIDIndex: rt.gidIndex, PathMTU: min(rt.mtu, verbs.MTU4096), RNRRetry: rt.cfg.rnrRetry,
+		Explicit: true, Timeout: 14, RetryCnt: 7, PSN: 0}
+}
+
+// run starts an endpoint whose QP is in RTS: the credits the peer's hello
+// grants, the registration, the polling and the actor.
+func (ep *Endpoint) run(peer hello) error {
+	rt := ep.rt
 	ep.send.init(peer.RecvDepth)
 	ep.send.peerMsgSize = peer.MsgSize
 	if err := rt.register(ep); err != nil {
@@ -118,8 +131,12 @@ func (ep *Endpoint) start(peer hello) error {
 	return nil
 }
 
-// release frees what newEndpoint made; for an endpoint never started.
+// release frees what newEndpoint made (and the connection manager's
+// connection, once the QP is gone).
 func (ep *Endpoint) release() {
+	if ep.conn != nil {
+		defer ep.conn.Close()
+	}
 	if ep.qp != nil {
 		ep.qp.Close()
 	}
@@ -273,7 +290,9 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	ep.send.failPending(ErrClosed)
 	err := ep.actor.Close(ctx)
 	ep.waitIdle(ctx)
-	ep.toError()
+	if ep.conn == nil || ep.conn.Disconnect() != nil {
+		ep.toError()
+	}
 	// Flushes arrive for what was outstanding; wait for them briefly, then
 	// fail whatever is left (a completion lost to an overrun never comes).
 	flushCtx, cancel := context.WithTimeout(ctx, time.Second)

@@ -2,7 +2,10 @@ package runtime_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -55,4 +58,16 @@ func TestEndpointOperations(t *testing.T) {
 		t.Fatalf("write-imm notification %v %v %v", imm, ok, err)
 	}
 	m.Release()
+}
+
+// TestConnManagerNotSupported: on a provider without a connection manager
+// (soft), ListenCM and DialCM say so, naming the way that works.
+func TestConnManagerNotSupported(t *testing.T) {
+	rt, _, _ := pair(t)
+	if _, err := rt.ListenCM("127.0.0.1:0"); !errors.Is(err, verbs.ErrNotSupported) || !strings.Contains(err.Error(), "Listen and Dial") {
+		t.Errorf("ListenCM on soft: %v, want verbs.ErrNotSupported naming Listen and Dial", err)
+	}
+	if _, err := rt.DialCM(context.Background(), "127.0.0.1:1"); !errors.Is(err, verbs.ErrNotSupported) {
+		t.Errorf("DialCM on soft: %v, want verbs.ErrNotSupported", err)
+	}
 }

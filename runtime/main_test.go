@@ -1,15 +1,25 @@
 package runtime_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
+
+// peerEnv makes this test binary the server process of a two-process
+// test (servePeer, in builds with cgo), with the value as its argument.
+const peerEnv = "VERBSRT_RUNTIME_TEST_PEER"
+
+var servePeer func(peer string) int
 
 // TestMain fails the package when a goroutine outlives the tests: closing a
 // Runtime must stop every actor, poller and worker it started. ants starts
 // a default pool of its own when it is imported; IgnoreCurrent leaves
 // those goroutines, which exist before any test runs, out.
 func TestMain(m *testing.M) {
+	if peer := os.Getenv(peerEnv); peer != "" && servePeer != nil {
+		os.Exit(servePeer(peer)) // the server process of TestIBVTwoProcesses
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
 }

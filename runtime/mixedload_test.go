@@ -22,32 +22,66 @@ import (
 // add up; no completion may be stale and nothing may stay outstanding.
 func mixedLoad(t *testing.T, ctx context.Context, rtCli, rtSrv *runtime.Runtime, cli, srv *runtime.Endpoint, goroutines, ops int) {
 	t.Helper()
-	const slot = 64
-	casCounters := min(goroutines, 32)
-	remote := alloc(t, rtSrv, goroutines*slot+4096) // per-goroutine slots, then counters
-	counters := remote.RemoteRef().At(goroutines * slot)
-	faaRef, casBase := counters, counters.At(8)
+	remote := alloc(t, rtSrv, goroutines*mixedSlot+4096) // per-goroutine slots, then counters
 
-	var sends, received, faaTotal, casWins atomic.Int64
+	var tally mixedTally
+	var received atomic.Int64
 	recvDone := make(chan error, 1)
-	go func() {
-		for {
-			m, err := srv.Recv(ctx)
-			if err != nil {
-				recvDone <- err
-				return
-			}
-			b := m.Bytes()
-			if len(b) != 16 || !bytes.Equal(b[1:], bytes.Repeat([]byte{b[0]}, 15)) {
-				recvDone <- fmt.Errorf("message %x corrupt", b)
-				m.Release()
-				return
-			}
-			m.Release()
-			received.Inc()
-		}
-	}()
+	go func() { recvDone <- receiveMixed(ctx, srv, &received, nil) }()
 
+	runMixed(t, ctx, rtCli, cli, remote.RemoteRef(), goroutines, ops, &tally)
+	sends, casWins := &tally.sends, &tally.casWins
+	for received.Load() < sends.Load() {
+		select {
+		case err := <-recvDone:
+			t.Fatalf("receiver stopped after %d of %d: %v", received.Load(), sends.Load(), err)
+		case <-ctx.Done():
+			t.Fatalf("%d of %d messages arrived", received.Load(), sends.Load())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	checkMixedCounters(t, remote.Bytes()[goroutines*mixedSlot:], goroutines, &tally)
+	if received.Load() != sends.Load() {
+		t.Errorf("received %d messages, sent %d", received.Load(), sends.Load())
+	}
+	for _, ep := range []*runtime.Endpoint{cli, srv} {
+		// The receiver's credit-only messages may still be in flight.
+		for deadline := time.Now().Add(10 * time.Second); ep.Actor().Outstanding() > 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		st := ep.Actor().Stats()
+		if st.Stale.Load() != 0 || ep.Actor().Outstanding() != 0 {
+			t.Errorf("QP %#x: %d stale completions, %d outstanding", ep.QPN(), st.Stale.Load(), ep.Actor().Outstanding())
+		}
+	}
+	st := cli.Actor().Stats()
+	doorbells, _ := verbs.PostCalls(cli.QP())
+	t.Logf("%d ops by %d goroutines: %d PostSend calls (%d provider post calls) for %d WRs (%.1f WRs per call), %d messages, %d CAS wins",
+		goroutines*ops, goroutines, st.PostCalls.Load(), doorbells, st.WRsPosted.Load(),
+		float64(st.WRsPosted.Load())/float64(st.PostCalls.Load()), received.Load(), casWins.Load())
+}
+
+// mixedSlot is each goroutine's part of the server's memory; the counters
+// follow the goroutines' slots: the fetch-add counter, then the CAS
+// counters.
+const mixedSlot = 64
+
+// mixedTally is what the client of the mixed workload saw succeed.
+type mixedTally struct {
+	sends, faaTotal, casWins atomic.Int64
+}
+
+// runMixed runs the client side of the mixed workload from cli into the
+// server's memory at remote (goroutines*mixedSlot bytes, then 8 bytes of
+// fetch-add counter and 8 per CAS counter) and at the server's receives,
+// adding to tally what succeeded; it fails t at the first error.
+func runMixed(t *testing.T, ctx context.Context, rtCli *runtime.Runtime, cli *runtime.Endpoint,
+	remote runtime.RemoteRef, goroutines, ops int, tally *mixedTally) {
+	t.Helper()
+	const slot = mixedSlot
+	casCounters := min(goroutines, 32)
+	counters := remote.At(goroutines * slot)
+	faaRef, casBase := counters, counters.At(8)
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
 	for g := range goroutines {
@@ -60,7 +94,7 @@ func mixedLoad(t *testing.T, ctx context.Context, rtCli, rtSrv *runtime.Runtime,
 				return
 			}
 			defer local.Free()
-			mine := remote.RemoteRef().At(g * slot)
+			mine := remote.At(g * slot)
 			casRef := casBase.At(8 * (g % casCounters))
 			for i := range ops {
 				var err error
@@ -82,11 +116,11 @@ func mixedLoad(t *testing.T, ctx context.Context, rtCli, rtSrv *runtime.Runtime,
 						m[k] = byte(g)
 					}
 					if _, err = cli.Send(local.Slice(0, 16)).Wait(ctx); err == nil {
-						sends.Inc()
+						tally.sends.Inc()
 					}
 				case 2:
 					if _, err = cli.FetchAdd(faaRef, uint64(g+1)).Wait(ctx); err == nil {
-						faaTotal.Add(int64(g + 1))
+						tally.faaTotal.Add(int64(g + 1))
 					}
 				case 4:
 					// Read the counter with a CAS that cannot match, then
@@ -95,7 +129,7 @@ func mixedLoad(t *testing.T, ctx context.Context, rtCli, rtSrv *runtime.Runtime,
 					if c, err = cli.CompareAndSwap(casRef, ^uint64(0), 0).Wait(ctx); err == nil {
 						old := c.Value
 						if c, err = cli.CompareAndSwap(casRef, old, old+1).Wait(ctx); err == nil && c.Value == old {
-							casWins.Inc()
+							tally.casWins.Inc()
 						}
 					}
 				}
@@ -111,42 +145,48 @@ func mixedLoad(t *testing.T, ctx context.Context, rtCli, rtSrv *runtime.Runtime,
 	for err := range errs {
 		t.Fatal(err)
 	}
-	for received.Load() < sends.Load() {
-		select {
-		case err := <-recvDone:
-			t.Fatalf("receiver stopped after %d of %d: %v", received.Load(), sends.Load(), err)
-		case <-ctx.Done():
-			t.Fatalf("%d of %d messages arrived", received.Load(), sends.Load())
-		case <-time.After(time.Millisecond):
+}
+
+// receiveMixed is the server side of the mixed workload: it receives the
+// client's 16-byte messages (each one byte repeated) until Recv fails,
+// counting them in received; a message for which other (when not nil)
+// returns true is the caller's and not counted.
+func receiveMixed(ctx context.Context, srv *runtime.Endpoint, received *atomic.Int64, other func([]byte) bool) error {
+	for {
+		m, err := srv.Recv(ctx)
+		if err != nil {
+			return err
 		}
+		b := m.Bytes()
+		if other != nil && other(b) {
+			m.Release()
+			continue
+		}
+		if len(b) != 16 || !bytes.Equal(b[1:], bytes.Repeat([]byte{b[0]}, 15)) {
+			m.Release()
+			return fmt.Errorf("message %x corrupt", b)
+		}
+		m.Release()
+		received.Inc()
 	}
-	rb := remote.Bytes()[goroutines*slot:]
-	if got := binary.LittleEndian.Uint64(rb); int64(got) != faaTotal.Load() {
-		t.Errorf("fetch-add counter %d, want %d", got, faaTotal.Load())
+}
+
+// mixedCounterBytes is the size of the counters after the goroutines'
+// slots: the fetch-add counter and up to 32 CAS counters.
+const mixedCounterBytes = 8 + 8*32
+
+// checkMixedCounters checks the server's counters, as read from its
+// memory, against what the client saw succeed.
+func checkMixedCounters(t *testing.T, counters []byte, goroutines int, tally *mixedTally) {
+	t.Helper()
+	if got := binary.LittleEndian.Uint64(counters); int64(got) != tally.faaTotal.Load() {
+		t.Errorf("fetch-add counter %d, want %d", got, tally.faaTotal.Load())
 	}
 	var casSum uint64
-	for k := range casCounters {
-		casSum += binary.LittleEndian.Uint64(rb[8+8*k:])
+	for k := range min(goroutines, 32) {
+		casSum += binary.LittleEndian.Uint64(counters[8+8*k:])
 	}
-	if int64(casSum) != casWins.Load() {
-		t.Errorf("CAS counters sum to %d, %d CAS succeeded", casSum, casWins.Load())
+	if int64(casSum) != tally.casWins.Load() {
+		t.Errorf("CAS counters sum to %d, %d CAS succeeded", casSum, tally.casWins.Load())
 	}
-	if received.Load() != sends.Load() {
-		t.Errorf("received %d messages, sent %d", received.Load(), sends.Load())
-	}
-	for _, ep := range []*runtime.Endpoint{cli, srv} {
-		// The receiver's credit-only messages may still be in flight.
-		for deadline := time.Now().Add(10 * time.Second); ep.Actor().Outstanding() > 0 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-		st := ep.Actor().Stats()
-		if st.Stale.Load() != 0 || ep.Actor().Outstanding() != 0 {
-			t.Errorf("QP %#x: %d stale completions, %d outstanding", ep.QPN(), st.Stale.Load(), ep.Actor().Outstanding())
-		}
-	}
-	st := cli.Actor().Stats()
-	doorbells, _ := verbs.PostCalls(cli.QP())
-	t.Logf("%d ops by %d goroutines: %d PostSend calls (%d provider post calls) for %d WRs (%.1f WRs per call), %d messages, %d CAS wins",
-		goroutines*ops, goroutines, st.PostCalls.Load(), doorbells, st.WRsPosted.Load(),
-		float64(st.WRsPosted.Load())/float64(st.PostCalls.Load()), received.Load(), casWins.Load())
 }

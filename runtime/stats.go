@@ -117,5 +117,10 @@ func (rt *Runtime) Stats() Stats {
 // Device returns the name of the device the runtime opened.
 func (rt *Runtime) Device() string { return rt.vctx.Device().Name() }
 
+// GID returns the GID the runtime's endpoints use (on RoCE, the
+// IPv4-mapped address of the device's netdev where there is one), the one
+// the TCP handshake tells the peer.
+func (rt *Runtime) GID() verbs.GID { return rt.gid }
+
 // Port returns the port the runtime's endpoints use.
 func (rt *Runtime) Port() uint8 { return 1 }

@@ -32,6 +32,10 @@ type ConnectSpec struct {
 	Explicit bool
 }
 
+// WithDefaults returns s with its zero fields set to their defaults for a
+// QP of type t, as Init and Connect use it.
+func (s ConnectSpec) WithDefaults(t QPType) ConnectSpec { return s.withDefaults(t) }
+
 func (s ConnectSpec) withDefaults(t QPType) ConnectSpec {
 	if s.Port == 0 {
 		s.Port = 1

@@ -1,0 +1,151 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// The hello of a connection through the connection manager rides in the
+// private data of the connect request and of the accept (see doc.go, "Wire
+// format"): 16 bytes, big-endian.
+//
+//	0       4        6       8            12          16
+//	| "VRTH" | version | flags | recv depth | msg size |
+//
+// The QP numbers, PSNs and the path are the connection manager's business.
+const (
+	cmHelloMagic = "VRTH"
+	cmHelloLen   = 16
+)
+
+func (h hello) marshalCM() []byte {
+	b := make([]byte, cmHelloLen)
+	copy(b, cmHelloMagic)
+	binary.BigEndian.PutUint16(b[4:], uint16(h.Version))
+	binary.BigEndian.PutUint32(b[8:], uint32(h.RecvDepth))
+	binary.BigEndian.PutUint32(b[12:], uint32(h.MsgSize))
+	return b
+}
+
+// unmarshalCMHello reads a peer's hello from private data, which the
+// transport pads with zeros.
+func unmarshalCMHello(b []byte) (hello, error) {
+	if len(b) < cmHelloLen || string(b[:4]) != cmHelloMagic {
+		return hello{}, fmt.Errorf("%w: private data %x is not a verbsrt hello", ErrProtocol, b[:min(len(b), cmHelloLen)])
+	}
+	h := hello{Version: int(binary.BigEndian.Uint16(b[4:])), RecvDepth: int(binary.BigEndian.Uint32(b[8:])),
+		MsgSize: int(binary.BigEndian.Uint32(b[12:]))}
+	if h.Version != helloVersion || h.RecvDepth < 1 || h.MsgSize < 1 || h.RecvDepth > 1<<20 || h.MsgSize > 1<<30 {
+		return hello{}, fmt.Errorf("%w: unexpected hello %+v", ErrProtocol, h)
+	}
+	return h, nil
+}
+
+// connManager returns the provider's connection manager.
+func (rt *Runtime) connManager(op string) (verbs.ConnManager, error) {
+	cm, ok := rt.prov.(verbs.ConnManager)
+	if !ok {
+		return nil, verbs.Errorf(op, verbs.ErrNotSupported,
+			"the %s provider has no connection manager: use Listen and Dial, which connect over TCP", rt.prov.Name())
+	}
+	return cm, nil
+}
+
+// ListenCM listens for connections through the provider's connection
+// manager (rdma_cm on the ibv provider) on addr, "ip:port" or ":port": an
+// address of the runtime's device (on Soft-RoCE, of the netdev its rxe
+// device sits on). Unlike Listen, no TCP connection is made: the connection
+// manager resolves the path and carries the hello, and each endpoint learns
+// when its peer disconnects. Providers without one (soft) return an error
+// matching verbs.ErrNotSupported.
+func (rt *Runtime) ListenCM(addr string) (*Listener, error) {
+	cm, err := rt.connManager("rdma_listen")
+	if err != nil {
+		return nil, err
+	}
+	l, err := cm.ListenRC(addr)
+	if err != nil {
+		return nil, err
+	}
+	return rt.addListener(&Listener{rt: rt, cm: l})
+}
+
+// DialCM connects to a ListenCM listener at addr ("ip:port") through the
+// provider's connection manager, which picks the device and port the route
+// to addr leaves by: it must be the runtime's device.
+func (rt *Runtime) DialCM(ctx context.Context, addr string) (*Endpoint, error) {
+	cm, err := rt.connManager("rdma_connect")
+	if err != nil {
+		return nil, err
+	}
+	conn, err := cm.DialRC(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if conn.Device() != rt.Device() {
+		conn.Close()
+		return nil, verbs.Errorf("rdma_resolve_route", verbs.ErrInvalidArgument,
+			"%s is reached through device %s; this runtime is on %s", addr, conn.Device(), rt.Device())
+	}
+	ep, err := rt.newEndpoint()
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	ep.conn = conn
+	mine := hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, MsgSize: rt.cfg.msgSize}
+	if err = conn.Connect(ctx, ep.qp, rt.connectSpec(), mine.marshalCM()); err == nil {
+		var peer hello
+		if peer, err = unmarshalCMHello(conn.PeerData()); err == nil {
+			err = ep.run(peer)
+		}
+	}
+	if err != nil {
+		rt.abandon(ep)
+		return nil, err
+	}
+	return ep, nil
+}
+
+// acceptCM takes the next connection request and accepts it with a new
+// endpoint; a request that is not a verbsrt hello, or that reached another
+// device, is rejected.
+func (l *Listener) acceptCM(ctx context.Context) (*Endpoint, error) {
+	rt := l.rt
+	conn, err := l.cm.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	peer, err := unmarshalCMHello(conn.PeerData())
+	if err == nil && conn.Device() != rt.Device() {
+		err = verbs.Errorf("rdma_accept", verbs.ErrInvalidArgument,
+			"the request arrived on device %s; this runtime is on %s", conn.Device(), rt.Device())
+	}
+	if err != nil {
+		conn.Reject(nil)
+		conn.Close()
+		return nil, err
+	}
+	ep, err := rt.newEndpoint()
+	if err != nil {
+		conn.Reject(nil)
+		conn.Close()
+		return nil, err
+	}
+	ep.conn = conn
+	mine := hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, MsgSize: rt.cfg.msgSize}
+	// The QP reaches RTS before the accept leaves, and the peer's only
+	// after it, so the peer may send as soon as it is connected; Accept
+	// returns once the peer's RTU (ESTABLISHED) arrived.
+	if err = conn.Accept(ctx, ep.qp, rt.connectSpec(), mine.marshalCM()); err == nil {
+		err = ep.run(peer)
+	}
+	if err != nil {
+		rt.abandon(ep)
+		return nil, err
+	}
+	return ep, nil
+}

@@ -1,0 +1,243 @@
+//go:build linux && cgo
+
+package runtime_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs/ibv"
+)
+
+// The two-process test: this test binary, started again with peerEnv set,
+// is the server; the test is the client. They share nothing but the RDMA
+// device and the address the server prints, as two hosts would.
+//
+// On the endpoint, after the connection:
+//
+//	server -> client  SEND: the RemoteRef of the server's region (16 bytes:
+//	                  address, rkey, length, little-endian)
+//	client            the mixed workload into that region and at the
+//	                  server's receives (16-byte messages, one byte
+//	                  repeated); then a READ of the counters
+//	client -> server  SEND: 8 bytes of 0xff, then how many messages it sent
+//	server -> client  SEND: "ok" or "bad", then how many messages arrived
+const (
+	crossGoroutines = 8
+	crossOps        = 100
+)
+
+func init() { servePeer = crossServer }
+
+// crossServer is the server process of TestIBVTwoProcesses: peer is
+// "MODE DEVICE" (MODE tcp or cm). It prints "listening ADDR", serves one
+// client and returns the exit status.
+func crossServer(peer string) int {
+	mode, dev, _ := strings.Cut(peer, " ")
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, "server: "+format+"\n", args...)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(dev), runtime.WithArenaSize(8<<20))
+	if err != nil {
+		return fail("runtime.New on %s: %v", dev, err)
+	}
+	defer rt.Close(context.Background())
+	ip := netip.AddrFrom16(rt.GID()).Unmap()
+	if !ip.Is4() {
+		return fail("device %s has GID %v, not an IPv4-mapped one", dev, ip)
+	}
+	var ln *runtime.Listener
+	if mode == "cm" {
+		ln, err = rt.ListenCM(ip.String() + ":0")
+	} else {
+		ln, err = rt.Listen(":0")
+	}
+	if err != nil {
+		return fail("listen (%s): %v", mode, err)
+	}
+	defer ln.Close()
+	port := netip.MustParseAddrPort(ln.Addr().String()).Port()
+	fmt.Printf("listening %s\n", netip.AddrPortFrom(ip, port))
+	ep, err := ln.Accept(ctx)
+	if err != nil {
+		return fail("accept: %v", err)
+	}
+	defer ep.Close(context.Background())
+
+	region, err := rt.Alloc(crossGoroutines*mixedSlot + mixedCounterBytes)
+	if err != nil {
+		return fail("alloc: %v", err)
+	}
+	ref := region.RemoteRef()
+	msg, err := rt.Alloc(16)
+	if err != nil {
+		return fail("alloc: %v", err)
+	}
+	b := msg.Bytes()
+	binary.LittleEndian.PutUint64(b, ref.Addr)
+	binary.LittleEndian.PutUint32(b[8:], ref.RKey)
+	binary.LittleEndian.PutUint32(b[12:], ref.Len)
+	if _, err := ep.Send(msg.Slice(0, 16)).Wait(ctx); err != nil {
+		return fail("send the region: %v", err)
+	}
+
+	var received atomic.Int64
+	want := make(chan int64, 1)
+	recvErr := make(chan error, 1)
+	go func() {
+		recvErr <- receiveMixed(ctx, ep, &received, func(m []byte) bool {
+			if len(m) == 16 && bytes.Equal(m[:8], bytes.Repeat([]byte{0xff}, 8)) {
+				want <- int64(binary.LittleEndian.Uint64(m[8:]))
+				return true
+			}
+			return false
+		})
+	}()
+	var n int64
+	select {
+	case n = <-want:
+	case err := <-recvErr:
+		return fail("receive: %v", err)
+	}
+	for received.Load() < n && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	verdict := "ok"
+	if received.Load() != n {
+		verdict = "bad"
+	}
+	copy(b, verdict+"\x00\x00\x00\x00\x00\x00")
+	binary.LittleEndian.PutUint64(b[8:], uint64(received.Load()))
+	if _, err := ep.Send(msg.Slice(0, 16)).Wait(ctx); err != nil {
+		return fail("send the verdict: %v", err)
+	}
+	if verdict != "ok" {
+		return fail("%d messages arrived, the client sent %d", received.Load(), n)
+	}
+	return 0
+}
+
+// TestIBVTwoProcesses runs the exactly-once mixed workload between two
+// processes, a server on the second device and this test on the first,
+// connected by the TCP handshake and by the connection manager (rdma_cm):
+// every operation succeeds once, the server's memory, counters and
+// messages add up, and both processes exit cleanly.
+func TestIBVTwoProcesses(t *testing.T) {
+	devs, err := ibv.New().Devices()
+	if err != nil || len(devs) == 0 {
+		t.Skipf("no RDMA device (%v): the runtime's ibv tests run in the rxevm guest, verbs/ibv/rxevm/test-rxe", err)
+	}
+	devA, devB := devs[0].Name(), devs[0].Name()
+	if len(devs) > 1 {
+		devB = devs[1].Name()
+	}
+	for _, mode := range []string{"tcp", "cm"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			srv := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+			srv.Env = append(os.Environ(), peerEnv+"="+mode+" "+devB)
+			var stderr bytes.Buffer
+			srv.Stderr = &stderr
+			out, err := srv.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := false
+			defer func() {
+				if !exited {
+					srv.Process.Kill()
+					srv.Wait()
+				}
+			}()
+			line, err := bufio.NewReader(out).ReadString('\n')
+			addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+			if err != nil || !ok {
+				srv.Wait()
+				exited = true
+				t.Fatalf("server printed %q (%v); stderr:\n%s", line, err, stderr.String())
+			}
+			go io.Copy(io.Discard, out)
+
+			rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(devA), runtime.WithArenaSize(8<<20))
+			if err != nil {
+				t.Fatalf("runtime.New on %s: %v", devA, err)
+			}
+			defer rt.Close(context.Background())
+			var cli *runtime.Endpoint
+			if mode == "cm" {
+				cli, err = rt.DialCM(ctx, addr)
+			} else {
+				cli, err = rt.Dial(ctx, addr)
+			}
+			if err != nil {
+				t.Fatalf("dial %s (%s): %v; server stderr:\n%s", addr, mode, err, stderr.String())
+			}
+			defer cli.Close(context.Background())
+			t.Logf("%s: QP %#x on %s (pid %d) <-> %s on %s (pid %d)", mode, cli.QPN(), devA, os.Getpid(), addr, devB, srv.Process.Pid)
+
+			m, err := cli.Recv(ctx)
+			if err != nil {
+				t.Fatalf("receiving the server's region: %v", err)
+			}
+			b := m.Bytes()
+			remote := runtime.RemoteRef{Addr: binary.LittleEndian.Uint64(b), RKey: binary.LittleEndian.Uint32(b[8:]),
+				Len: binary.LittleEndian.Uint32(b[12:])}
+			m.Release()
+
+			var tally mixedTally
+			runMixed(t, ctx, rt, cli, remote, crossGoroutines, crossOps, &tally)
+			counters, err := rt.Alloc(mixedCounterBytes + 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Read(counters.Slice(0, mixedCounterBytes), remote.At(crossGoroutines*mixedSlot)).Wait(ctx); err != nil {
+				t.Fatalf("reading the counters back: %v", err)
+			}
+			checkMixedCounters(t, counters.Bytes()[:mixedCounterBytes], crossGoroutines, &tally)
+
+			ctl := counters.Bytes()[mixedCounterBytes:]
+			copy(ctl, bytes.Repeat([]byte{0xff}, 8))
+			binary.LittleEndian.PutUint64(ctl[8:], uint64(tally.sends.Load()))
+			if _, err := cli.Send(counters.Slice(mixedCounterBytes, 16)).Wait(ctx); err != nil {
+				t.Fatalf("sending the count: %v", err)
+			}
+			m, err = cli.Recv(ctx)
+			if err != nil {
+				t.Fatalf("waiting for the server's verdict: %v; server stderr:\n%s", err, stderr.String())
+			}
+			verdict := string(bytes.TrimRight(m.Bytes()[:8], "\x00"))
+			arrived := binary.LittleEndian.Uint64(m.Bytes()[8:])
+			m.Release()
+			if verdict != "ok" || int64(arrived) != tally.sends.Load() {
+				t.Errorf("server: %s, %d of %d messages arrived", verdict, arrived, tally.sends.Load())
+			}
+			err = srv.Wait()
+			exited = true
+			if err != nil {
+				t.Errorf("server process: %v; stderr:\n%s", err, stderr.String())
+			}
+			t.Logf("%s: %d operations by %d goroutines across processes, %d messages, %d CAS wins",
+				mode, crossGoroutines*crossOps, crossGoroutines, tally.sends.Load(), tally.casWins.Load())
+		})
+	}
+}
