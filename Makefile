@@ -3,7 +3,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test lint fmt vet staticcheck race fuzz demo test-rxe metrics-check
+.PHONY: test lint fmt vet staticcheck race fuzz demo test-rxe test-rxe-2host metrics-check
 
 # The full check: formatting, vet, staticcheck, then every test under the
 # race detector.
@@ -58,3 +58,10 @@ demo:
 # installs; see verbs/ibv/rxevm/README.md.
 test-rxe:
 	verbs/ibv/rxevm/test-rxe
+
+# Runs, in two throwaway QEMU guests with one Soft-RoCE device each, joined
+# by a virtual wire: ibv_rc_pingpong from one to the other, verbsrt pingpong
+# against it both ways and from either side, and rping. Needs root, like
+# test-rxe; see "Two hosts" in verbs/ibv/rxevm/README.md.
+test-rxe-2host:
+	verbs/ibv/rxevm/test-rxe-2host
