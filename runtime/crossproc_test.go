@@ -42,11 +42,20 @@ const (
 
 func init() { servePeer = crossServer }
 
+// remoteEnv, "MODE ADDR", makes TestIBVTwoProcesses connect its MODE
+// subtest to a server already listening at ADDR (another host's, started
+// with peerEnv) instead of starting one.
+const remoteEnv = "VERBSRT_RUNTIME_TEST_REMOTE"
+
 // crossServer is the server process of TestIBVTwoProcesses: peer is
-// "MODE DEVICE" (MODE tcp or cm). It prints "listening ADDR", serves one
-// client and returns the exit status.
+// "MODE DEVICE [PORT]" (MODE tcp or cm; PORT 0 or none: any). It prints
+// "listening ADDR", serves one client and returns the exit status.
 func crossServer(peer string) int {
-	mode, dev, _ := strings.Cut(peer, " ")
+	var mode, dev, port string
+	fmt.Sscan(peer, &mode, &dev, &port)
+	if port == "" {
+		port = "0"
+	}
 	fail := func(format string, args ...any) int {
 		fmt.Fprintf(os.Stderr, "server: "+format+"\n", args...)
 		return 1
@@ -64,16 +73,16 @@ func crossServer(peer string) int {
 	}
 	var ln *runtime.Listener
 	if mode == "cm" {
-		ln, err = rt.ListenCM(ip.String() + ":0")
+		ln, err = rt.ListenCM(ip.String() + ":" + port)
 	} else {
-		ln, err = rt.Listen(":0")
+		ln, err = rt.Listen(":" + port)
 	}
 	if err != nil {
 		return fail("listen (%s): %v", mode, err)
 	}
 	defer ln.Close()
-	port := netip.MustParseAddrPort(ln.Addr().String()).Port()
-	fmt.Printf("listening %s\n", netip.AddrPortFrom(ip, port))
+	bound := netip.MustParseAddrPort(ln.Addr().String()).Port()
+	fmt.Printf("listening %s\n", netip.AddrPortFrom(ip, bound))
 	ep, err := ln.Accept(ctx)
 	if err != nil {
 		return fail("accept: %v", err)
@@ -137,7 +146,8 @@ func crossServer(peer string) int {
 // processes, a server on the second device and this test on the first,
 // connected by the TCP handshake and by the connection manager (rdma_cm):
 // every operation succeeds once, the server's memory, counters and
-// messages add up, and both processes exit cleanly.
+// messages add up, and both processes exit cleanly. With remoteEnv set, the
+// server is another host's (verbs/ibv/rxevm/cross).
 func TestIBVTwoProcesses(t *testing.T) {
 	devs, err := ibv.New().Devices()
 	if err != nil || len(devs) == 0 {
@@ -147,10 +157,18 @@ func TestIBVTwoProcesses(t *testing.T) {
 	if len(devs) > 1 {
 		devB = devs[1].Name()
 	}
+	remoteMode, remoteAddr, remote := strings.Cut(os.Getenv(remoteEnv), " ")
 	for _, mode := range []string{"tcp", "cm"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
+			if remote {
+				if mode != remoteMode {
+					t.Skipf("%s names a %s server", remoteEnv, remoteMode)
+				}
+				crossClient(t, ctx, mode, devA, remoteAddr, nil)
+				return
+			}
 			srv := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 			srv.Env = append(os.Environ(), peerEnv+"="+mode+" "+devB)
 			var stderr bytes.Buffer
@@ -177,67 +195,78 @@ func TestIBVTwoProcesses(t *testing.T) {
 				t.Fatalf("server printed %q (%v); stderr:\n%s", line, err, stderr.String())
 			}
 			go io.Copy(io.Discard, out)
-
-			rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(devA), runtime.WithArenaSize(8<<20))
-			if err != nil {
-				t.Fatalf("runtime.New on %s: %v", devA, err)
-			}
-			defer rt.Close(context.Background())
-			var cli *runtime.Endpoint
-			if mode == "cm" {
-				cli, err = rt.DialCM(ctx, addr)
-			} else {
-				cli, err = rt.Dial(ctx, addr)
-			}
-			if err != nil {
-				t.Fatalf("dial %s (%s): %v; server stderr:\n%s", addr, mode, err, stderr.String())
-			}
-			defer cli.Close(context.Background())
-			t.Logf("%s: QP %#x on %s (pid %d) <-> %s on %s (pid %d)", mode, cli.QPN(), devA, os.Getpid(), addr, devB, srv.Process.Pid)
-
-			m, err := cli.Recv(ctx)
-			if err != nil {
-				t.Fatalf("receiving the server's region: %v", err)
-			}
-			b := m.Bytes()
-			remote := runtime.RemoteRef{Addr: binary.LittleEndian.Uint64(b), RKey: binary.LittleEndian.Uint32(b[8:]),
-				Len: binary.LittleEndian.Uint32(b[12:])}
-			m.Release()
-
-			var tally mixedTally
-			runMixed(t, ctx, rt, cli, remote, crossGoroutines, crossOps, &tally)
-			counters, err := rt.Alloc(mixedCounterBytes + 16)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cli.Read(counters.Slice(0, mixedCounterBytes), remote.At(crossGoroutines*mixedSlot)).Wait(ctx); err != nil {
-				t.Fatalf("reading the counters back: %v", err)
-			}
-			checkMixedCounters(t, counters.Bytes()[:mixedCounterBytes], crossGoroutines, &tally)
-
-			ctl := counters.Bytes()[mixedCounterBytes:]
-			copy(ctl, bytes.Repeat([]byte{0xff}, 8))
-			binary.LittleEndian.PutUint64(ctl[8:], uint64(tally.sends.Load()))
-			if _, err := cli.Send(counters.Slice(mixedCounterBytes, 16)).Wait(ctx); err != nil {
-				t.Fatalf("sending the count: %v", err)
-			}
-			m, err = cli.Recv(ctx)
-			if err != nil {
-				t.Fatalf("waiting for the server's verdict: %v; server stderr:\n%s", err, stderr.String())
-			}
-			verdict := string(bytes.TrimRight(m.Bytes()[:8], "\x00"))
-			arrived := binary.LittleEndian.Uint64(m.Bytes()[8:])
-			m.Release()
-			if verdict != "ok" || int64(arrived) != tally.sends.Load() {
-				t.Errorf("server: %s, %d of %d messages arrived", verdict, arrived, tally.sends.Load())
-			}
+			crossClient(t, ctx, mode, devA, addr, &stderr)
 			err = srv.Wait()
 			exited = true
 			if err != nil {
-				t.Errorf("server process: %v; stderr:\n%s", err, stderr.String())
+				t.Errorf("server process (pid %d): %v; stderr:\n%s", srv.Process.Pid, err, stderr.String())
 			}
-			t.Logf("%s: %d operations by %d goroutines across processes, %d messages, %d CAS wins",
-				mode, crossGoroutines*crossOps, crossGoroutines, tally.sends.Load(), tally.casWins.Load())
 		})
 	}
+}
+
+// crossClient is the client of TestIBVTwoProcesses, on device dev, of the
+// server at addr; srvErr, when not nil, is the server's stderr so far.
+func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvErr *bytes.Buffer) {
+	serverSaid := func() string {
+		if srvErr == nil {
+			return ""
+		}
+		return "; server stderr:\n" + srvErr.String()
+	}
+	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(dev), runtime.WithArenaSize(8<<20))
+	if err != nil {
+		t.Fatalf("runtime.New on %s: %v", dev, err)
+	}
+	defer rt.Close(context.Background())
+	var cli *runtime.Endpoint
+	if mode == "cm" {
+		cli, err = rt.DialCM(ctx, addr)
+	} else {
+		cli, err = rt.Dial(ctx, addr)
+	}
+	if err != nil {
+		t.Fatalf("dial %s (%s): %v%s", addr, mode, err, serverSaid())
+	}
+	defer cli.Close(context.Background())
+	t.Logf("%s: QP %#x on %s (pid %d) <-> %s", mode, cli.QPN(), dev, os.Getpid(), addr)
+
+	m, err := cli.Recv(ctx)
+	if err != nil {
+		t.Fatalf("receiving the server's region: %v%s", err, serverSaid())
+	}
+	b := m.Bytes()
+	remote := runtime.RemoteRef{Addr: binary.LittleEndian.Uint64(b), RKey: binary.LittleEndian.Uint32(b[8:]),
+		Len: binary.LittleEndian.Uint32(b[12:])}
+	m.Release()
+
+	var tally mixedTally
+	runMixed(t, ctx, rt, cli, remote, crossGoroutines, crossOps, &tally)
+	counters, err := rt.Alloc(mixedCounterBytes + 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Read(counters.Slice(0, mixedCounterBytes), remote.At(crossGoroutines*mixedSlot)).Wait(ctx); err != nil {
+		t.Fatalf("reading the counters back: %v", err)
+	}
+	checkMixedCounters(t, counters.Bytes()[:mixedCounterBytes], crossGoroutines, &tally)
+
+	ctl := counters.Bytes()[mixedCounterBytes:]
+	copy(ctl, bytes.Repeat([]byte{0xff}, 8))
+	binary.LittleEndian.PutUint64(ctl[8:], uint64(tally.sends.Load()))
+	if _, err := cli.Send(counters.Slice(mixedCounterBytes, 16)).Wait(ctx); err != nil {
+		t.Fatalf("sending the count: %v", err)
+	}
+	m, err = cli.Recv(ctx)
+	if err != nil {
+		t.Fatalf("waiting for the server's verdict: %v%s", err, serverSaid())
+	}
+	verdict := string(bytes.TrimRight(m.Bytes()[:8], "\x00"))
+	arrived := binary.LittleEndian.Uint64(m.Bytes()[8:])
+	m.Release()
+	if verdict != "ok" || int64(arrived) != tally.sends.Load() {
+		t.Errorf("server: %s, %d of %d messages arrived", verdict, arrived, tally.sends.Load())
+	}
+	t.Logf("%s: %d operations by %d goroutines across processes, %d messages, %d CAS wins",
+		mode, crossGoroutines*crossOps, crossGoroutines, tally.sends.Load(), tally.casWins.Load())
 }
