@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,14 @@ type benchConfig struct {
 	json     bool
 	progress time.Duration // 0: no progress lines
 	spin     time.Duration // actors' and pollers' spin (0: 200 µs, as bench/)
+
+	// Two processes (benchnet.go): a client has host, a server has
+	// server set; the one-process bench has neither.
+	host    string
+	server  bool
+	port    int             // control port, perftest's 18515 by default
+	timeout time.Duration   // bound on connecting and on each step of the set-up (0: 30 s)
+	set     map[string]bool // the flags given on the command line, by short name ("test": a test name)
 }
 
 // benchResult is one line of the report; --json prints it as is.
@@ -73,21 +83,55 @@ type benchResult struct {
 
 var benchTests = map[string]string{"write": "RDMA_Write", "read": "RDMA_Read", "send": "Send", "atomic": "Atomic FETCH_AND_ADD"}
 
+// benchFlagNames gives the short name of the flags that have a long one,
+// for benchConfig.set.
+var benchFlagNames = map[string]string{"size": "s", "iters": "n", "qp": "q", "tx-depth": "t", "ib-dev": "d", "port": "p"}
+
+const benchUsage = `usage: verbsrt bench [write|read|send|atomic] [flags]          both ends in this process
+       verbsrt bench [write|read|send|atomic] [flags] -server  server: wait for a client on -p
+       verbsrt bench [write|read|send|atomic] [flags] HOST     client: run against the server at HOST
+perftest's ib_{write,read,send,atomic}_{bw,lat} over the verbsrt runtime.
+
+Without HOST and without -server, the client and the server are two runtimes
+in this process (on the soft provider by default). With -server, or -p without
+HOST, it is perftest's server: it waits on TCP port -p (default 18515) for one
+client, takes the test and its parameters from the client (a flag given to
+the server must match the client's, else the run is refused), prints the
+header and the client's results, and exits. With HOST (or HOST:PORT) it is
+the client: it connects to the server, runs the test and reports it. Both
+ends default to -provider ibv and their first device; the soft provider
+connects only runtimes in the same process, so it cannot serve a client in
+another one.
+
+Control protocol (version 1): one JSON object per line on the TCP
+connection, each with "version" and "type". The client sends "config" (the
+test, -lat, -s, -a, -n, -D, -q, -c, -t, its provider and device); the server
+answers "reject" with an "error", or "accept" with "listen" (the runtime
+listener it opened for the QPs, on an ephemeral port; the client dials that
+port on the host it reached), "device" and "remote" (addr, rkey, len of the server's
+registered buffer, for write, read and atomic). The client dials -q runtime
+connections there; the server answers "ready" once it has accepted them
+all (for send it then keeps receiving). The client sends one "result" per
+size and then "done" (with "error" if the run failed); the server prints
+each and answers "done". Connecting and each set-up step time out after 30 s.
+
+Flags:
+`
+
 func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
-	cfg := benchConfig{test: "write", provider: "soft", iters: 5000, qps: 1, callers: 1, txDepth: 128,
-		progress: time.Second}
+	cfg := benchConfig{test: "write", iters: 5000, qps: 1, callers: 1, txDepth: 128,
+		progress: time.Second, port: benchPort, set: map[string]bool{}}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: verbsrt bench [write|read|send|atomic] [flags]")
-		fmt.Fprintln(fs.Output(), "perftest's ib_{write,read,send,atomic}_{bw,lat} over the verbsrt runtime, both ends in this process.")
+		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&cfg.lat, "lat", false, "latency test (t_min, t_typical, t_99...) instead of bandwidth")
-	fs.StringVar(&cfg.provider, "provider", cfg.provider, "verbs provider: soft or ibv")
-	fs.StringVar(&cfg.dev, "d", "", "client device (default: the first)")
+	fs.StringVar(&cfg.provider, "provider", "", "verbs provider: soft or ibv (default: soft in one process, ibv with -server or HOST)")
+	fs.StringVar(&cfg.dev, "d", "", "client device, or this end's device with -server or HOST (default: the first)")
 	fs.StringVar(&cfg.dev, "ib-dev", "", "same as -d")
-	fs.StringVar(&cfg.peerDev, "peer-d", "", "server device (default: the second, else the client's)")
+	fs.StringVar(&cfg.peerDev, "peer-d", "", "server device in one process (default: the second, else the client's)")
 	fs.IntVar(&cfg.size, "s", 0, "message size in bytes (default: 65536 bandwidth, 2 latency; 8 for atomic)")
 	fs.IntVar(&cfg.size, "size", 0, "same as -s")
 	fs.BoolVar(&cfg.all, "a", false, "run sizes from 2 bytes to 8 MiB (1 MiB for send), doubling")
@@ -101,6 +145,9 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&cfg.txDepth, "tx-depth", cfg.txDepth, "same as -t")
 	fs.BoolVar(&cfg.json, "json", false, "print results as JSON lines")
 	fs.DurationVar(&cfg.progress, "progress", cfg.progress, "progress line interval on stderr (0: none)")
+	fs.BoolVar(&cfg.server, "server", false, "be the server: wait for one client on -p (no HOST)")
+	fs.IntVar(&cfg.port, "p", cfg.port, "TCP port of the control connection (server and client); -p without HOST means -server")
+	fs.IntVar(&cfg.port, "port", cfg.port, "same as -p")
 	// perftest takes -D in seconds: accept a bare number too.
 	for i, a := range args {
 		if (a == "-D" || a == "--D") && i+1 < len(args) && !strings.ContainsAny(args[i+1], "hmsuµn") {
@@ -108,6 +155,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 			args[i+1] += "s"
 		}
 	}
+	var host string
 	for {
 		if err := fs.Parse(args); err != nil {
 			return cfg, err
@@ -115,10 +163,19 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 		if fs.NArg() == 0 {
 			break
 		}
-		if _, ok := benchTests[fs.Arg(0)]; !ok {
-			return cfg, fmt.Errorf("unknown test %q (write, read, send or atomic)", fs.Arg(0))
+		args = fs.Args()[1:]
+		if _, ok := benchTests[fs.Arg(0)]; ok {
+			cfg.test, cfg.set["test"] = fs.Arg(0), true
+			continue
 		}
-		cfg.test, args = fs.Arg(0), fs.Args()[1:]
+		if host != "" {
+			return cfg, fmt.Errorf("more than one server address: %q and %q (tests are write, read, send and atomic)", host, fs.Arg(0))
+		}
+		host = fs.Arg(0)
+	}
+	fs.Visit(func(f *flag.Flag) { cfg.set[cmp.Or(benchFlagNames[f.Name], f.Name)] = true })
+	if err := cfg.setAddress(host); err != nil {
+		return cfg, err
 	}
 	if cfg.size == 0 {
 		switch {
@@ -133,19 +190,64 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	if cfg.lat {
 		cfg.txDepth = 1
 	}
-	switch {
-	case cfg.test == "atomic" && cfg.size != 8:
-		return cfg, errors.New("-s: atomics move 8 bytes")
-	case cfg.size < 1 || cfg.size > 8<<20 || (cfg.test == "send" && cfg.size > 1<<20):
-		return cfg, fmt.Errorf("-s %d: 1 byte to 8 MiB (1 MiB for send)", cfg.size)
-	case cfg.iters < 1 || cfg.qps < 1 || cfg.qps > 64 || cfg.callers < 1 || cfg.callers > 4096:
-		return cfg, errors.New("-n at least 1, -q 1 to 64, -c 1 to 4096")
-	case cfg.txDepth < 1 || cfg.txDepth > 4096:
-		return cfg, errors.New("-t 1 to 4096")
-	case cfg.provider != "soft" && cfg.provider != "ibv":
-		return cfg, fmt.Errorf("unknown provider %q (soft or ibv)", cfg.provider)
+	return cfg, cfg.check()
+}
+
+// setAddress sets the mode from the address argument (host, [host] or
+// host:port) and the flags: a client with an address, a server with
+// -server or -p alone, else both ends in this process.
+func (cfg *benchConfig) setAddress(host string) error {
+	if h, port, err := net.SplitHostPort(host); err == nil {
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("%q: a TCP port is 1 to 65535", host)
+		}
+		if cfg.set["p"] && p != cfg.port {
+			return fmt.Errorf("%q and -p %d: two ports", host, cfg.port)
+		}
+		host, cfg.port = h, p
 	}
-	return cfg, nil
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	switch {
+	case cfg.port < 1 || cfg.port > 65535:
+		return fmt.Errorf("-p %d: a TCP port is 1 to 65535", cfg.port)
+	case host != "" && cfg.server:
+		return fmt.Errorf("-server takes no address (got %q): the server listens on every address", host)
+	case host == "" && cfg.set["p"]:
+		cfg.server = true
+	}
+	cfg.host = host
+	if cfg.host == "" && !cfg.server {
+		cfg.provider = cmp.Or(cfg.provider, "soft")
+		return nil
+	}
+	if cfg.peerDev != "" {
+		return errors.New("--peer-d is for both ends in one process: give each end its device with -d")
+	}
+	cfg.provider = cmp.Or(cfg.provider, "ibv")
+	return nil
+}
+
+// check says what is wrong with cfg's test parameters, if anything: on the
+// command line, and at a server that adopts a client's.
+func (cfg *benchConfig) check() error {
+	switch {
+	case benchTests[cfg.test] == "":
+		return fmt.Errorf("unknown test %q (write, read, send or atomic)", cfg.test)
+	case cfg.test == "atomic" && cfg.size != 8:
+		return errors.New("-s: atomics move 8 bytes")
+	case cfg.size < 1 || cfg.size > 8<<20 || (cfg.test == "send" && cfg.size > 1<<20):
+		return fmt.Errorf("-s %d: 1 byte to 8 MiB (1 MiB for send)", cfg.size)
+	case cfg.iters < 1 || cfg.qps < 1 || cfg.qps > 64 || cfg.callers < 1 || cfg.callers > 4096:
+		return errors.New("-n at least 1, -q 1 to 64, -c 1 to 4096")
+	case cfg.txDepth < 1 || cfg.txDepth > 4096 || (cfg.lat && cfg.txDepth != 1):
+		return errors.New("-t 1 to 4096 (1 with -lat)")
+	case cfg.duration < 0:
+		return errors.New("-D: not a negative time")
+	case cfg.provider != "soft" && cfg.provider != "ibv":
+		return fmt.Errorf("unknown provider %q (soft or ibv)", cfg.provider)
+	}
+	return nil
 }
 
 func runBench(args []string) error {
@@ -158,40 +260,66 @@ func runBench(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	switch {
+	case cfg.host != "":
+		return benchClient(ctx, os.Stdout, os.Stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
+	case cfg.server:
+		if err := checkNetProvider(cfg, nil); err != nil {
+			return err
+		}
+		// As perftest's server: every address, the given port, one client.
+		ln, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.port))
+		if err != nil {
+			return fmt.Errorf("couldn't listen on port %d: %w", cfg.port, err)
+		}
+		defer ln.Close()
+		return benchServe(ctx, os.Stdout, os.Stderr, cfg, ln, nil)
+	}
 	return bench(ctx, os.Stdout, os.Stderr, cfg)
 }
 
-// bench runs cfg's test at each size and writes the report to w, progress
-// to progress.
-func bench(ctx context.Context, w, progress io.Writer, cfg benchConfig) error {
-	sizes := []int{cfg.size}
-	if cfg.all && cfg.test != "atomic" {
-		sizes = sizes[:0]
-		for s := 2; s <= 8<<20 && (cfg.test != "send" || s <= 1<<20); s *= 2 {
-			sizes = append(sizes, s)
-		}
+// benchSizes returns the sizes cfg runs: -s, or every size with -a.
+func benchSizes(cfg benchConfig) []int {
+	if !cfg.all || cfg.test == "atomic" {
+		return []int{cfg.size}
 	}
-	maxSize := slices.Max(sizes)
-	pair, err := openBenchPair(cfg, maxSize)
+	var sizes []int
+	for s := 2; s <= 8<<20 && (cfg.test != "send" || s <= 1<<20); s *= 2 {
+		sizes = append(sizes, s)
+	}
+	return sizes
+}
+
+// bench runs cfg's test at each size with both ends in this process and
+// writes the report to w, progress to progress.
+func bench(ctx context.Context, w, progress io.Writer, cfg benchConfig) error {
+	pair, err := openBenchPair(cfg, slices.Max(benchSizes(cfg)))
 	if err != nil {
 		return err
 	}
 	defer pair.close()
+	return pair.runSizes(ctx, w, progress, cfg, nil)
+}
+
+// runSizes runs cfg's test at each size from p's client side, prints the
+// report and hands each result to report, if not nil.
+func (p *benchPair) runSizes(ctx context.Context, w, progress io.Writer, cfg benchConfig, report func(benchResult) error) error {
 	if !cfg.json {
-		printBenchHeader(w, cfg, pair)
+		printBenchHeader(w, cfg, p)
 	}
-	for _, size := range sizes {
+	for _, size := range benchSizes(cfg) {
 		if ctx.Err() != nil {
 			break
 		}
-		r, err := pair.run(ctx, cfg, size, progress)
+		r, err := p.run(ctx, cfg, size, progress)
 		if err != nil {
 			return err
 		}
-		if cfg.json {
-			json.NewEncoder(w).Encode(r)
-		} else {
-			printBenchLine(w, cfg, r)
+		printBenchResult(w, cfg, r)
+		if report != nil {
+			if err := report(r); err != nil {
+				return err
+			}
 		}
 	}
 	if !cfg.json {
@@ -209,7 +337,7 @@ func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
 	}
 	fmt.Fprintln(w, benchRule)
 	fmt.Fprintf(w, "                    %s %s Test\n", benchTests[cfg.test], mode)
-	fmt.Fprintf(w, " Provider        : %-8s\tDevice         : %s -> %s\n", cfg.provider, p.cliRT.Device(), p.srvRT.Device())
+	fmt.Fprintf(w, " Provider        : %-8s\tDevice         : %s -> %s\n", cfg.provider, p.cliDev, p.srvDev)
 	fmt.Fprintf(w, " Number of qps   : %-8d\tCallers        : %d\n", cfg.qps, cfg.callers)
 	fmt.Fprintf(w, " Connection type : RC      \tTX depth       : %d per caller\n", cfg.txDepth)
 	fmt.Fprintf(w, " Runtime         : verbsrt \tSQ depth       : %d\n", benchSQDepth)
@@ -223,6 +351,16 @@ func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
 	} else {
 		fmt.Fprintln(w, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
 	}
+}
+
+// printBenchResult prints r as a line of the table, or with --json as a
+// JSON object.
+func printBenchResult(w io.Writer, cfg benchConfig, r benchResult) {
+	if cfg.json {
+		json.NewEncoder(w).Encode(r)
+		return
+	}
+	printBenchLine(w, cfg, r)
 }
 
 // printBenchLine prints r in perftest's format strings.
@@ -239,39 +377,79 @@ func printBenchLine(w io.Writer, cfg benchConfig, r benchResult) {
 // benchSQDepth is max_send_wr of the bench's QPs.
 const benchSQDepth = 512
 
-// benchPair is two runtimes, client and server, and qps connections
-// between them, with the memory the operations use.
+// benchPair is the two ends of a bench, client and server, and qps
+// connections between them, with the memory the operations use. In one
+// process both ends are here; a client (benchnet.go) has only its own end
+// and the server's remote and device name, a server only its own end.
 type benchPair struct {
-	prov         verbs.Provider
-	closeProv    func()
-	cliRT, srvRT *vrt.Runtime
-	cli, srv     []*vrt.Endpoint
-	src, dst     *vrt.Buffer // client's local memory, server's target
-	recvDone     sync.WaitGroup
-	recvCancel   context.CancelFunc
+	prov           verbs.Provider
+	closeProv      func()
+	cliRT, srvRT   *vrt.Runtime
+	cli, srv       []*vrt.Endpoint
+	src, dst       *vrt.Buffer   // client's local memory, server's target
+	remote         vrt.RemoteRef // dst, as the client's operations name it
+	cliDev, srvDev string
+	recvDone       sync.WaitGroup
+	recvCancel     context.CancelFunc
+}
+
+// newBenchPair returns a pair with no runtime yet on prov, or on a new
+// provider of cfg.provider (with devices devices if soft) when prov is nil.
+func newBenchPair(cfg benchConfig, prov verbs.Provider, devices int) (*benchPair, []verbs.Device, error) {
+	p := &benchPair{prov: prov, closeProv: func() {}}
+	switch {
+	case prov != nil:
+	case cfg.provider == "soft":
+		sp := soft.New(soft.Config{Devices: devices})
+		p.prov, p.closeProv = sp, func() { sp.Close() }
+	default:
+		p.prov = ibv.New()
+	}
+	devs, err := p.prov.Devices()
+	if err == nil && len(devs) == 0 {
+		err = fmt.Errorf("no devices on provider %s: %w", cfg.provider, verbs.ErrNotFound)
+	}
+	if err != nil {
+		p.close()
+		return nil, nil, err
+	}
+	return p, devs, nil
+}
+
+// openRuntime opens a runtime on dev for cfg's test at sizes up to maxSize.
+func (p *benchPair) openRuntime(cfg benchConfig, dev string, maxSize int) (*vrt.Runtime, error) {
+	msg := 4096 // receive buffers: as large as a message only for send
+	if cfg.test == "send" {
+		msg = max(msg, maxSize)
+	}
+	recvDepth := max(4, min(64, (16<<20)/msg))
+	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
+	return vrt.New(vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
+		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(cmp.Or(cfg.spin, 200*time.Microsecond)),
+		vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithArenaSize(arena))
+}
+
+// openEnd opens a runtime on dev and the buffer the operations use there.
+// It returns the runtime even with an error, for close.
+func (p *benchPair) openEnd(cfg benchConfig, dev string, maxSize int) (*vrt.Runtime, *vrt.Buffer, error) {
+	rt, err := p.openRuntime(cfg, dev, maxSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	buf, err := rt.Alloc(max(maxSize, 64))
+	return rt, buf, err
 }
 
 func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
-	p = &benchPair{closeProv: func() {}}
-	switch cfg.provider {
-	case "soft":
-		sp := soft.New(soft.Config{Devices: 2})
-		p.prov, p.closeProv = sp, func() { sp.Close() }
-	case "ibv":
-		p.prov = ibv.New()
+	p, devs, err := newBenchPair(cfg, nil, 2)
+	if err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			p.close()
 		}
 	}()
-	devs, err := p.prov.Devices()
-	if err != nil {
-		return nil, err
-	}
-	if len(devs) == 0 {
-		return nil, fmt.Errorf("no devices on provider %s: %w", cfg.provider, verbs.ErrNotFound)
-	}
 	cliDev, srvDev := cfg.dev, cfg.peerDev
 	if cliDev == "" {
 		cliDev = devs[0].Name()
@@ -285,23 +463,13 @@ func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
 			}
 		}
 	}
-	msg := 4096 // receive buffers: as large as a message only for send
-	if cfg.test == "send" {
-		msg = max(msg, maxSize)
-	}
-	recvDepth := max(4, min(64, (16<<20)/msg))
-	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
-	opts := func(dev string) []vrt.Option {
-		return []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
-			vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(cmp.Or(cfg.spin, 200*time.Microsecond)),
-			vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithArenaSize(arena)}
-	}
-	if p.cliRT, err = vrt.New(opts(cliDev)...); err != nil {
+	if p.cliRT, p.src, err = p.openEnd(cfg, cliDev, maxSize); err != nil {
 		return nil, err
 	}
-	if p.srvRT, err = vrt.New(opts(srvDev)...); err != nil {
+	if p.srvRT, p.dst, err = p.openEnd(cfg, srvDev, maxSize); err != nil {
 		return nil, err
 	}
+	p.cliDev, p.srvDev, p.remote = p.cliRT.Device(), p.srvRT.Device(), p.dst.RemoteRef()
 	ln, err := p.srvRT.Listen("127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -309,30 +477,50 @@ func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for range cfg.qps {
-		accepted := make(chan *vrt.Endpoint, 1)
-		go func() {
-			ep, _ := ln.Accept(ctx)
-			accepted <- ep
-		}()
-		c, err := p.cliRT.Dial(ctx, ln.Addr().String())
+	accepted := make(chan error, 1)
+	go func() { accepted <- p.accept(ctx, ln, cfg.qps) }()
+	if err = p.dial(ctx, ln.Addr().String(), cfg.qps); err != nil {
+		cancel() // the accepts wait no longer
+	}
+	if aerr := <-accepted; err == nil {
+		err = aerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.serveRecv()
+	return p, nil
+}
+
+// accept accepts n connections on ln as the server's endpoints.
+func (p *benchPair) accept(ctx context.Context, ln *vrt.Listener, n int) error {
+	for range n {
+		ep, err := ln.Accept(ctx)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("accepting the client's connections: %w", err)
 		}
-		s := <-accepted
-		if s == nil {
-			return nil, errors.New("accept failed")
+		p.srv = append(p.srv, ep)
+	}
+	return nil
+}
+
+// dial makes n connections to the server's runtime listener at addr as the
+// client's endpoints.
+func (p *benchPair) dial(ctx context.Context, addr string, n int) error {
+	for range n {
+		ep, err := p.cliRT.Dial(ctx, addr)
+		if err != nil {
+			return fmt.Errorf("connecting to the server's runtime at %s: %w", addr, err)
 		}
-		p.cli, p.srv = append(p.cli, c), append(p.srv, s)
+		p.cli = append(p.cli, ep)
 	}
-	if p.src, err = p.cliRT.Alloc(max(maxSize, 64)); err != nil {
-		return nil, err
-	}
-	if p.dst, err = p.srvRT.Alloc(max(maxSize, 64)); err != nil {
-		return nil, err
-	}
-	// The server side of a send test: take every message and give its
-	// buffer back at once, as ib_send_bw's server re-posts its receives.
+	return nil
+}
+
+// serveRecv is the server side of a send test: take every message and
+// give its buffer back at once, as ib_send_bw's server re-posts its
+// receives, until close.
+func (p *benchPair) serveRecv() {
 	rctx, rcancel := context.WithCancel(context.Background())
 	p.recvCancel = rcancel
 	for _, ep := range p.srv {
@@ -348,7 +536,6 @@ func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
 			}
 		}()
 	}
-	return p, nil
 }
 
 // qpScratch is what an endpoint takes from the arena besides its receive
@@ -380,8 +567,8 @@ type counter struct {
 // run runs one size: callers spread over the QPs, each keeping txDepth
 // operations in flight, for cfg.iters operations in all or cfg.duration.
 func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress io.Writer) (benchResult, error) {
-	r := benchResult{Test: cfg.test, Mode: "bw", Provider: cfg.provider, Device: p.cliRT.Device(),
-		PeerDevice: p.srvRT.Device(), QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, Bytes: size}
+	r := benchResult{Test: cfg.test, Mode: "bw", Provider: cfg.provider, Device: p.cliDev,
+		PeerDevice: p.srvDev, QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, Bytes: size}
 	if cfg.lat {
 		r.Mode = "lat"
 	}
@@ -520,7 +707,7 @@ func peakRate(hist []point, minDur time.Duration, minOps uint64) float64 {
 func (p *benchPair) op(test string, q, size int) func() vrt.Future {
 	ep := p.cli[q]
 	local := p.src.Slice(0, size)
-	remote := p.dst.RemoteRef()
+	remote := p.remote
 	switch test {
 	case "read":
 		return func() vrt.Future { return ep.Read(local, remote) }

@@ -27,7 +27,27 @@ func TestParseBench(t *testing.T) {
 		{[]string{"-D", "250ms"}, true, func(c benchConfig) bool { return c.duration == 250*time.Millisecond }},
 		{[]string{"atomic", "-s", "64"}, false, nil},
 		{[]string{"send", "-s", "2097152"}, false, nil},
-		{[]string{"fly"}, false, nil},
+		// An argument that is not a test is the server's address.
+		{[]string{"fly"}, true, func(c benchConfig) bool { return c.host == "fly" && !c.server && c.provider == "ibv" }},
+		{[]string{"-s", "64", "10.0.0.2"}, true, func(c benchConfig) bool {
+			return c.host == "10.0.0.2" && c.port == 18515 && c.size == 64 && c.provider == "ibv"
+		}},
+		{[]string{"read", "10.0.0.2:9000", "-lat"}, true, func(c benchConfig) bool {
+			return c.host == "10.0.0.2" && c.port == 9000 && c.test == "read" && c.lat
+		}},
+		{[]string{"-p", "9000", "[fe80::1]"}, true, func(c benchConfig) bool { return c.host == "fe80::1" && c.port == 9000 }},
+		{[]string{"-provider", "soft", "h"}, true, func(c benchConfig) bool { return c.provider == "soft" && c.host == "h" }},
+		{[]string{"-server"}, true, func(c benchConfig) bool { return c.server && c.host == "" && c.port == 18515 && c.provider == "ibv" }},
+		{[]string{"send", "-p", "19000"}, true, func(c benchConfig) bool { return c.server && c.port == 19000 && c.set["test"] && c.set["p"] }},
+		{[]string{"-s", "64"}, true, func(c benchConfig) bool { return !c.server && c.host == "" && c.provider == "soft" }},
+		{[]string{"a.example", "b.example"}, false, nil},
+		{[]string{"-server", "h"}, false, nil},
+		{[]string{"--peer-d", "soft1", "h"}, false, nil},
+		{[]string{"-p", "70000", "h"}, false, nil},
+		{[]string{"-p", "0", "-server"}, false, nil},
+		{[]string{"-p", "x"}, false, nil},
+		{[]string{"h:99999"}, false, nil},
+		{[]string{"h:9000", "-p", "9001"}, false, nil},
 		{[]string{"--provider", "rdma"}, false, nil},
 		{[]string{"-q", "0"}, false, nil},
 	} {
