@@ -1,10 +1,14 @@
 // Command verbsrt is verbsrt's command-line tool.
 //
 //	verbsrt bench [write|read|send|atomic] [-lat] [-s SIZE|-a] [-n ITERS|-D SECS] [-q QPS] [-c CALLERS] [-t DEPTH] [--provider soft|ibv] [-d DEV] [--json]
+//	verbsrt bench [TEST] [flags] -server [-p PORT]     (perftest's server: waits for one client)
+//	verbsrt bench [TEST] [flags] [-p PORT] HOST        (perftest's client)
 //	verbsrt demo [-s SIZE] [-b BATCH]
 //	verbsrt devices [--provider soft|ibv] [-d DEVICE] [-gids N]
 //	verbsrt pingpong [--provider ibv|soft] [-d DEV] [-i PORT] [-g GIDX] [-s SIZE] [-n ITERS] [-m MTU] [-r RXDEPTH] [-p TCPPORT] [-e] [-c] [HOST]
 //	verbsrt serve-metrics [-listen ADDR] [--provider soft|ibv] [-d DEV] [-q QPS] [-c CALLERS] [-rate OPS] [-s SIZE]
+//
+// bench with neither -server nor HOST runs both ends in this process.
 //
 // demo runs the main job on the soft provider: it connects an RC QP on
 // soft0 to one on soft1, runs an RDMA WRITE, a READ, a SEND with immediate
