@@ -37,9 +37,6 @@ func (p Policy) String() string {
 // MaxBatch is the most WCs one Poll call asks for.
 const MaxBatch = 32
 
-// RecvBit marks a receive wr_id: the runtime's receive handler owns it.
-const RecvBit = 1 << 63
-
 // Config describes a poller.
 type Config struct {
 	Policy Policy
@@ -55,9 +52,9 @@ type Config struct {
 // Target is a CQ and who its completions go to.
 type Target struct {
 	CQ verbs.CQ
-	// Send receives the send completions (wr_id without RecvBit).
+	// Send receives the send completions (wr_id without qpactor.RecvBit).
 	Send *qpactor.Actor
-	// Recv handles receive completions (wr_id with RecvBit); nil when the
+	// Recv handles receive completions (wr_id with qpactor.RecvBit); nil when the
 	// CQ has none.
 	Recv func(wc *verbs.WC)
 
@@ -355,7 +352,7 @@ func (d targetDriver) poll(wait bool) int {
 
 func (p *Poller) handle(t *Target, wc *verbs.WC) {
 	p.stats.Completions[wc.Status&31].Inc()
-	if wc.WRID&RecvBit != 0 {
+	if qpactor.IsRecv(wc.WRID) {
 		if t.Recv != nil {
 			t.Recv(wc)
 			return

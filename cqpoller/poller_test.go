@@ -112,8 +112,8 @@ func TestAdaptiveSleepsAndWakes(t *testing.T) {
 	l := newLoop(t)
 	p, _, got := startAdaptive(t, l)
 	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
-	l.write(cqpoller.RecvBit | 42)
-	expectWC(t, got, cqpoller.RecvBit|42, "the sleeping poller missed the completion")
+	l.write(qpactor.RecvBit | 42)
+	expectWC(t, got, qpactor.RecvBit|42, "the sleeping poller missed the completion")
 }
 
 // TestStaleCompletionCounted: a send completion no actor posted is counted
@@ -164,7 +164,7 @@ func TestDriverTakesAndHandsBackCQ(t *testing.T) {
 	p, target, got := startAdaptive(t, l)
 	d := p.Driver(target)
 	d.Drive(true)
-	l.write(cqpoller.RecvBit | 1)
+	l.write(qpactor.RecvBit | 1)
 	select {
 	case wc := <-got:
 		t.Fatalf("the poller handled %+v on a driven CQ", wc)
@@ -173,13 +173,13 @@ func TestDriverTakesAndHandsBackCQ(t *testing.T) {
 	if n := d.Progress(); n != 1 {
 		t.Fatalf("Progress handled %d completions, want 1", n)
 	}
-	if wc := <-got; wc.WRID != cqpoller.RecvBit|1 {
+	if wc := <-got; wc.WRID != qpactor.RecvBit|1 {
 		t.Fatalf("%+v", wc)
 	}
 	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
 	d.Drive(false)
-	l.write(cqpoller.RecvBit | 2)
-	expectWC(t, got, cqpoller.RecvBit|2, "the poller missed a completion on the CQ handed back to it")
+	l.write(qpactor.RecvBit | 2)
+	expectWC(t, got, qpactor.RecvBit|2, "the poller missed a completion on the CQ handed back to it")
 }
 
 // TestDriveHandOffLosesNothing: a completion that lands on a target while
@@ -195,7 +195,7 @@ func TestDriveHandOffLosesNothing(t *testing.T) {
 		if wc.WRID%2 == 0 {
 			time.Sleep(50 * time.Microsecond)
 		}
-		got <- wc.WRID &^ cqpoller.RecvBit
+		got <- wc.WRID &^ qpactor.RecvBit
 	})
 	d := p.Driver(target)
 	for i := uint64(0); i < 2000; i += 2 {
@@ -210,8 +210,8 @@ func TestDriveHandOffLosesNothing(t *testing.T) {
 			close(parked)
 		}()
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Microsecond)
-		l.write(cqpoller.RecvBit | i)
-		l.write(cqpoller.RecvBit | (i + 1))
+		l.write(qpactor.RecvBit | i)
+		l.write(qpactor.RecvBit | (i + 1))
 		<-parked
 		for want := i; want < i+2; want++ {
 			select {

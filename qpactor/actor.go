@@ -53,7 +53,9 @@ type Scratch struct {
 // Config describes an actor.
 type Config struct {
 	QP verbs.QP
-	// ID tells this actor's completions apart in wr_ids (16 bits).
+	// ID tells this actor's completions apart in wr_ids (see WRID): at
+	// most MaxActorID, and different from the ID of every other actor
+	// whose completions may arrive on the same CQ.
 	ID uint16
 	// RingSize is the inbox capacity in submissions (0: 1024).
 	RingSize int
@@ -120,20 +122,6 @@ type entry struct {
 	length uint32
 }
 
-// wr_id layout: the actor ID in the top 16 bits, the WR's sequence number
-// in the low 48. The sequence number is the slot (seq mod the shadow size)
-// and its generation (seq div the size) in one.
-const (
-	seqBits = 48
-	seqMask = 1<<seqBits - 1
-)
-
-// WRID encodes the wr_id of the WR with sequence number seq on actor id.
-func WRID(id uint16, seq uint64) uint64 { return uint64(id)<<seqBits | seq&seqMask }
-
-// DecodeWRID splits a wr_id made by WRID.
-func DecodeWRID(wrid uint64) (id uint16, seq uint64) { return uint16(wrid >> seqBits), wrid & seqMask }
-
 // Actor owns one QP: it is the only code that posts sends to it. Callers
 // submit from any goroutine; whoever handles the QP's CQ reports its send
 // completions with Complete: a poller goroutine, or the actor itself
@@ -191,6 +179,9 @@ type Stats struct {
 
 // New builds an actor over cfg.QP, which must be in RTS. Start runs it.
 func New(cfg Config) (*Actor, error) {
+	if cfg.ID > MaxActorID {
+		return nil, fmt.Errorf("qpactor: actor ID %d does not fit a wr_id (at most %d; see ActorID)", cfg.ID, MaxActorID)
+	}
 	attr, err := cfg.QP.Query()
 	if err != nil {
 		return nil, err

@@ -116,10 +116,3 @@ func TestFailedFuture(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-func TestWRIDRoundTrip(t *testing.T) {
-	id, seq := DecodeWRID(WRID(0xbeef, 1<<47|12345))
-	if id != 0xbeef || seq != 1<<47|12345 {
-		t.Fatalf("%#x %#x", id, seq)
-	}
-}

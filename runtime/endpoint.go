@@ -87,7 +87,7 @@ func (ep *Endpoint) setup(nbufs int) error {
 	if ep.scrat, err = rt.Alloc(qpactor.ScratchSize(attr.Cap.MaxSendWR)); err != nil {
 		return err
 	}
-	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: uint16(rt.nextID.Inc()),
+	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: qpactor.ActorID(rt.nextID.Inc()),
 		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Executor: rt.pool,
 		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.Bytes(), Addr: ep.scrat.Addr(), LKey: ep.scrat.LKey()}})
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/atomic"
 
-	"github.com/verbsrt/verbsrt/cqpoller"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -128,7 +127,7 @@ func (r *recvSide) replenish() {
 		idx := r.idle[len(r.idle)-1]
 		r.idle = r.idle[:len(r.idle)-1]
 		r.sges[n] = verbs.SGE{Addr: r.buf.Addr() + uint64(idx*r.msgSize), Length: uint32(r.msgSize), LKey: r.buf.LKey()}
-		r.wrs[n] = verbs.RecvWR{ID: cqpoller.RecvBit | uint64(idx), SGL: r.sges[n : n+1 : n+1]}
+		r.wrs[n] = verbs.RecvWR{ID: qpactor.RecvWRID(idx), SGL: r.sges[n : n+1 : n+1]}
 		n++
 	}
 	posted := 0
@@ -139,7 +138,7 @@ func (r *recvSide) replenish() {
 			// The QP left the states that take receives (closing or
 			// failed): the buffers go back to the pool.
 			for _, wr := range r.wrs[posted:n] {
-				r.idle = append(r.idle, int(wr.ID&^cqpoller.RecvBit))
+				r.idle = append(r.idle, qpactor.RecvIndex(wr.ID))
 			}
 		}
 		r.posted += posted
@@ -153,7 +152,7 @@ func (r *recvSide) replenish() {
 
 // onRecv handles a receive completion on the poller goroutine.
 func (r *recvSide) onRecv(wc *verbs.WC) {
-	idx := int(wc.WRID &^ cqpoller.RecvBit)
+	idx := qpactor.RecvIndex(wc.WRID)
 	r.mu.Lock()
 	r.posted--
 	r.mu.Unlock()
