@@ -184,8 +184,8 @@ func (s *futState) runThen(fn func(Completion, error)) {
 // release recycles the state. A Done channel that was handed out is not
 // reused: a new one is made the next time someone asks.
 func (s *futState) release() {
-	s.gen.Inc()
 	s.mu.Lock()
+	s.gen.Inc()
 	// The second line is written only when it changed (see futState).
 	if s.done != nil {
 		s.done = nil
@@ -197,21 +197,27 @@ func (s *futState) release() {
 	if len(s.wake) > 0 {
 		<-s.wake // a token left by a resolver after Wait gave up on ctx
 	}
-	s.mu.Unlock()
+	// Under mu, as the readers of a handle (Result, Done, Then) check its
+	// generation and read the outcome under mu: none of them sees these
+	// fields change, nor the next operation's.
 	s.state.Store(statePending)
 	if s.failed.Load() {
 		s.failed.Store(false)
 		s.err = nil
 	}
 	s.value, s.byteLen, s.opcode = 0, 0, 0
+	s.mu.Unlock()
 	futPool.Put(s)
 }
 
 // Future is the result of an asynchronous operation. It is a small value:
 // copy it freely, but consume it once, with exactly one of Wait (once it
 // returned a result), Then or Release; after that its state is recycled and
-// every method returns ErrReleased. A Future may be waited on by one
-// goroutine; Done and Err may be called from any.
+// every method returns ErrReleased (Done a closed channel). One goroutine
+// consumes it; Done, Err and Result may be called from any goroutine at any
+// time, also while it is being consumed: each checks the handle's
+// generation and reads the outcome under the state's lock, which the
+// recycling takes too.
 type Future struct {
 	s   *futState
 	gen uint64
@@ -287,13 +293,13 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 // Done returns a channel closed when the operation completes. The channel
 // is made on the first call only.
 func (f Future) Done() <-chan struct{} {
-	if !f.live() {
+	s := f.s
+	if s == nil {
 		return closedChan
 	}
-	s := f.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state.Load() == stateDone {
+	if s.gen.Load() != f.gen || s.state.Load() == stateDone {
 		return closedChan
 	}
 	if s.done == nil {
@@ -314,24 +320,35 @@ func (f Future) Err() error {
 // Result returns the outcome without consuming the future: ErrPending while
 // the operation runs.
 func (f Future) Result() (Completion, error) {
-	if !f.live() {
+	s := f.s
+	if s == nil {
 		return Completion{}, ErrReleased
 	}
-	if f.s.state.Load() != stateDone {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen.Load() != f.gen {
+		return Completion{}, ErrReleased
+	}
+	if s.state.Load() != stateDone {
 		return Completion{}, ErrPending
 	}
-	return f.s.result()
+	return s.result()
 }
 
 // Then arranges for fn to run, on the runtime's worker pool, once the
 // operation completes (at once if it has). It consumes the future.
 func (f Future) Then(fn func(Completion, error)) {
-	if !f.live() {
+	s := f.s
+	if s == nil {
 		go fn(Completion{}, ErrReleased)
 		return
 	}
-	s := f.s
 	s.mu.Lock()
+	if s.gen.Load() != f.gen {
+		s.mu.Unlock()
+		go fn(Completion{}, ErrReleased)
+		return
+	}
 	if s.state.Load() != stateDone {
 		s.then = fn
 		s.mu.Unlock()
@@ -345,12 +362,20 @@ func (f Future) Then(fn func(Completion, error)) {
 // Result. Releasing a pending future is allowed; its state is then left to
 // the collector instead of the pool.
 func (f Future) Release() {
-	if !f.live() {
+	s := f.s
+	if s == nil {
 		return
 	}
-	if f.s.state.Load() != stateDone {
-		f.s.gen.Inc() // stale from now on; the resolver still holds it
+	s.mu.Lock()
+	if s.gen.Load() != f.gen {
+		s.mu.Unlock()
 		return
 	}
-	f.s.release()
+	if s.state.Load() != stateDone {
+		s.gen.Inc() // stale from now on; the resolver still holds it
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.release()
 }

@@ -116,3 +116,50 @@ func TestFailedFuture(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFutureReadersRaceWait: Err, Result and Done, documented as callable
+// from any goroutine, may run while another goroutine's Wait consumes the
+// future and its state goes on to the next operation: they report
+// ErrReleased (or the result), never read the next operation's state, and
+// -race finds nothing.
+func TestFutureReadersRaceWait(t *testing.T) {
+	const rounds = 2000
+	for range rounds {
+		p, f := NewPromise(1, nil)
+		stop := make(chan struct{})
+		readerDone := make(chan struct{})
+		go func() {
+			defer close(readerDone)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := f.Result(); !errors.Is(err, ErrPending) && !errors.Is(err, ErrReleased) && !errors.Is(err, ErrClosed) {
+					t.Errorf("Result: %v", err)
+				}
+				_ = f.Err()
+				select {
+				case <-f.Done():
+				default:
+				}
+			}
+		}()
+		go p.Fail(ErrClosed)
+		if _, err := f.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Wait: %v", err)
+		}
+		// The state goes to the next operation, still pending while the
+		// reader runs: the old handle must not see its Done channel.
+		_, next := NewPromise(1, nil)
+		select {
+		case <-f.Done():
+		default:
+			t.Fatal("the consumed future's Done is the next operation's channel")
+		}
+		close(stop)
+		<-readerDone
+		next.Release()
+	}
+}
