@@ -374,7 +374,7 @@ func (a *Actor) run() {
 			idle.Busy()
 			continue
 		}
-		if a.closing.Load() && (a.inbox.Peek() == nil || a.broken.Load() != nil) {
+		if a.finished() {
 			a.exitMu.Lock()
 			a.stopped.Store(true)
 			a.failQueued(ErrClosed)
@@ -392,16 +392,24 @@ func (a *Actor) run() {
 			d.Drive(false)
 		}
 		a.waker.PrepareSleep()
-		if a.canDrain() || a.closing.Load() {
+		// A closing actor with submissions waiting for credits sleeps too:
+		// returning credits (Complete), Break and Close wake it.
+		if a.canDrain() || a.finished() {
 			a.waker.CancelSleep()
 		} else {
-			a.waker.Sleep(nil) // Close wakes it through Wake
+			a.waker.Sleep(nil)
 		}
 		if d != nil {
 			d.Drive(true)
 		}
 		idle.Busy()
 	}
+}
+
+// finished reports whether a closing actor may stop: nothing is queued, or
+// the QP is broken and what is queued fails.
+func (a *Actor) finished() bool {
+	return a.closing.Load() && (a.inbox.Peek() == nil || a.broken.Load() != nil)
 }
 
 // gatherer spaces the drains of an actor that takes a stream of

@@ -378,10 +378,15 @@ func TestWakerNoLostWakeup(t *testing.T) {
 			rnd ^= rnd << 13
 			rnd ^= rnd >> 17
 			rnd ^= rnd << 5
-			if n := rnd % 128; n < 64 { // half the time no pause at all
+			switch n := rnd % 128; {
+			case n < 64: // half the time no pause at all
 				for range n {
 					got.Load()
 				}
+			case n >= 120:
+				// Yield now and then: on one P the producer runs only
+				// then, and must land between the steps too.
+				runtime.Gosched()
 			}
 		}
 		for {
