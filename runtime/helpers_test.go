@@ -22,10 +22,19 @@ func pair(t testing.TB, opts ...runtime.Option) (*runtime.Runtime, *runtime.Endp
 			t.Errorf("Close: %v", err)
 		}
 	})
+	cli, srv := connect(t, rt)
+	return rt, cli, srv
+}
+
+// connect returns two more endpoints of rt connected to each other
+// (client, server).
+func connect(t testing.TB, rt *runtime.Runtime) (*runtime.Endpoint, *runtime.Endpoint) {
+	t.Helper()
 	ln, err := rt.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	type res struct {
@@ -45,8 +54,7 @@ func pair(t testing.TB, opts ...runtime.Option) (*runtime.Runtime, *runtime.Endp
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	ln.Close()
-	return rt, cli, r.ep
+	return cli, r.ep
 }
 
 func alloc(t testing.TB, rt *runtime.Runtime, n int) *runtime.Buffer {

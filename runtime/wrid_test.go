@@ -16,28 +16,9 @@ func TestActorIDsPastBit15(t *testing.T) {
 	for _, start := range []uint32{0x7ffd, 0xfffd, 0x17ffd} {
 		rt, _, _ := pair(t)
 		runtime.SetNextActorID(rt, start)
-		ln, err := rt.Listen("127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		for range 3 { // IDs start+1 .. start+6
-			acc := make(chan *runtime.Endpoint, 1)
-			go func() {
-				ep, err := ln.Accept(ctx)
-				if err != nil {
-					t.Error(err)
-				}
-				acc <- ep
-			}()
-			cli, err := rt.Dial(ctx, ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := <-acc
-			if srv == nil {
-				t.FailNow()
-			}
+			cli, srv := connect(t, rt)
 			buf := alloc(t, rt, 64)
 			copy(buf.Bytes(), "hello")
 			for _, ep := range []*runtime.Endpoint{cli, srv} {
@@ -62,6 +43,5 @@ func TestActorIDsPastBit15(t *testing.T) {
 			srv.Close(ctx)
 		}
 		cancel()
-		ln.Close()
 	}
 }
