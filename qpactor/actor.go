@@ -156,6 +156,7 @@ type Actor struct {
 	chain       []verbs.SendWR
 	chainSGE    []verbs.SGE
 	owners      []*submission
+	retired     []retiredWR // Complete's and FailOutstanding's, kept for the next call
 	drained     []submission
 
 	// Completion handling only (Complete, FailOutstanding).
@@ -199,6 +200,7 @@ func New(cfg Config) (*Actor, error) {
 		chain:       make([]verbs.SendWR, 0, depth),
 		chainSGE:    make([]verbs.SGE, depth),
 		owners:      make([]*submission, 0, depth),
+		retired:     make([]retiredWR, 0, depth),
 		drained:     make([]submission, 0, depth),
 		done:        make(chan struct{}),
 		waker:       NewWaker(),
@@ -680,37 +682,43 @@ func (a *Actor) Complete(wc *verbs.WC) bool {
 		a.stats.Stale.Inc()
 		return false
 	}
-	freed, resolved := 0, uint64(0)
+	// Retire every WR the completion covers first, and give their slots
+	// back as credits, before any future resolves: a caller woken by its
+	// future must find the WR no longer outstanding (Outstanding, the
+	// in-flight gauge).
+	done := a.retired[:0]
 	for ; a.head <= seq; a.head++ {
 		e := &a.entries[a.head&a.mask]
 		if e.seq.Load() != a.head+1 {
 			continue
 		}
-		fut := e.fut
-		var done bool
 		if a.head == seq {
-			done = a.retire(e, fut, *wc)
+			done = append(done, a.retire(e, *wc))
 		} else {
 			// An unsignaled WR before a later completion succeeded: RC
 			// executes in order and a failed WR always completes.
-			done = a.retire(e, fut, verbs.WC{Opcode: verbs.WCOpcodeOf(e.opcode), ByteLen: e.length})
+			done = append(done, a.retire(e, verbs.WC{Opcode: verbs.WCOpcodeOf(e.opcode), ByteLen: e.length}))
 		}
-		if done {
-			resolved++
-		}
-		freed++
 	}
-	if resolved > 0 {
-		a.stats.Ops.ResolvedByPoller.Add(resolved)
-	}
-	a.credits.Add(int64(freed))
+	a.credits.Add(int64(len(done)))
+	a.resolve(done, nil)
+	a.retired = done[:0]
 	a.waker.Wake()
 	return true
 }
 
-// retire completes the WR at head and reports whether that resolved its
-// future.
-func (a *Actor) retire(e *entry, fut *futState, wc verbs.WC) bool {
+// retiredWR is a WR taken off the send queue whose future is still to be
+// told.
+type retiredWR struct {
+	fut   *futState
+	wc    verbs.WC
+	value uint64
+}
+
+// retire takes the WR at head off the send queue, reading what its
+// completion returns (an atomic's original value, from the slot's scratch,
+// which the next WR in the slot overwrites).
+func (a *Actor) retire(e *entry, wc verbs.WC) retiredWR {
 	var value uint64
 	if wc.Status == verbs.WCSuccess {
 		if e.opcode.IsAtomic() {
@@ -719,9 +727,30 @@ func (a *Actor) retire(e *entry, fut *futState, wc verbs.WC) bool {
 		}
 		a.sample(a.head, e.opcode)
 	}
+	r := retiredWR{fut: e.fut, wc: wc, value: value}
 	e.fut = nil
 	e.seq.Store(0)
-	return fut.completeOne(wc, wc.Err(), value)
+	return r
+}
+
+// resolve tells the futures of retired WRs their outcome: err when it is not
+// nil, else each WR's completion.
+func (a *Actor) resolve(done []retiredWR, err error) {
+	var resolved uint64
+	for i := range done {
+		r := &done[i]
+		e := err
+		if e == nil {
+			e = r.wc.Err()
+		}
+		if r.fut.completeOne(r.wc, e, r.value) {
+			resolved++
+		}
+		*r = retiredWR{}
+	}
+	if resolved > 0 {
+		a.stats.Ops.ResolvedByPoller.Add(resolved)
+	}
 }
 
 func leUint64(b []byte) uint64 {
@@ -735,26 +764,25 @@ func leUint64(b []byte) uint64 {
 // Only the goroutine handling the QP's CQ may call it (as Complete).
 func (a *Actor) FailOutstanding(err error) int {
 	tail := a.postedTail.Load()
-	freed := 0
+	done := a.retired[:0]
 	for ; a.head < tail; a.head++ {
 		e := &a.entries[a.head&a.mask]
 		if e.seq.Load() != a.head+1 {
 			continue
 		}
-		fut := e.fut
+		done = append(done, retiredWR{fut: e.fut})
 		e.fut = nil
 		e.seq.Store(0)
-		if fut.completeOne(verbs.WC{}, err, 0) {
-			a.stats.Ops.ResolvedByPoller.Inc()
-		}
-		freed++
 	}
+	freed := len(done)
 	if freed > 0 {
 		// The poller calls this every round for a broken actor: wake the
 		// actor only when credits came back.
 		a.credits.Add(int64(freed))
+		a.resolve(done, err)
 		a.waker.Wake()
 	}
+	a.retired = done[:0]
 	return freed
 }
 

@@ -21,7 +21,7 @@ type rig struct {
 	peer  verbs.MR
 }
 
-func newRig(t *testing.T, sqDepth int) *rig {
+func newRig(t *testing.T, sqDepth int, configure ...func(*qpactor.Config)) *rig {
 	t.Helper()
 	p := soft.New(soft.Config{Devices: 2})
 	devs, _ := p.Devices()
@@ -60,8 +60,12 @@ func newRig(t *testing.T, sqDepth int) *rig {
 	}
 	attr, _ := a.qp.Query()
 	scratch := a.mr.Bytes()[:qpactor.ScratchSize(attr.Cap.MaxSendWR)]
-	act, err := qpactor.New(qpactor.Config{QP: a.qp, ID: 7,
-		Scratch: qpactor.Scratch{Bytes: scratch, Addr: a.mr.Addr(), LKey: a.mr.LKey()}})
+	cfg := qpactor.Config{QP: a.qp, ID: 7,
+		Scratch: qpactor.Scratch{Bytes: scratch, Addr: a.mr.Addr(), LKey: a.mr.LKey()}}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	act, err := qpactor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,4 +224,52 @@ func cpuTime(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// inline runs Then callbacks on the resolving goroutine, inside Complete.
+type inline struct{}
+
+func (inline) Submit(task func()) error { task(); return nil }
+
+// TestOutstandingDropsBeforeFutureResolves: by the time a future resolves,
+// its WRs are no longer outstanding: a caller woken by it (or a metrics
+// scrape right after) sees the send queue slot free (the in-flight gauge
+// read 1 after every future had resolved).
+func TestOutstandingDropsBeforeFutureResolves(t *testing.T) {
+	r := newRig(t, 4, func(c *qpactor.Config) { c.Executor = inline{} })
+	r.actor.Start()
+	for i := range 20 {
+		op := r.write(i)
+		f, err := r.actor.Submit(context.Background(), &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := make(chan int, 1)
+		f.Then(func(_ qpactor.Completion, err error) {
+			if err != nil {
+				t.Errorf("write %d: %v", i, err)
+			}
+			seen <- r.actor.Outstanding()
+		})
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if time.Now().After(deadline) {
+				t.Fatalf("write %d never resolved", i)
+			}
+			wcs := make([]verbs.WC, 4)
+			n, _ := r.cq.Poll(wcs)
+			for j := range wcs[:n] {
+				r.actor.Complete(&wcs[j])
+			}
+			select {
+			case o := <-seen:
+				if o != 0 {
+					t.Fatalf("write %d: %d WRs outstanding when its future resolved", i, o)
+				}
+			default:
+				continue
+			}
+			break
+		}
+	}
 }
