@@ -157,6 +157,7 @@ type Actor struct {
 	chainSGE    []verbs.SGE
 	owners      []*submission
 	retired     []retiredWR // Complete's and FailOutstanding's, kept for the next call
+	peer        peerCredits // the peer's receive credits (peercredits.go)
 	drained     []submission
 
 	// Completion handling only (Complete, FailOutstanding).
@@ -316,6 +317,9 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 	}
 	if n > a.sqDepth {
 		return ErrTooLarge
+	}
+	if err := a.checkPeerWindow(sub.ops()); err != nil {
+		return err
 	}
 	for spins := 0; !a.inbox.TryPush(&sub); spins++ {
 		if !wait {
@@ -478,8 +482,24 @@ func (g *gatherer) drained(k int) {
 
 // canDrain reports whether drain would post something now.
 func (a *Actor) canDrain() bool {
+	if a.broken.Load() != nil {
+		return a.inbox.Peek() != nil
+	}
+	sq := a.credits.Load()
+	if a.peer.on && a.peer.report.Load() && sq > 0 && a.peer.credits.Load() > 0 {
+		return true
+	}
 	s := a.inbox.Peek()
-	return s != nil && (a.broken.Load() != nil || int64(len(s.ops())) <= a.credits.Load())
+	if s == nil || int64(len(s.ops())) > sq {
+		return false
+	}
+	if !a.peer.on {
+		return true
+	}
+	// A closing actor fails what waits for the peer's credits: draining
+	// does that too.
+	need := peerNeed(s.ops())
+	return need == 0 || need <= a.peer.credits.Load()-1 || a.closing.Load()
 }
 
 // drain chains everything queued, up to the credits held, into one PostSend
@@ -490,7 +510,9 @@ func (a *Actor) drain() int {
 	}
 	credits := int(a.credits.Load())
 	a.chain, a.owners = a.chain[:0], a.owners[:0]
+	a.peer.uses = a.peer.uses[:0]
 	a.drained = a.drained[:0]
+	peerLeft := a.peer.credits.Load()
 	taken := 0
 	// drained never grows past its capacity, so owners' pointers into it
 	// stay valid for the whole drain.
@@ -503,13 +525,33 @@ func (a *Actor) drain() int {
 		if len(ops) > credits-len(a.chain) {
 			break // wait for credits; order is kept
 		}
+		var need int64
+		if a.peer.on {
+			if need = peerNeed(ops); need > 0 && need > peerLeft-1 {
+				if a.closing.Load() {
+					// The peer's credits may never come (it may be gone):
+					// a closing actor does not wait for them.
+					taken += a.failQueued(ErrClosed)
+				}
+				break // wait for the peer's credits; order is kept
+			}
+		}
 		a.drained = append(a.drained, *s)
 		a.inbox.Pop()
 		taken++
 		sub := &a.drained[len(a.drained)-1]
-		if err := a.appendOps(sub); err != nil && sub.fut.failN(err, len(sub.ops())) {
-			a.stats.Ops.ResolvedByActor.Inc()
+		start := len(a.chain)
+		if err := a.appendOps(sub); err != nil {
+			if sub.fut.failN(err, len(sub.ops())) {
+				a.stats.Ops.ResolvedByActor.Inc()
+			}
+		} else if a.peer.on {
+			a.stampChain(start)
+			peerLeft -= need
 		}
+	}
+	if a.peer.on {
+		a.appendReport(credits, peerLeft)
 	}
 	if taken > 0 {
 		a.stats.Ops.Taken.Add(uint64(taken))
@@ -575,8 +617,9 @@ func (a *Actor) post() {
 		if !errors.As(err, &wrErr) {
 			// Not about one WR (the QP's state, a closed QP): nothing after
 			// posted can go out either.
+			a.unusePeer(posted, len(a.chain))
 			for i := posted; i < len(a.chain); i++ {
-				if a.owners[i].fut.completeOne(verbs.WC{}, err, 0) {
+				if f := a.owners[i].fut; f != nil && f.completeOne(verbs.WC{}, err, 0) {
 					a.stats.Ops.ResolvedByActor.Inc()
 				}
 			}
@@ -587,8 +630,13 @@ func (a *Actor) post() {
 		for i := posted; i < len(a.chain) && a.owners[i] == failed; i++ {
 			n++
 		}
-		if failed.fut.failN(err, n) {
+		a.unusePeer(posted, posted+n)
+		if failed.fut != nil && failed.fut.failN(err, n) {
 			a.stats.Ops.ResolvedByActor.Inc()
+		}
+		if a.peer.on {
+			// The innocent WRs keep what they took, at their new places.
+			a.peer.uses = append(a.peer.uses[:0], a.peer.uses[posted+n:]...)
 		}
 		rest, restOwners := a.chain[posted+n:], a.owners[posted+n:]
 		if len(rest) == 0 && posted > 0 && a.chain[posted-1].Flags&verbs.SendSignaled == 0 {
@@ -599,6 +647,9 @@ func (a *Actor) post() {
 			a.stats.Ops.Taken.Inc() // the poller resolves it
 			rest = []verbs.SendWR{{Opcode: verbs.OpWrite}}
 			restOwners = []*submission{{fut: s}}
+			if a.peer.on {
+				a.peer.uses = append(a.peer.uses[:0], peerUse{})
+			}
 		}
 		a.log.Debug("qpactor: reposting after a bad WR", "qpn", a.qp.QPN(), "wrs", len(rest), "err", err)
 		a.chain = append(a.chain[:0], rest...)
@@ -743,7 +794,7 @@ func (a *Actor) resolve(done []retiredWR, err error) {
 		if e == nil {
 			e = r.wc.Err()
 		}
-		if r.fut.completeOne(r.wc, e, r.value) {
+		if r.fut != nil && r.fut.completeOne(r.wc, e, r.value) { // nil: a credit-only SEND
 			resolved++
 		}
 		*r = retiredWR{}

@@ -38,7 +38,7 @@ type Endpoint struct {
 	conn   verbs.RCConn // the connection manager's, for an endpoint of ListenCM or DialCM
 
 	recv recvSide
-	send sendCredits
+	send sendSide
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -117,7 +117,7 @@ func (rt *Runtime) connectSpec() verbs.ConnectSpec {
 // grants, the registration, the polling and the actor.
 func (ep *Endpoint) run(peer hello) error {
 	rt := ep.rt
-	ep.send.init(peer.RecvDepth)
+	ep.actor.EnablePeerCredits(peer.RecvDepth, &ep.recv)
 	ep.send.peerMsgSize = peer.MsgSize
 	if err := rt.register(ep); err != nil {
 		return err
@@ -268,7 +268,6 @@ func (ep *Endpoint) fail(err error) {
 	ep.actor.Break(err)
 	ep.toError()
 	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(err) })
-	ep.send.failPending(err)
 }
 
 func (ep *Endpoint) toError() {
@@ -287,7 +286,6 @@ func (ep *Endpoint) Close(ctx context.Context) error {
 }
 
 func (ep *Endpoint) close(ctx context.Context) error {
-	ep.send.failPending(ErrClosed)
 	err := ep.actor.Close(ctx)
 	ep.waitIdle(ctx)
 	if ep.conn == nil || ep.conn.Disconnect() != nil {

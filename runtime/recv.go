@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"sync"
-	"time"
 
 	"go.uber.org/atomic"
 
@@ -21,10 +20,14 @@ import (
 // immediate data of its own SENDs, or, when it has nothing to send and half
 // the window is unreported, in a credit-only SEND. Data sends never take
 // the last credit, which is kept for that credit-only message, so two
-// peers cannot both wait for credits only the other could report. A sender
-// without credits queues its sends, in order, and the poller flushes them
-// when credits arrive: a SEND never meets an empty receive queue, and RNR
-// never happens in normal use.
+// peers cannot both wait for credits only the other could report. The
+// endpoint's actor owns the peer's credits beside its send-queue credits
+// (qpactor.EnablePeerCredits): a send waits in the actor's inbox, in order,
+// until both suffice, its credit report is stamped when it is posted, and
+// the credit-only SEND is the actor's own, so no report is lost to a full
+// inbox. A SEND never meets an empty receive queue, and RNR never happens
+// in normal use. A batch may carry at most the peer's depth less one of
+// ops that consume its receives; a larger one is refused.
 const (
 	creditOnly = 1 << 31 // imm flag: the message carries no data
 	creditMask = 0xffff  // imm bits: credits returned
@@ -146,7 +149,9 @@ func (r *recvSide) replenish() {
 	r.mu.Unlock()
 	if posted > 0 {
 		r.unreported.Add(int64(posted))
-		r.ep.send.maybeReport(r.ep)
+		if r.ReportDue() {
+			r.ep.actor.WantReport()
+		}
 	}
 }
 
@@ -169,11 +174,11 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 		m.n, m.imm, m.hasImm = 0, wc.Imm, true
 		r.msgs <- m
 	case wc.Flags&verbs.WCFlagWithImm != 0 && wc.Imm&creditOnly != 0:
-		r.ep.send.grant(r.ep, int64(wc.Imm&creditMask))
+		r.ep.actor.GrantPeerCredits(int64(wc.Imm & creditMask))
 		r.putFree(idx)
 	default:
 		if wc.Flags&verbs.WCFlagWithImm != 0 {
-			r.ep.send.grant(r.ep, int64(wc.Imm&creditMask))
+			r.ep.actor.GrantPeerCredits(int64(wc.Imm & creditMask))
 		}
 		m.n, m.imm, m.hasImm = int(wc.ByteLen), 0, false
 		r.msgs <- m // never blocks: the channel holds every buffer
@@ -202,196 +207,47 @@ func (ep *Endpoint) Recv(ctx context.Context) (*Message, error) {
 	}
 }
 
-// sendCredits gates SEND and WRITE_WITH_IMM on the peer's posted receives.
-type sendCredits struct {
-	credits     atomic.Int64
+// sendSide is what an endpoint's sends need from the handshake; the peer's
+// receive credits themselves are the actor's (qpactor.EnablePeerCredits).
+type sendSide struct {
 	peerMsgSize int
-
-	mu       sync.Mutex
-	pending  []pendingSend
-	npending atomic.Int64
-	retry    *time.Timer
 }
 
-type pendingSend struct {
-	ops []Op
-	p   qpactor.Promise
-}
+// The receive side reports its re-posted receives through the actor's
+// SENDs (qpactor.CreditReporter).
 
-func (s *sendCredits) init(peerDepth int) { s.credits.Store(int64(peerDepth)) }
-
-// take takes n credits, keeping reserve back, and reports success.
-func (s *sendCredits) take(n, reserve int64) bool {
-	for {
-		c := s.credits.Load()
-		if c-n < reserve {
-			return false
-		}
-		if s.credits.CompareAndSwap(c, c-n) {
-			return true
-		}
+// Stamp takes the unreported credits into a SEND's immediate data.
+func (r *recvSide) Stamp(data bool) (imm, n uint32) {
+	k := uint32(r.takeUnreported())
+	if data {
+		return k, k
 	}
+	return creditOnly | k, k
 }
 
-// sendOne posts one op that consumes a receive credit (SEND, WRITE_WITH_IMM),
-// or queues it. The fast path allocates nothing.
+// Unstamp gives back the credits of a SEND that was not posted.
+func (r *recvSide) Unstamp(n uint32) { r.unreported.Add(int64(n)) }
+
+// ReportDue: half the window is unreported.
+func (r *recvSide) ReportDue() bool { return r.unreported.Load() >= int64(max(r.depth/2, 1)) }
+
+// sendOne posts one op that consumes a receive credit (SEND, WRITE_WITH_IMM):
+// the actor holds it until the peer has a receive posted for it.
 func (ep *Endpoint) sendOne(op Op) Future {
-	s := &ep.send
 	if err := ep.failErr.Load(); err != nil {
 		return ep.failed(err)
 	}
-	if s.npending.Load() == 0 && s.take(1, 1) {
-		ep.stampOne(&op)
-		p, f := qpactor.NewPromise(1, ep.rt.pool)
-		if err := ep.submitPromise(func() error { return ep.actor.TrySubmitPromiseOp(&op, p) }); err != nil {
-			s.credits.Inc()
-			p.Fail(ep.mapErr(err))
-		}
-		return f
-	}
-	return ep.queueSends([]Op{op})
+	return ep.submit(&op)
 }
 
-// sendOps posts a batch whose ops consume receive credits, or queues it.
+// sendOps posts a batch whose ops consume receive credits, as sendOne.
 func (ep *Endpoint) sendOps(ops []Op) Future {
-	s := &ep.send
 	if err := ep.failErr.Load(); err != nil {
 		return ep.failed(err)
 	}
-	n := int64(countCredited(ops))
-	if s.npending.Load() == 0 && s.take(n, 1) {
-		ep.stampCredits(ops)
-		p, f := qpactor.NewPromise(len(ops), ep.rt.pool)
-		if err := ep.submitPromise(func() error { return ep.actor.TrySubmitPromise(ops, p) }); err != nil {
-			s.credits.Add(n)
-			p.Fail(ep.mapErr(err))
-		}
-		return f
+	f, err := ep.actor.SubmitBatch(context.Background(), ops)
+	if err != nil {
+		return ep.failed(ep.mapErr(err))
 	}
-	return ep.queueSends(ops)
-}
-
-// queueSends queues ops, in order, until credits arrive; ops is kept.
-func (ep *Endpoint) queueSends(ops []Op) Future {
-	s := &ep.send
-	p, f := qpactor.NewPromise(len(ops), ep.rt.pool)
-	s.mu.Lock()
-	s.pending = append(s.pending, pendingSend{ops: ops, p: p})
-	s.npending.Inc()
-	s.mu.Unlock()
-	s.flush(ep)
 	return f
-}
-
-// submitPromise retries try while the inbox is full: sends come from
-// callers, who may block, never from the poller (flush does not wait).
-func (ep *Endpoint) submitPromise(try func() error) error {
-	for spins := 0; ; spins++ {
-		err := try()
-		if err != qpactor.ErrBusy {
-			return err
-		}
-		if spins > 64 {
-			time.Sleep(10 * time.Microsecond)
-		}
-	}
-}
-
-func countCredited(ops []Op) int {
-	n := 0
-	for i := range ops {
-		if ops[i].Opcode.IsSend() || ops[i].Opcode == verbs.OpWriteImm {
-			n++
-		}
-	}
-	return n
-}
-
-// stampCredits puts the credits to report into the immediate data of the
-// SENDs (WRITE_WITH_IMM carries the caller's immediate data).
-func (ep *Endpoint) stampCredits(ops []Op) {
-	for i := range ops {
-		ep.stampOne(&ops[i])
-	}
-}
-
-func (ep *Endpoint) stampOne(op *Op) {
-	if op.Opcode.IsSend() {
-		op.Opcode = verbs.OpSendImm
-		op.Imm = uint32(ep.recv.takeUnreported())
-	}
-}
-
-// flush posts queued sends, in order, while credits last. It never blocks:
-// with the inbox full it retries shortly on a timer.
-func (s *sendCredits) flush(ep *Endpoint) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for len(s.pending) > 0 {
-		ps := s.pending[0]
-		n := int64(countCredited(ps.ops))
-		if !s.take(n, 1) {
-			return
-		}
-		ep.stampCredits(ps.ops)
-		err := ep.actor.TrySubmitPromise(ps.ops, ps.p)
-		if err == qpactor.ErrBusy {
-			s.credits.Add(n)
-			if s.retry == nil {
-				s.retry = time.AfterFunc(50*time.Microsecond, func() { s.flush(ep) })
-			} else {
-				s.retry.Reset(50 * time.Microsecond)
-			}
-			return
-		}
-		if err != nil {
-			s.credits.Add(n)
-			ps.p.Fail(ep.mapErr(err))
-		}
-		s.pending[0] = pendingSend{}
-		s.pending = s.pending[1:]
-		s.npending.Dec()
-	}
-}
-
-// grant adds credits the peer returned and flushes queued sends.
-func (s *sendCredits) grant(ep *Endpoint, n int64) {
-	if n == 0 {
-		return
-	}
-	s.credits.Add(n)
-	if s.npending.Load() > 0 {
-		s.flush(ep)
-	}
-}
-
-// maybeReport sends a credit-only message when half the window is
-// unreported; it may use the last credit.
-func (s *sendCredits) maybeReport(ep *Endpoint) {
-	r := &ep.recv
-	if r.unreported.Load() < int64(r.depth/2) || !s.take(1, 0) {
-		return
-	}
-	n := r.takeUnreported()
-	p, f := qpactor.NewPromise(1, ep.rt.pool)
-	if err := ep.actor.TrySubmitPromise([]Op{{Opcode: verbs.OpSendImm, Imm: creditOnly | uint32(n)}}, p); err != nil {
-		s.credits.Inc()
-		r.unreported.Add(n)
-		p.Fail(err)
-	}
-	f.Release()
-}
-
-// failPending fails every queued send with err.
-func (s *sendCredits) failPending(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.retry != nil {
-		s.retry.Stop()
-	}
-	for _, ps := range s.pending {
-		ps.p.Fail(err)
-	}
-	s.pending = nil
-	s.npending.Store(0)
 }

@@ -91,8 +91,8 @@ func (rt *Runtime) Stats() Stats {
 		s.addCounters(ep.actor)
 		s.InflightWRs += ep.actor.Outstanding()
 		s.SQCredits += ep.actor.Credits()
-		s.FuturesPending += ep.actor.Pending() + int(ep.send.npending.Load())
-		s.RecvCredits += int(max(ep.send.credits.Load(), 0))
+		s.FuturesPending += ep.actor.Pending()
+		s.RecvCredits += int(max(ep.actor.PeerCredits(), 0))
 		ep.recv.mu.Lock()
 		s.RecvPosted += ep.recv.posted
 		ep.recv.mu.Unlock()

@@ -1,0 +1,186 @@
+package qpactor
+
+import (
+	"fmt"
+
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Peer receive credits.
+//
+// An op that consumes one of the peer's posted receives (SEND, SEND_WITH_IMM,
+// WRITE_WITH_IMM) must not go out before the peer has posted one, or it
+// meets an empty receive queue (RNR). With EnablePeerCredits the actor owns
+// those credits next to its send-queue credits: it takes a submission from
+// the inbox only when both kinds suffice, so order is kept and there is one
+// queue (the inbox, bounded) and one way to wait (the actor's waker, which
+// GrantPeerCredits and completions ring).
+//
+// The credits travel back in the immediate data of the actor's own SENDs,
+// stamped at the moment they are chained (so a SEND that waits carries
+// nothing yet, and one that is not posted gives its report back), or, when
+// the receive side asks for it (WantReport), in a credit-only SEND the
+// actor makes itself. Data never takes the last credit: it is kept for that
+// report, so two peers cannot both wait for credits only the other could
+// report.
+
+// CreditReporter is the receive side whose re-posted receives an actor's
+// SENDs report to the peer.
+type CreditReporter interface {
+	// Stamp takes the credits not yet reported and returns the immediate
+	// data that reports them, for a SEND with data (data true) or for a
+	// credit-only SEND, and how many it reports.
+	Stamp(data bool) (imm, n uint32)
+	// Unstamp gives back the n credits of a stamped SEND that was not
+	// posted.
+	Unstamp(n uint32)
+	// ReportDue reports whether enough credits are unreported to be worth
+	// a credit-only SEND.
+	ReportDue() bool
+}
+
+// peerCredits is the actor's share of the scheme.
+type peerCredits struct {
+	on     bool // set by EnablePeerCredits, before Start
+	window int64
+	rep    CreditReporter
+
+	credits atomic.Int64 // the peer's receives we may still consume
+	report  atomic.Bool  // a credit-only SEND is wanted
+	// uses[i] is what the chain's WR i took of the scheme.
+	uses []peerUse
+	// reportSub owns a credit-only SEND while it is chained; its future is
+	// nil: nobody waits for it.
+	reportSub submission
+}
+
+type peerUse struct {
+	credit  bool   // consumes a peer receive
+	stamped uint32 // credits reported in its immediate data
+}
+
+// EnablePeerCredits makes the actor spend the peer's receive credits, of
+// which it starts with window (the peer's receive depth), and report the
+// receive side's credits through r. Call it before Start.
+func (a *Actor) EnablePeerCredits(window int, r CreditReporter) {
+	a.peer.on, a.peer.window, a.peer.rep = true, int64(window), r
+	a.peer.credits.Store(int64(window))
+	a.peer.uses = make([]peerUse, 0, cap(a.chain))
+}
+
+// GrantPeerCredits adds n credits the peer returned and wakes the actor.
+func (a *Actor) GrantPeerCredits(n int64) {
+	if n == 0 {
+		return
+	}
+	a.peer.credits.Add(n)
+	a.waker.Wake()
+}
+
+// WantReport asks the actor to report the receive side's credits in a
+// credit-only SEND if no SEND of its own carries them first.
+func (a *Actor) WantReport() {
+	if a.peer.report.CompareAndSwap(false, true) {
+		a.waker.Wake()
+	}
+}
+
+// PeerCredits returns the peer's receives the actor may still consume.
+func (a *Actor) PeerCredits() int64 { return a.peer.credits.Load() }
+
+// consumesPeer reports whether op uses one of the peer's receives.
+func consumesPeer(op verbs.Opcode) bool { return op.IsSend() || op == verbs.OpWriteImm }
+
+// stamps reports whether the actor puts credit reports into op, which it
+// then posts as a SEND_WITH_IMM.
+func stamps(op verbs.Opcode) bool { return op == verbs.OpSend || op == verbs.OpSendImm }
+
+// peerNeed counts the ops of ops that consume a peer receive.
+func peerNeed(ops []Op) int64 {
+	var n int64
+	for i := range ops {
+		if consumesPeer(ops[i].Opcode) {
+			n++
+		}
+	}
+	return n
+}
+
+// checkPeerWindow refuses a batch that needs more of the peer's receives
+// than data may ever hold at once.
+func (a *Actor) checkPeerWindow(ops []Op) error {
+	if !a.peer.on {
+		return nil
+	}
+	if need := peerNeed(ops); need > a.peer.window-1 {
+		return fmt.Errorf("qpactor: a batch may carry at most %d SENDs and WRITE_WITH_IMMs (the peer's %d receives, less one kept for credit reports), not %d: %w",
+			a.peer.window-1, a.peer.window, need, verbs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// stampChain marks the chain's WRs from start on that use the peer's
+// receives, takes their credits, and stamps the credit reports into its
+// SENDs.
+func (a *Actor) stampChain(start int) {
+	var used int64
+	for i := start; i < len(a.chain); i++ {
+		wr := &a.chain[i]
+		u := peerUse{credit: consumesPeer(wr.Opcode)}
+		if u.credit {
+			used++
+		}
+		if stamps(wr.Opcode) {
+			var imm uint32
+			imm, u.stamped = a.peer.rep.Stamp(true)
+			wr.Opcode, wr.Imm = verbs.OpSendImm, imm
+		}
+		a.peer.uses = append(a.peer.uses, u)
+	}
+	a.peer.credits.Sub(used)
+}
+
+// appendReport chains a credit-only SEND when one is wanted and due, and
+// a peer receive and a send-queue slot are left for it.
+func (a *Actor) appendReport(sqCredits int, peerLeft int64) {
+	if !a.peer.report.Load() || len(a.chain) >= sqCredits || peerLeft < 1 {
+		return
+	}
+	a.peer.report.Store(false)
+	if !a.peer.rep.ReportDue() {
+		return
+	}
+	imm, n := a.peer.rep.Stamp(false)
+	if n == 0 {
+		return
+	}
+	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSendImm, Imm: imm})
+	a.owners = append(a.owners, &a.peer.reportSub)
+	a.peer.uses = append(a.peer.uses, peerUse{credit: true, stamped: n})
+	a.peer.credits.Dec()
+}
+
+// unusePeer gives back what the chain's WRs from i to j took: the peer
+// receives they would have consumed and the credits they would have
+// reported. For WRs that were not posted.
+func (a *Actor) unusePeer(i, j int) {
+	if !a.peer.on {
+		return
+	}
+	var back int64
+	for k := i; k < j; k++ {
+		u := &a.peer.uses[k]
+		if u.credit {
+			back++
+		}
+		if u.stamped > 0 {
+			a.peer.rep.Unstamp(u.stamped)
+		}
+		*u = peerUse{}
+	}
+	if back > 0 {
+		a.peer.credits.Add(back)
+	}
+}

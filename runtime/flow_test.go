@@ -1,0 +1,130 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// TestCreditsSurviveFullInbox: with an inbox of 2 and 4 receives a side,
+// both ends sending and receiving at once keep going: no credit report is
+// lost when the inbox is full (credits stamped into a send that had to wait
+// were dropped, and a credit-only report that found the inbox full was
+// never retried; both ends then waited for credits forever).
+func TestCreditsSurviveFullInbox(t *testing.T) {
+	rt, a, b := pair(t, runtime.WithRingSize(2), runtime.WithRecvDepth(4))
+	const n = 400
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for _, ep := range []*runtime.Endpoint{a, b} {
+		wg.Add(2)
+		go func() { // sender: many sends in flight
+			defer wg.Done()
+			buf := alloc(t, rt, 16)
+			fs := make([]runtime.Future, 0, n)
+			for range n {
+				fs = append(fs, ep.Send(buf.Slice(0, 16)))
+			}
+			for i, f := range fs {
+				if _, err := f.Wait(ctx); err != nil {
+					errs <- fmt.Errorf("send %d of %d: %w", i, n, err)
+					return
+				}
+			}
+		}()
+		go func() { // receiver
+			defer wg.Done()
+			for i := range n {
+				m, err := ep.Recv(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("receive %d of %d: %w", i, n, err)
+					return
+				}
+				m.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestPostMoreSendsThanPeerWindow: a batch with more SENDs than the peer's
+// receive window can ever grant at once is refused at once, naming the
+// limit, and sends after it still go out (it used to wait forever, and
+// every later send behind it).
+func TestPostMoreSendsThanPeerWindow(t *testing.T) {
+	rt, a, b := pair(t, runtime.WithRecvDepth(4))
+	buf := alloc(t, rt, 16)
+	ops := make([]runtime.Op, 4)
+	for i := range ops {
+		ops[i] = runtime.Op{Opcode: verbs.OpSend, Local: buf.Slice(0, 16)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := a.Post(ops).Wait(ctx)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, verbs.ErrInvalidArgument) {
+		t.Fatalf("a batch of 4 SENDs against a window of 4: %v, want an immediate verbs.ErrInvalidArgument", err)
+	}
+	t.Logf("refused: %v", err)
+	if _, err := a.Post(ops[:3]).Wait(ctx); err != nil {
+		t.Fatalf("a batch of 3 SENDs: %v", err)
+	}
+	if _, err := a.Send(buf.Slice(0, 16)).Wait(ctx); err != nil {
+		t.Fatalf("a send after the refused batch: %v", err)
+	}
+	for range 4 {
+		m, err := b.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
+}
+
+// TestSendRacingCloseResolves: sends racing Endpoint.Close, with the
+// peer's credits used up, all resolve (success or ErrClosed) and Close
+// returns: none is left queued after Close failed the queue.
+func TestSendRacingCloseResolves(t *testing.T) {
+	for round := range 20 {
+		rt, a, _ := pair(t, runtime.WithRecvDepth(2))
+		buf := alloc(t, rt, 16)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var fs []runtime.Future
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 50 {
+					f := a.Send(buf.Slice(0, 16))
+					mu.Lock()
+					fs = append(fs, f)
+					mu.Unlock()
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * 100 * time.Microsecond)
+		if err := a.Close(ctx); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		wg.Wait()
+		for i, f := range fs {
+			if _, err := f.Wait(ctx); err != nil && !errors.Is(err, runtime.ErrClosed) {
+				t.Fatalf("round %d: send %d: %v", round, i, err)
+			}
+		}
+		cancel()
+	}
+}
