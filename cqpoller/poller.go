@@ -271,10 +271,10 @@ func (p *Poller) pollLocked(t *Target) int {
 		}
 	}
 	if t.Send != nil {
-		if err := t.Send.BrokenErr(); err != nil {
-			// A broken QP's completions may never come (a CQ overrun
-			// lost them): fail what is outstanding, including WRs whose
-			// post the actor published after the endpoint broke.
+		if err := t.Send.AbandonedErr(); err != nil {
+			// An abandoned QP's completions may never come (a CQ
+			// overrun lost them): fail what is outstanding, including
+			// WRs whose post the actor published after it broke.
 			t.Send.FailOutstanding(err)
 		}
 	}

@@ -146,7 +146,8 @@ type Actor struct {
 	started    atomic.Bool
 	stopped    atomic.Bool  // the actor goroutine has made its last sweep
 	exitMu     sync.Mutex   // the consumer role after stopped
-	broken     atomic.Error // set when the QP can no longer complete WRs
+	broken     atomic.Error // set when the QP takes no more work
+	abandoned  atomic.Error // set when its outstanding WRs' completions may never come
 	postedTail atomic.Uint64
 
 	// Actor goroutine only.
@@ -841,12 +842,24 @@ func (a *Actor) FailOutstanding(err error) int {
 func (a *Actor) BrokenErr() error { return a.broken.Load() }
 
 // Break marks the QP unusable: queued and new operations fail with err.
-// The caller moves the QP to ERR and has the poller fail what is
-// outstanding.
+// What is outstanding stays the device's: the caller moves the QP to ERR,
+// and the flush completions resolve those futures once the device gave
+// their WRs back.
 func (a *Actor) Break(err error) {
 	a.broken.CompareAndSwap(nil, err)
 	a.waker.Wake()
 }
+
+// Abandon is Break for a QP whose completions may never come (a CQ overrun
+// lost them, the device died): whoever handles its CQ fails what is
+// outstanding with err, now and after every poll (AbandonedErr).
+func (a *Actor) Abandon(err error) {
+	a.Break(err)
+	a.abandoned.CompareAndSwap(nil, err)
+}
+
+// AbandonedErr returns the error Abandon recorded, or nil.
+func (a *Actor) AbandonedErr() error { return a.abandoned.Load() }
 
 // Close stops accepting operations, posts what is queued while credits
 // allow until ctx ends, fails the rest with ErrClosed and stops the actor

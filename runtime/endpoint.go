@@ -259,15 +259,23 @@ func checkRemote(n uint32, r RemoteRef) error {
 }
 
 // fail breaks the endpoint after an asynchronous event: new and queued
-// operations fail with err, the QP goes to ERR, and every outstanding WR
-// fails with err (its completion may never come).
-func (ep *Endpoint) fail(err error) {
+// operations fail with err and the QP goes to ERR. When completions were
+// lost (lost: a CQ overrun, a dead device) every outstanding WR fails with
+// err at once; otherwise each resolves with its flush completion, once the
+// device has given it back.
+func (ep *Endpoint) fail(err error, lost bool) {
 	if !ep.failErr.CompareAndSwap(nil, err) {
 		return
 	}
-	ep.actor.Break(err)
+	if lost {
+		ep.actor.Abandon(err)
+	} else {
+		ep.actor.Break(err)
+	}
 	ep.toError()
-	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(err) })
+	if lost {
+		ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(err) })
+	}
 }
 
 func (ep *Endpoint) toError() {
@@ -276,9 +284,17 @@ func (ep *Endpoint) toError() {
 	}
 }
 
+// flushWait bounds how long Close waits, after moving the QP to ERR, for
+// the flush completions of what was outstanding: they come at once unless a
+// CQ overrun lost them.
+const flushWait = 5 * time.Second
+
 // Close drains the endpoint's queued work while ctx allows, moves the QP to
 // ERR (flushing what is outstanding), resolves every pending future and
-// releases the QP, CQ and buffers. Recv returns ErrClosed afterwards.
+// releases the QP, CQ and buffers. Recv returns ErrClosed afterwards. Even
+// with ctx spent, no future resolves before the device has given its WRs
+// back (their flush completions, waited for up to flushWait), so their
+// memory is the application's again when it learns the outcome.
 func (ep *Endpoint) Close(ctx context.Context) error {
 	var err error
 	ep.closeOnce.Do(func() { err = ep.close(ctx) })
@@ -291,9 +307,11 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	if ep.conn == nil || ep.conn.Disconnect() != nil {
 		ep.toError()
 	}
-	// Flushes arrive for what was outstanding; wait for them briefly, then
-	// fail whatever is left (a completion lost to an overrun never comes).
-	flushCtx, cancel := context.WithTimeout(ctx, time.Second)
+	// The device gives back what was outstanding as flush completions, and
+	// until then the memory of those WRs is its own: wait for them whatever
+	// ctx says, bounded only for completions a CQ overrun lost, which never
+	// come; then fail whatever is left.
+	flushCtx, cancel := context.WithTimeout(context.Background(), flushWait)
 	ep.waitIdle(flushCtx)
 	cancel()
 	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(ErrClosed) })

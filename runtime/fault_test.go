@@ -281,3 +281,36 @@ func TestCloseUnderLoad(t *testing.T) {
 		t.Fatal("no operation was issued")
 	}
 }
+
+// TestCloseWaitsForTheDevice: Close with a context already spent still
+// lets the device finish with the endpoint's memory before any future
+// resolves: the outstanding WRITEs resolve with their flush completions
+// (verbs.ErrFlushed: the device gave them back), not with ErrClosed while
+// the device may still write (they used to fail at once, and their flush
+// completions arrived later as stale ones).
+func TestCloseWaitsForTheDevice(t *testing.T) {
+	rt, cli, _ := pair(t)
+	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
+	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	var fs []runtime.Future
+	for i := range 20 {
+		fs = append(fs, cli.Write(local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
+	}
+	for cli.Actor().Outstanding() < 20 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	spent, cancel := context.WithCancel(context.Background())
+	cancel()
+	cli.Close(spent)
+	for i, f := range fs {
+		_, err := f.Wait(ctxT(t))
+		if err != nil && !errors.Is(err, verbs.ErrFlushed) {
+			t.Errorf("write %d: %v, want success or its flush completion", i, err)
+		}
+	}
+	if st := cli.Actor().Stats(); st.Stale.Load() != 0 {
+		t.Errorf("%d completions arrived after their futures had resolved", st.Stale.Load())
+	}
+}

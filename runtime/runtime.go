@@ -203,8 +203,11 @@ func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
 			}
 		}
 		rt.mu.Unlock()
+		// A CQ overrun loses completions and a dead device sends none;
+		// a QP's error flushes what it holds.
+		lost := ev.Type == verbs.EventCQErr || ev.Type == verbs.EventDeviceFatal
 		for _, ep := range targets {
-			ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()})
+			ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()}, lost)
 		}
 	}
 }
