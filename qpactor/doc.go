@@ -3,6 +3,19 @@
 // posts to its QP, drains the ring and chains what it found into one
 // PostSend.
 //
+// The actor owns the QP's flow control, in one place with one way to wait:
+// its send-queue credits (a submission is taken only when the send queue
+// has room for all of it) and, with EnablePeerCredits, the peer's receive
+// credits (a SEND waits until the peer has a receive posted for it), with
+// the credit reports of its own receive side stamped into its SENDs as they
+// are chained. Completions, granted credits and Close ring the actor's
+// waker; what waits does so in the inbox, in order, bounded by its size.
+//
+// Every wr_id it posts follows the one layout in wrid.go, which the pollers
+// and the runtime's receive side read too. No future resolves before the
+// device has given its WR back (its completion, or its flush once the QP
+// is in ERR), unless the completions are known lost (Abandon).
+//
 // The actor goroutine is locked to its OS thread and spins while there is
 // traffic: waking a parked locked goroutine hands its P to another thread,
 // microseconds each time. What keeps that affordable on a small machine:
