@@ -382,6 +382,7 @@ func (a *Actor) run() {
 			continue
 		}
 		if a.finished() {
+			a.postGoodbye()
 			a.exitMu.Lock()
 			a.stopped.Store(true)
 			a.failQueued(ErrClosed)

@@ -39,6 +39,10 @@ type CreditReporter interface {
 	// ReportDue reports whether enough credits are unreported to be worth
 	// a credit-only SEND.
 	ReportDue() bool
+	// Goodbye returns the immediate data of the last SEND a closing actor
+	// makes, which tells the peer the connection is over, and the credits
+	// it reports.
+	Goodbye() (imm, n uint32)
 }
 
 // peerCredits is the actor's share of the scheme.
@@ -49,6 +53,8 @@ type peerCredits struct {
 
 	credits atomic.Int64 // the peer's receives we may still consume
 	report  atomic.Bool  // a credit-only SEND is wanted
+	goodbye atomic.Bool  // a closing actor says goodbye (SayGoodbye)
+	saidBye atomic.Bool  // the goodbye SEND was posted
 	// uses[i] is what the chain's WR i took of the scheme.
 	uses []peerUse
 	// reportSub owns a credit-only SEND while it is chained; its future is
@@ -184,3 +190,38 @@ func (a *Actor) unusePeer(i, j int) {
 		a.peer.credits.Add(back)
 	}
 }
+
+// SayGoodbye makes the actor, once it closes with nothing left queued, post
+// one last SEND (CreditReporter.Goodbye) that tells the peer the connection
+// is over: a graceful close the peer sees as such. It uses the peer receive
+// kept back for credit reports; without one it sends nothing. Call it
+// before Close.
+func (a *Actor) SayGoodbye() { a.goodbyeWanted(true) }
+
+func (a *Actor) goodbyeWanted(v bool) {
+	if a.peer.on {
+		a.peer.goodbye.Store(v)
+	}
+}
+
+// postGoodbye posts the goodbye SEND of a closing actor, when one is wanted
+// and a send-queue slot and a peer receive are left for it.
+func (a *Actor) postGoodbye() {
+	if !a.peer.on || !a.peer.goodbye.CompareAndSwap(true, false) || a.broken.Load() != nil ||
+		a.credits.Load() < 1 || a.peer.credits.Load() < 1 {
+		return
+	}
+	imm, n := a.peer.rep.Goodbye()
+	a.chain, a.owners = a.chain[:0], a.owners[:0]
+	a.peer.uses = a.peer.uses[:0]
+	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSendImm, Imm: imm})
+	a.owners = append(a.owners, &a.peer.reportSub)
+	a.peer.uses = append(a.peer.uses, peerUse{credit: true, stamped: n})
+	a.peer.credits.Dec()
+	a.post()
+	a.peer.saidBye.Store(a.Outstanding() > 0 && a.broken.Load() == nil)
+}
+
+// SaidGoodbye reports whether the closed actor posted its goodbye SEND, the
+// last WR it posted.
+func (a *Actor) SaidGoodbye() bool { return a.peer.saidBye.Load() }

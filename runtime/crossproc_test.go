@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -35,6 +36,7 @@ import (
 //	                  repeated); then a READ of the counters
 //	client -> server  SEND: 8 bytes of 0xff, then how many messages it sent
 //	server -> client  SEND: "ok" or "bad", then how many messages arrived
+//	client            closes its endpoint: the server's Recv returns io.EOF
 const (
 	crossGoroutines = 8
 	crossOps        = 100
@@ -139,6 +141,17 @@ func crossServer(peer string) int {
 	if verdict != "ok" {
 		return fail("%d messages arrived, the client sent %d", received.Load(), n)
 	}
+	// The client closes its end once it has the verdict: this side learns
+	// it from the client's goodbye (Recv's io.EOF, Done, ErrPeerClosed).
+	select {
+	case err := <-recvErr:
+		if !errors.Is(err, io.EOF) || !errors.Is(ep.Err(), runtime.ErrPeerClosed) {
+			return fail("after the client closed: Recv %v, Err %v; want io.EOF and ErrPeerClosed", err, ep.Err())
+		}
+	case <-ctx.Done():
+		return fail("the client's close never reached this side")
+	}
+	<-ep.Done()
 	return 0
 }
 

@@ -43,13 +43,16 @@ type Endpoint struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	failErr   atomic.Error
+	overOnce  sync.Once
+	over      chan struct{} // Done
+	overErr   error         // Err, set before over closes
 }
 
 // newEndpoint creates the QP (in INIT, receives posted), its CQ and actor.
 func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	cfg := rt.cfg
 	pi := int(rt.nextPoller.Inc()) % len(rt.pollers)
-	ep := &Endpoint{rt: rt, poller: rt.pollers[pi], closed: make(chan struct{})}
+	ep := &Endpoint{rt: rt, poller: rt.pollers[pi], closed: make(chan struct{}), over: make(chan struct{})}
 	nbufs := 2 * cfg.recvDepth
 	cqe := cfg.cqSize
 	if cqe <= 0 {
@@ -267,6 +270,7 @@ func (ep *Endpoint) fail(err error, lost bool) {
 	if !ep.failErr.CompareAndSwap(nil, err) {
 		return
 	}
+	ep.finish(err)
 	if lost {
 		ep.actor.Abandon(err)
 	} else {
@@ -275,6 +279,31 @@ func (ep *Endpoint) fail(err error, lost bool) {
 	ep.toError()
 	if lost {
 		ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(err) })
+	}
+}
+
+// finish ends the endpoint's life as Done and Err report it, once: err is
+// why.
+func (ep *Endpoint) finish(err error) {
+	ep.overOnce.Do(func() {
+		ep.overErr = err
+		close(ep.over)
+	})
+}
+
+// Done returns a channel closed once the endpoint is over: Close was
+// called, the peer closed its end (Err is ErrPeerClosed), or the
+// connection failed (Err says how: an *AsyncError, ...). What was pending
+// then resolves, and Recv returns.
+func (ep *Endpoint) Done() <-chan struct{} { return ep.over }
+
+// Err returns nil while the endpoint is open, then why it is over.
+func (ep *Endpoint) Err() error {
+	select {
+	case <-ep.over:
+		return ep.overErr
+	default:
+		return nil
 	}
 }
 
@@ -289,6 +318,10 @@ func (ep *Endpoint) toError() {
 // CQ overrun lost them.
 const flushWait = 5 * time.Second
 
+// goodbyeWait bounds how long Close waits for the peer to acknowledge the
+// goodbye SEND that tells it the connection is over.
+const goodbyeWait = 500 * time.Millisecond
+
 // Close drains the endpoint's queued work while ctx allows, moves the QP to
 // ERR (flushing what is outstanding), resolves every pending future and
 // releases the QP, CQ and buffers. Recv returns ErrClosed afterwards. Even
@@ -302,8 +335,20 @@ func (ep *Endpoint) Close(ctx context.Context) error {
 }
 
 func (ep *Endpoint) close(ctx context.Context) error {
+	ep.actor.SayGoodbye() // after what is queued: the peer sees a graceful close
 	err := ep.actor.Close(ctx)
-	ep.waitIdle(ctx)
+	// In-flight work finishes while ctx allows. The goodbye, posted last
+	// (RC completes in order), gets goodbyeWait at most: a peer that
+	// closed or failed first never acknowledges it (rxe's requester then
+	// retries for as long as it is let).
+	if ep.actor.SaidGoodbye() {
+		ep.waitOutstanding(ctx, 1)
+		gctx, cancel := context.WithTimeout(ctx, goodbyeWait)
+		ep.waitOutstanding(gctx, 0)
+		cancel()
+	} else {
+		ep.waitOutstanding(ctx, 0)
+	}
 	if ep.conn == nil || ep.conn.Disconnect() != nil {
 		ep.toError()
 	}
@@ -312,11 +357,12 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	// ctx says, bounded only for completions a CQ overrun lost, which never
 	// come; then fail whatever is left.
 	flushCtx, cancel := context.WithTimeout(context.Background(), flushWait)
-	ep.waitIdle(flushCtx)
+	ep.waitOutstanding(flushCtx, 0)
 	cancel()
 	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(ErrClosed) })
 	ep.poller.Remove(ep.cq)
 	close(ep.closed)
+	ep.finish(ErrClosed)
 	ep.rt.unregister(ep)
 	ep.release()
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -325,9 +371,9 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	return nil
 }
 
-// waitIdle waits until no WR is outstanding or ctx ends.
-func (ep *Endpoint) waitIdle(ctx context.Context) {
-	for d := time.Microsecond; ep.actor.Outstanding() > 0; d = min(2*d, time.Millisecond) {
+// waitOutstanding waits until at most n WRs are outstanding or ctx ends.
+func (ep *Endpoint) waitOutstanding(ctx context.Context, n int) {
+	for d := time.Microsecond; ep.actor.Outstanding() > n; d = min(2*d, time.Millisecond) {
 		select {
 		case <-ctx.Done():
 			return

@@ -25,6 +25,10 @@ var (
 	// ErrQPFatal matches the error of futures failed because the device
 	// reported their QP (or itself) in a fatal state.
 	ErrQPFatal = errors.New("verbsrt: QP fatal error")
+	// ErrPeerClosed is an endpoint's Err, and the error of what was still
+	// pending on it, once its peer closed its end gracefully; Recv then
+	// returns io.EOF after the messages that arrived before.
+	ErrPeerClosed = errors.New("verbsrt: peer closed the connection")
 	// ErrProtocol is returned when the connection handshake fails.
 	ErrProtocol = errors.New("verbsrt: connection handshake failed")
 )

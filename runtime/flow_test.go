@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -126,5 +127,52 @@ func TestSendRacingCloseResolves(t *testing.T) {
 			}
 		}
 		cancel()
+	}
+}
+
+// TestPeerCloseIsGraceful: when one end closes, the other learns it: its
+// Recv returns the messages sent before, then io.EOF; Done closes and Err
+// is ErrPeerClosed; its later operations fail with ErrPeerClosed. The end
+// that closed reports ErrClosed. (Before, the peer's Recv blocked until its
+// context ended and nothing said the connection was over.)
+func TestPeerCloseIsGraceful(t *testing.T) {
+	rt, a, b := pair(t)
+	buf := alloc(t, rt, 16)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 3 {
+		if _, err := a.Send(buf.Slice(0, 16)).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b.Err() != nil {
+		t.Fatalf("Err of an open endpoint: %v", b.Err())
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		m, err := b.Recv(ctx)
+		if err != nil {
+			t.Fatalf("message %d sent before the close: %v", i, err)
+		}
+		m.Release()
+	}
+	if _, err := b.Recv(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("Recv after the peer closed: %v, want io.EOF", err)
+	}
+	select {
+	case <-b.Done():
+	case <-ctx.Done():
+		t.Fatal("Done did not close")
+	}
+	if !errors.Is(b.Err(), runtime.ErrPeerClosed) {
+		t.Errorf("Err: %v, want ErrPeerClosed", b.Err())
+	}
+	if _, err := b.Send(buf.Slice(0, 16)).Wait(ctx); !errors.Is(err, runtime.ErrPeerClosed) {
+		t.Errorf("Send after the peer closed: %v, want ErrPeerClosed", err)
+	}
+	if !errors.Is(a.Err(), runtime.ErrClosed) {
+		t.Errorf("Err of the closed end: %v, want ErrClosed", a.Err())
 	}
 }

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"io"
 	"sync"
 
 	"go.uber.org/atomic"
@@ -30,6 +32,7 @@ import (
 // ops that consume its receives; a larger one is refused.
 const (
 	creditOnly = 1 << 31 // imm flag: the message carries no data
+	goodbye    = 1 << 30 // imm flag, with creditOnly: the peer closed its end
 	creditMask = 0xffff  // imm bits: credits returned
 )
 
@@ -176,6 +179,10 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 	case wc.Flags&verbs.WCFlagWithImm != 0 && wc.Imm&creditOnly != 0:
 		r.ep.actor.GrantPeerCredits(int64(wc.Imm & creditMask))
 		r.putFree(idx)
+		if wc.Imm&goodbye != 0 {
+			r.ep.fail(ErrPeerClosed, false)
+			return
+		}
 	default:
 		if wc.Flags&verbs.WCFlagWithImm != 0 {
 			r.ep.actor.GrantPeerCredits(int64(wc.Imm & creditMask))
@@ -187,7 +194,8 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 }
 
 // Recv returns the next message, waiting until one arrives, ctx ends or the
-// endpoint closes.
+// endpoint is over: after the peer closed gracefully, the messages that
+// arrived before, then io.EOF; after a failure or Close, its error.
 func (ep *Endpoint) Recv(ctx context.Context) (*Message, error) {
 	select {
 	case m := <-ep.recv.msgs:
@@ -199,11 +207,17 @@ func (ep *Endpoint) Recv(ctx context.Context) (*Message, error) {
 		return m, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-ep.closed:
-		if err := ep.failErr.Load(); err != nil {
-			return nil, err
+	case <-ep.over:
+		select {
+		case m := <-ep.recv.msgs:
+			return m, nil
+		default:
 		}
-		return nil, ErrClosed
+		err := ep.Err()
+		if errors.Is(err, ErrPeerClosed) {
+			return nil, io.EOF
+		}
+		return nil, err
 	}
 }
 
@@ -227,6 +241,12 @@ func (r *recvSide) Stamp(data bool) (imm, n uint32) {
 
 // Unstamp gives back the credits of a SEND that was not posted.
 func (r *recvSide) Unstamp(n uint32) { r.unreported.Add(int64(n)) }
+
+// Goodbye: a credit-only SEND that also says the connection is over.
+func (r *recvSide) Goodbye() (imm, n uint32) {
+	imm, n = r.Stamp(false)
+	return imm | goodbye, n
+}
 
 // ReportDue: half the window is unreported.
 func (r *recvSide) ReportDue() bool { return r.unreported.Load() >= int64(max(r.depth/2, 1)) }
