@@ -107,6 +107,7 @@ func (rt *Runtime) DialCM(ctx context.Context, addr string) (*Endpoint, error) {
 		rt.abandon(ep)
 		return nil, err
 	}
+	go ep.watchDisconnect()
 	return ep, nil
 }
 
@@ -147,5 +148,20 @@ func (l *Listener) acceptCM(ctx context.Context) (*Endpoint, error) {
 		rt.abandon(ep)
 		return nil, err
 	}
+	go ep.watchDisconnect()
 	return ep, nil
+}
+
+// watchDisconnect ends an endpoint of the connection manager when the
+// connection goes away without a goodbye: the peer's process died (its
+// kernel disconnects for it) or its device went away. It stops when the
+// endpoint is over.
+func (ep *Endpoint) watchDisconnect() {
+	select {
+	case <-ep.conn.Disconnected():
+		if !ep.closing.Load() {
+			ep.fail(fmt.Errorf("%w: rdma_cm reported the connection gone", ErrPeerLost), false)
+		}
+	case <-ep.over:
+	}
 }

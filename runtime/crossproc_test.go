@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,6 +74,7 @@ func crossServer(peer string) int {
 	if !ip.Is4() {
 		return fail("device %s has GID %v, not an IPv4-mapped one", dev, ip)
 	}
+	mode, hold := strings.CutSuffix(mode, "-hold")
 	var ln *runtime.Listener
 	if mode == "cm" {
 		ln, err = rt.ListenCM(ip.String() + ":" + port)
@@ -88,6 +90,11 @@ func crossServer(peer string) int {
 	ep, err := ln.Accept(ctx)
 	if err != nil {
 		return fail("accept: %v", err)
+	}
+	if hold { // TestIBVPeerKilled kills this process now
+		fmt.Println("accepted")
+		<-ctx.Done()
+		return fail("not killed")
 	}
 	defer ep.Close(context.Background())
 
@@ -282,4 +289,80 @@ func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvE
 	}
 	t.Logf("%s: %d operations by %d goroutines across processes, %d messages, %d CAS wins",
 		mode, crossGoroutines*crossOps, crossGoroutines, tally.sends.Load(), tally.casWins.Load())
+}
+
+// TestIBVPeerKilled: a peer process killed with SIGKILL, connected through
+// rdma_cm, is noticed without any traffic: its kernel disconnects for it,
+// the endpoint's Done closes with ErrPeerLost, Recv returns it, and later
+// operations fail instead of waiting.
+func TestIBVPeerKilled(t *testing.T) {
+	devs, err := ibv.New().Devices()
+	if err != nil || len(devs) == 0 {
+		t.Skipf("no RDMA device (%v): the runtime's ibv tests run in the rxevm guest, verbs/ibv/rxevm/test-rxe", err)
+	}
+	devA, devB := devs[0].Name(), devs[0].Name()
+	if len(devs) > 1 {
+		devB = devs[1].Name()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	srv.Env = append(os.Environ(), peerEnv+"=cm-hold "+devB)
+	var stderr bytes.Buffer
+	srv.Stderr = &stderr
+	out, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	br := bufio.NewReader(out)
+	line, err := br.ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok {
+		t.Fatalf("server printed %q (%v); stderr:\n%s", line, err, stderr.String())
+	}
+	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(devA), runtime.WithArenaSize(8<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	cli, err := rt.DialCM(ctx, addr)
+	if err != nil {
+		t.Fatalf("DialCM %s: %v; server stderr:\n%s", addr, err, stderr.String())
+	}
+	defer cli.Close(context.Background())
+	if line, err := br.ReadString('\n'); err != nil || line != "accepted\n" {
+		t.Fatalf("server printed %q (%v)", line, err)
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		_, err := cli.Recv(ctx)
+		recvErr <- err
+	}()
+	killed := time.Now()
+	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cli.Done():
+		t.Logf("Done %v after SIGKILL: %v", time.Since(killed).Round(time.Millisecond), cli.Err())
+	case <-ctx.Done():
+		t.Fatal("the endpoint never noticed its peer was killed")
+	}
+	if !errors.Is(cli.Err(), runtime.ErrPeerLost) {
+		t.Errorf("Err: %v, want ErrPeerLost", cli.Err())
+	}
+	if err := <-recvErr; !errors.Is(err, runtime.ErrPeerLost) {
+		t.Errorf("Recv: %v, want ErrPeerLost", err)
+	}
+	buf, err := rt.Alloc(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Send(buf.Slice(0, 8)).Wait(ctx); !errors.Is(err, runtime.ErrPeerLost) {
+		t.Errorf("Send after the peer was lost: %v, want ErrPeerLost", err)
+	}
 }

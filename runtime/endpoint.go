@@ -43,6 +43,7 @@ type Endpoint struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	failErr   atomic.Error
+	closing   atomic.Bool // Close began: a disconnect is this side's own
 	overOnce  sync.Once
 	over      chan struct{} // Done
 	overErr   error         // Err, set before over closes
@@ -335,6 +336,7 @@ func (ep *Endpoint) Close(ctx context.Context) error {
 }
 
 func (ep *Endpoint) close(ctx context.Context) error {
+	ep.closing.Store(true)
 	ep.actor.SayGoodbye() // after what is queued: the peer sees a graceful close
 	err := ep.actor.Close(ctx)
 	// In-flight work finishes while ctx allows. The goodbye, posted last

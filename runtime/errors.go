@@ -29,6 +29,10 @@ var (
 	// pending on it, once its peer closed its end gracefully; Recv then
 	// returns io.EOF after the messages that arrived before.
 	ErrPeerClosed = errors.New("verbsrt: peer closed the connection")
+	// ErrPeerLost is an endpoint's Err, and the error of what was still
+	// pending on it and of Recv, once its peer went away without closing:
+	// its process died or its device or host became unreachable.
+	ErrPeerLost = errors.New("verbsrt: peer gone")
 	// ErrProtocol is returned when the connection handshake fails.
 	ErrProtocol = errors.New("verbsrt: connection handshake failed")
 )
