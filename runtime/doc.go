@@ -38,6 +38,21 @@
 //     address is one of the runtime's device (on RoCE, the IP address of
 //     its netdev), and the route to it must leave by the runtime's device.
 //
+// # Endpoint lifecycle
+//
+// An endpoint says when it is over: Done closes and Err says why. Close
+// lets queued and in-flight work finish while its context allows, then
+// sends the peer a goodbye: the peer's Recv returns what arrived before it,
+// then io.EOF, and its Err is ErrPeerClosed. A peer connected through
+// rdma_cm that goes away without closing (its process killed) ends the
+// endpoint with ErrPeerLost as soon as its kernel disconnects. A failure
+// (an asynchronous event, a CQ overrun) ends it with that error. In each
+// case what was pending resolves, Recv returns, and no future resolves
+// before the device has given its WR back. One failed operation moves an
+// RC connection to error, which fails the operations after it (the RC
+// transport's rule). Not yet noticed: a peer lost without rdma_cm and
+// without traffic (a TCP-handshake endpoint has no keepalive yet).
+//
 // # Wire format
 //
 // The handshake is versioned; a peer of another version is refused with
@@ -55,6 +70,10 @@
 //     (2 bytes), 2 bytes of flags (0), the receive credits (4 bytes) and the
 //     largest message (4 bytes), big-endian. The QP numbers, PSNs and path
 //     are the connection manager's.
+//   - On the connection, a SEND_WITH_IMM of the runtime's carries the
+//     receive credits its sender re-posted (the low 16 bits); with bit 31
+//     set it carries no data (a credit report), with bits 31 and 30 set it
+//     is the goodbye.
 //
 // Nothing is global: each Runtime has its own device context, arena,
 // pollers and worker pool, and Close stops them all.
