@@ -297,6 +297,15 @@ func (p *Poller) DoTarget(t *Target, fn func()) {
 	})
 }
 
+// Drain handles every completion in t's CQ now, waiting for whoever
+// handles it: for a caller that must have seen what arrived before some
+// event outside the CQ (the runtime, before it takes an rdma_cm disconnect
+// for a lost peer, looks for the peer's goodbye).
+func (p *Poller) Drain(t *Target) {
+	for (targetDriver{p, t}).poll(true) > 0 {
+	}
+}
+
 // Driver returns what t's actor calls to poll t's CQ itself while it is
 // awake (qpactor.Driver).
 func (p *Poller) Driver(t *Target) qpactor.Driver { return targetDriver{p, t} }

@@ -103,11 +103,21 @@ func (rt *Runtime) DialCM(ctx context.Context, addr string) (*Endpoint, error) {
 			err = ep.run(peer)
 		}
 	}
+	return rt.connectedCM(ep, err)
+}
+
+// connectedCM finishes an endpoint of the connection manager: abandoned
+// when err is not nil, else watched for the connection's end.
+func (rt *Runtime) connectedCM(ep *Endpoint, err error) (*Endpoint, error) {
 	if err != nil {
 		rt.abandon(ep)
 		return nil, err
 	}
-	go ep.watchDisconnect()
+	ep.watched = make(chan struct{})
+	go func() {
+		defer close(ep.watched)
+		ep.watchDisconnect()
+	}()
 	return ep, nil
 }
 
@@ -144,24 +154,24 @@ func (l *Listener) acceptCM(ctx context.Context) (*Endpoint, error) {
 	if err = conn.Accept(ctx, ep.qp, rt.connectSpec(), mine.marshalCM()); err == nil {
 		err = ep.run(peer)
 	}
-	if err != nil {
-		rt.abandon(ep)
-		return nil, err
-	}
-	go ep.watchDisconnect()
-	return ep, nil
+	return rt.connectedCM(ep, err)
 }
 
 // watchDisconnect ends an endpoint of the connection manager when the
 // connection goes away without a goodbye: the peer's process died (its
 // kernel disconnects for it) or its device went away. It stops when the
-// endpoint is over.
+// endpoint is over; Close waits for it (ep.watched) before it releases the
+// CQ that Drain may be polling.
 func (ep *Endpoint) watchDisconnect() {
 	select {
 	case <-ep.conn.Disconnected():
-		if !ep.closing.Load() {
-			ep.fail(fmt.Errorf("%w: rdma_cm reported the connection gone", ErrPeerLost), false)
+		// A peer that closed gracefully sent its goodbye before its
+		// disconnect: it is in the CQ if not handled yet.
+		ep.poller.Drain(ep.target)
+		if ep.closing.Load() || ep.Err() != nil {
+			return
 		}
+		ep.fail(fmt.Errorf("%w: rdma_cm reported the connection gone", ErrPeerLost), false)
 	case <-ep.over:
 	}
 }

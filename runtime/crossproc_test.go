@@ -169,14 +169,7 @@ func crossServer(peer string) int {
 // messages add up, and both processes exit cleanly. With remoteEnv set, the
 // server is another host's (verbs/ibv/rxevm/cross).
 func TestIBVTwoProcesses(t *testing.T) {
-	devs, err := ibv.New().Devices()
-	if err != nil || len(devs) == 0 {
-		t.Skipf("no RDMA device (%v): the runtime's ibv tests run in the rxevm guest, verbs/ibv/rxevm/test-rxe", err)
-	}
-	devA, devB := devs[0].Name(), devs[0].Name()
-	if len(devs) > 1 {
-		devB = devs[1].Name()
-	}
+	devA, devB := ibvDevices(t)
 	remoteMode, remoteAddr, remote := strings.Cut(os.Getenv(remoteEnv), " ")
 	for _, mode := range []string{"tcp", "cm"} {
 		t.Run(mode, func(t *testing.T) {
@@ -189,39 +182,76 @@ func TestIBVTwoProcesses(t *testing.T) {
 				crossClient(t, ctx, mode, devA, remoteAddr, nil)
 				return
 			}
-			srv := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-			srv.Env = append(os.Environ(), peerEnv+"="+mode+" "+devB)
-			var stderr bytes.Buffer
-			srv.Stderr = &stderr
-			out, err := srv.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := false
-			defer func() {
-				if !exited {
-					srv.Process.Kill()
-					srv.Wait()
-				}
-			}()
-			line, err := bufio.NewReader(out).ReadString('\n')
-			addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-			if err != nil || !ok {
-				srv.Wait()
-				exited = true
-				t.Fatalf("server printed %q (%v); stderr:\n%s", line, err, stderr.String())
-			}
-			go io.Copy(io.Discard, out)
-			crossClient(t, ctx, mode, devA, addr, &stderr)
-			err = srv.Wait()
-			exited = true
-			if err != nil {
-				t.Errorf("server process (pid %d): %v; stderr:\n%s", srv.Process.Pid, err, stderr.String())
+			srv := startPeer(t, ctx, mode+" "+devB)
+			go io.Copy(io.Discard, srv.out)
+			crossClient(t, ctx, mode, devA, srv.addr, &srv.stderr)
+			if err := srv.wait(); err != nil {
+				t.Errorf("server process (pid %d): %v; stderr:\n%s", srv.cmd.Process.Pid, err, srv.stderr.String())
 			}
 		})
+	}
+}
+
+// ibvDevices returns the device names of the two ends, the first and the
+// second device (the first twice on a host with one), or skips the test
+// where there is no RDMA device.
+func ibvDevices(t *testing.T) (devA, devB string) {
+	t.Helper()
+	devs, err := ibv.New().Devices()
+	if err != nil || len(devs) == 0 {
+		t.Skipf("no RDMA device (%v): the runtime's ibv tests run in the rxevm guest, verbs/ibv/rxevm/test-rxe", err)
+	}
+	devA, devB = devs[0].Name(), devs[0].Name()
+	if len(devs) > 1 {
+		devB = devs[1].Name()
+	}
+	return devA, devB
+}
+
+// peerProcess is this test binary started again as a server (peerEnv).
+type peerProcess struct {
+	cmd    *exec.Cmd
+	out    *bufio.Reader // its stdout, after the "listening" line
+	stderr bytes.Buffer
+	addr   string // where it listens
+	exited bool
+}
+
+// startPeer starts the server process for peer ("MODE DEVICE ...") and
+// waits for the address it listens on; stop kills it unless it exited.
+func startPeer(t *testing.T, ctx context.Context, peer string) *peerProcess {
+	t.Helper()
+	p := &peerProcess{cmd: exec.CommandContext(ctx, os.Args[0], "-test.run=^$")}
+	p.cmd.Env = append(os.Environ(), peerEnv+"="+peer)
+	p.cmd.Stderr = &p.stderr
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.stop)
+	p.out = bufio.NewReader(out)
+	line, err := p.out.ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok {
+		p.wait()
+		t.Fatalf("server printed %q (%v); stderr:\n%s", line, err, p.stderr.String())
+	}
+	p.addr = addr
+	return p
+}
+
+func (p *peerProcess) wait() error {
+	p.exited = true
+	return p.cmd.Wait()
+}
+
+func (p *peerProcess) stop() {
+	if !p.exited {
+		p.cmd.Process.Kill()
+		p.wait()
 	}
 }
 
@@ -296,34 +326,11 @@ func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvE
 // the endpoint's Done closes with ErrPeerLost, Recv returns it, and later
 // operations fail instead of waiting.
 func TestIBVPeerKilled(t *testing.T) {
-	devs, err := ibv.New().Devices()
-	if err != nil || len(devs) == 0 {
-		t.Skipf("no RDMA device (%v): the runtime's ibv tests run in the rxevm guest, verbs/ibv/rxevm/test-rxe", err)
-	}
-	devA, devB := devs[0].Name(), devs[0].Name()
-	if len(devs) > 1 {
-		devB = devs[1].Name()
-	}
+	devA, devB := ibvDevices(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	srv.Env = append(os.Environ(), peerEnv+"=cm-hold "+devB)
-	var stderr bytes.Buffer
-	srv.Stderr = &stderr
-	out, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	br := bufio.NewReader(out)
-	line, err := br.ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
-	if err != nil || !ok {
-		t.Fatalf("server printed %q (%v); stderr:\n%s", line, err, stderr.String())
-	}
+	srv := startPeer(t, ctx, "cm-hold "+devB)
+	addr, br, stderr := srv.addr, srv.out, &srv.stderr
 	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(devA), runtime.WithArenaSize(8<<20))
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +350,7 @@ func TestIBVPeerKilled(t *testing.T) {
 		recvErr <- err
 	}()
 	killed := time.Now()
-	if err := srv.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -36,6 +36,8 @@ type Endpoint struct {
 	actor  *qpactor.Actor
 	scrat  *Buffer
 	conn   verbs.RCConn // the connection manager's, for an endpoint of ListenCM or DialCM
+	// watched is closed when the goroutine watching conn has stopped.
+	watched chan struct{}
 
 	recv recvSide
 	send sendSide
@@ -365,6 +367,9 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	ep.poller.Remove(ep.cq)
 	close(ep.closed)
 	ep.finish(ErrClosed)
+	if ep.watched != nil {
+		<-ep.watched
+	}
 	ep.rt.unregister(ep)
 	ep.release()
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
