@@ -30,6 +30,12 @@ type hello struct {
 
 const helloVersion = 1
 
+// hello returns what every hello of this runtime says, whichever way it
+// travels: the version, the receive credits and the largest message.
+func (rt *Runtime) hello() hello {
+	return hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, MsgSize: rt.cfg.msgSize}
+}
+
 // handshakeTimeout bounds the exchange when the caller's context does not.
 const handshakeTimeout = 30 * time.Second
 
@@ -148,8 +154,8 @@ func (rt *Runtime) handshake(ctx context.Context, c net.Conn) (*Endpoint, error)
 	if err != nil {
 		return nil, err
 	}
-	mine := hello{Version: helloVersion, QPN: ep.qp.QPN(), GID: netip.AddrFrom16(rt.gid).String(),
-		RecvDepth: rt.cfg.recvDepth, MsgSize: rt.cfg.msgSize}
+	mine := rt.hello()
+	mine.QPN, mine.GID = ep.qp.QPN(), netip.AddrFrom16(rt.gid).String()
 	br := bufio.NewReader(c)
 	peer, err := exchange(c, br, mine)
 	if err == nil {

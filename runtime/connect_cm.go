@@ -96,8 +96,7 @@ func (rt *Runtime) DialCM(ctx context.Context, addr string) (*Endpoint, error) {
 		return nil, err
 	}
 	ep.conn = conn
-	mine := hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, MsgSize: rt.cfg.msgSize}
-	if err = conn.Connect(ctx, ep.qp, rt.connectSpec(), mine.marshalCM()); err == nil {
+	if err = conn.Connect(ctx, ep.qp, rt.connectSpec(), rt.hello().marshalCM()); err == nil {
 		var peer hello
 		if peer, err = unmarshalCMHello(conn.PeerData()); err == nil {
 			err = ep.run(peer)
@@ -135,23 +134,20 @@ func (l *Listener) acceptCM(ctx context.Context) (*Endpoint, error) {
 		err = verbs.Errorf("rdma_accept", verbs.ErrInvalidArgument,
 			"the request arrived on device %s; this runtime is on %s", conn.Device(), rt.Device())
 	}
-	if err != nil {
-		conn.Reject(nil)
-		conn.Close()
-		return nil, err
+	var ep *Endpoint
+	if err == nil {
+		ep, err = rt.newEndpoint()
 	}
-	ep, err := rt.newEndpoint()
 	if err != nil {
 		conn.Reject(nil)
 		conn.Close()
 		return nil, err
 	}
 	ep.conn = conn
-	mine := hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, MsgSize: rt.cfg.msgSize}
 	// The QP reaches RTS before the accept leaves, and the peer's only
 	// after it, so the peer may send as soon as it is connected; Accept
 	// returns once the peer's RTU (ESTABLISHED) arrived.
-	if err = conn.Accept(ctx, ep.qp, rt.connectSpec(), mine.marshalCM()); err == nil {
+	if err = conn.Accept(ctx, ep.qp, rt.connectSpec(), rt.hello().marshalCM()); err == nil {
 		err = ep.run(peer)
 	}
 	return rt.connectedCM(ep, err)

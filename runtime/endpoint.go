@@ -39,11 +39,10 @@ type Endpoint struct {
 	// watched is closed when the goroutine watching conn has stopped.
 	watched chan struct{}
 
-	recv recvSide
-	send sendSide
+	recv        recvSide
+	peerMsgSize int // the largest message the peer receives (its hello)
 
 	closeOnce sync.Once
-	closed    chan struct{}
 	failErr   atomic.Error
 	closing   atomic.Bool // Close began: a disconnect is this side's own
 	overOnce  sync.Once
@@ -55,7 +54,7 @@ type Endpoint struct {
 func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	cfg := rt.cfg
 	pi := int(rt.nextPoller.Inc()) % len(rt.pollers)
-	ep := &Endpoint{rt: rt, poller: rt.pollers[pi], closed: make(chan struct{}), over: make(chan struct{})}
+	ep := &Endpoint{rt: rt, poller: rt.pollers[pi], over: make(chan struct{})}
 	nbufs := 2 * cfg.recvDepth
 	cqe := cfg.cqSize
 	if cqe <= 0 {
@@ -124,7 +123,7 @@ func (rt *Runtime) connectSpec() verbs.ConnectSpec {
 func (ep *Endpoint) run(peer hello) error {
 	rt := ep.rt
 	ep.actor.EnablePeerCredits(peer.RecvDepth, &ep.recv)
-	ep.send.peerMsgSize = peer.MsgSize
+	ep.peerMsgSize = peer.MsgSize
 	if err := rt.register(ep); err != nil {
 		return err
 	}
@@ -221,10 +220,10 @@ func (ep *Endpoint) FetchAdd(remote RemoteRef, add uint64) Future {
 // of the peer's receive credits: without one it queues, in order, until the
 // peer returns some, so it never meets an empty receive queue.
 func (ep *Endpoint) Send(local Local) Future {
-	if int(local.Length) > ep.send.peerMsgSize {
-		return ep.failed(fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.send.peerMsgSize))
+	if int(local.Length) > ep.peerMsgSize {
+		return ep.failed(fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
 	}
-	return ep.sendOne(Op{Opcode: verbs.OpSend, Local: local})
+	return ep.submit(&Op{Opcode: verbs.OpSend, Local: local})
 }
 
 // WriteImm copies local to remote and delivers imm to the peer's Recv as a
@@ -233,7 +232,7 @@ func (ep *Endpoint) WriteImm(local Local, remote RemoteRef, imm uint32) Future {
 	if err := checkRemote(local.Length, remote); err != nil {
 		return ep.failed(err)
 	}
-	return ep.sendOne(Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
+	return ep.submit(&Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
 		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
 }
 
@@ -244,11 +243,6 @@ func (ep *Endpoint) WriteImm(local Local, remote RemoteRef, imm uint32) Future {
 func (ep *Endpoint) Post(ops []Op) Future {
 	if len(ops) == 0 {
 		return ep.failed(fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument))
-	}
-	for i := range ops {
-		if ops[i].Opcode.IsSend() || ops[i].Opcode == verbs.OpWriteImm {
-			return ep.sendOps(ops)
-		}
 	}
 	f, err := ep.actor.SubmitBatch(context.Background(), ops)
 	if err != nil {
@@ -365,7 +359,6 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	cancel()
 	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(ErrClosed) })
 	ep.poller.Remove(ep.cq)
-	close(ep.closed)
 	ep.finish(ErrClosed)
 	if ep.watched != nil {
 		<-ep.watched

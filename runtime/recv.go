@@ -221,12 +221,6 @@ func (ep *Endpoint) Recv(ctx context.Context) (*Message, error) {
 	}
 }
 
-// sendSide is what an endpoint's sends need from the handshake; the peer's
-// receive credits themselves are the actor's (qpactor.EnablePeerCredits).
-type sendSide struct {
-	peerMsgSize int
-}
-
 // The receive side reports its re-posted receives through the actor's
 // SENDs (qpactor.CreditReporter).
 
@@ -250,24 +244,3 @@ func (r *recvSide) Goodbye() (imm, n uint32) {
 
 // ReportDue: half the window is unreported.
 func (r *recvSide) ReportDue() bool { return r.unreported.Load() >= int64(max(r.depth/2, 1)) }
-
-// sendOne posts one op that consumes a receive credit (SEND, WRITE_WITH_IMM):
-// the actor holds it until the peer has a receive posted for it.
-func (ep *Endpoint) sendOne(op Op) Future {
-	if err := ep.failErr.Load(); err != nil {
-		return ep.failed(err)
-	}
-	return ep.submit(&op)
-}
-
-// sendOps posts a batch whose ops consume receive credits, as sendOne.
-func (ep *Endpoint) sendOps(ops []Op) Future {
-	if err := ep.failErr.Load(); err != nil {
-		return ep.failed(err)
-	}
-	f, err := ep.actor.SubmitBatch(context.Background(), ops)
-	if err != nil {
-		return ep.failed(ep.mapErr(err))
-	}
-	return f
-}
