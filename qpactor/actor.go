@@ -548,7 +548,7 @@ func (a *Actor) drain() int {
 				a.stats.Ops.ResolvedByActor.Inc()
 			}
 		} else if a.peer.on {
-			a.stampChain(start)
+			a.stampChain(start, need)
 			peerLeft -= need
 		}
 	}
@@ -829,8 +829,8 @@ func (a *Actor) FailOutstanding(err error) int {
 	}
 	freed := len(done)
 	if freed > 0 {
-		// The poller calls this every round for a broken actor: wake the
-		// actor only when credits came back.
+		// The poller calls this every round for an abandoned actor: wake
+		// the actor only when credits came back.
 		a.credits.Add(int64(freed))
 		a.resolve(done, err)
 		a.waker.Wake()

@@ -128,16 +128,12 @@ func (a *Actor) checkPeerWindow(ops []Op) error {
 }
 
 // stampChain marks the chain's WRs from start on that use the peer's
-// receives, takes their credits, and stamps the credit reports into its
-// SENDs.
-func (a *Actor) stampChain(start int) {
-	var used int64
+// receives, takes their credits (need, as drain counted them), and stamps
+// the credit reports into its SENDs.
+func (a *Actor) stampChain(start int, need int64) {
 	for i := start; i < len(a.chain); i++ {
 		wr := &a.chain[i]
 		u := peerUse{credit: consumesPeer(wr.Opcode)}
-		if u.credit {
-			used++
-		}
 		if stamps(wr.Opcode) {
 			var imm uint32
 			imm, u.stamped = a.peer.rep.Stamp(true)
@@ -145,7 +141,7 @@ func (a *Actor) stampChain(start int) {
 		}
 		a.peer.uses = append(a.peer.uses, u)
 	}
-	a.peer.credits.Sub(used)
+	a.peer.credits.Sub(need)
 }
 
 // appendReport chains a credit-only SEND when one is wanted and due, and
@@ -158,10 +154,14 @@ func (a *Actor) appendReport(sqCredits int, peerLeft int64) {
 	if !a.peer.rep.ReportDue() {
 		return
 	}
-	imm, n := a.peer.rep.Stamp(false)
-	if n == 0 {
-		return
+	if imm, n := a.peer.rep.Stamp(false); n > 0 {
+		a.appendCreditOnly(imm, n)
 	}
+}
+
+// appendCreditOnly chains a SEND without data, carrying imm (reporting n
+// credits), that consumes one of the peer's receives; nobody waits for it.
+func (a *Actor) appendCreditOnly(imm, n uint32) {
 	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSendImm, Imm: imm})
 	a.owners = append(a.owners, &a.peer.reportSub)
 	a.peer.uses = append(a.peer.uses, peerUse{credit: true, stamped: n})
@@ -196,13 +196,7 @@ func (a *Actor) unusePeer(i, j int) {
 // is over: a graceful close the peer sees as such. It uses the peer receive
 // kept back for credit reports; without one it sends nothing. Call it
 // before Close.
-func (a *Actor) SayGoodbye() { a.goodbyeWanted(true) }
-
-func (a *Actor) goodbyeWanted(v bool) {
-	if a.peer.on {
-		a.peer.goodbye.Store(v)
-	}
-}
+func (a *Actor) SayGoodbye() { a.peer.goodbye.Store(true) }
 
 // postGoodbye posts the goodbye SEND of a closing actor, when one is wanted
 // and a send-queue slot and a peer receive are left for it.
@@ -211,15 +205,12 @@ func (a *Actor) postGoodbye() {
 		a.credits.Load() < 1 || a.peer.credits.Load() < 1 {
 		return
 	}
-	imm, n := a.peer.rep.Goodbye()
 	a.chain, a.owners = a.chain[:0], a.owners[:0]
 	a.peer.uses = a.peer.uses[:0]
-	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSendImm, Imm: imm})
-	a.owners = append(a.owners, &a.peer.reportSub)
-	a.peer.uses = append(a.peer.uses, peerUse{credit: true, stamped: n})
-	a.peer.credits.Dec()
+	a.appendCreditOnly(a.peer.rep.Goodbye())
+	seq := a.seq
 	a.post()
-	a.peer.saidBye.Store(a.Outstanding() > 0 && a.broken.Load() == nil)
+	a.peer.saidBye.Store(a.seq != seq) // post advances seq by the WRs posted
 }
 
 // SaidGoodbye reports whether the closed actor posted its goodbye SEND, the
