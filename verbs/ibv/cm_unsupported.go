@@ -5,16 +5,11 @@ package ibv
 import (
 	"context"
 	"net/netip"
-	"runtime"
 
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-func errNoCM() error {
-	return verbs.Errorf("rdma_cm", verbs.ErrNotSupported,
-		"this build of verbs/ibv has no cgo (%s/%s, CGO_ENABLED=0 or no C compiler): rebuild with cgo; %s",
-		runtime.GOOS, runtime.GOARCH, installHint)
-}
+func errNoCM() error { return errNoCgo("rdma_cm") }
 
 // CMListener listens for rdma_cm connection requests. In this build (no
 // cgo, or not Linux) there is none: ListenCM fails.

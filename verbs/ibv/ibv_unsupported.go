@@ -22,7 +22,12 @@ func (*Provider) Name() string { return "ibv" }
 // Devices returns an error matching verbs.ErrNotSupported: this build has no
 // libibverbs.
 func (*Provider) Devices() ([]verbs.Device, error) {
-	return nil, verbs.Errorf("ibv_get_device_list", verbs.ErrNotSupported,
+	return nil, errNoCgo("ibv_get_device_list")
+}
+
+// errNoCgo is the error of every entry point, op, of this build.
+func errNoCgo(op string) error {
+	return verbs.Errorf(op, verbs.ErrNotSupported,
 		"this build of verbs/ibv has no cgo (%s/%s, CGO_ENABLED=0 or no C compiler): rebuild with cgo; %s",
 		runtime.GOOS, runtime.GOARCH, installHint)
 }
