@@ -103,6 +103,26 @@ type submission struct {
 	one   [1]Op
 	batch []Op
 	fut   *futState
+	// stopCancel unregisters the cancellation of a submission whose
+	// context can end (nil for one that cannot: no claim to make).
+	stopCancel func() bool
+}
+
+// take claims the submission for the actor, which then posts or fails it;
+// false when its context ended first and the cancellation resolved it.
+func (s *submission) take() bool {
+	if s.stopCancel == nil {
+		return true
+	}
+	taken := s.fut.claim.CompareAndSwap(claimOpen, claimTaken)
+	s.stopCancel()
+	return taken
+}
+
+// cancelled reports whether the submission's context ended while it was
+// queued (its future is resolved; the actor only drops it).
+func (s *submission) cancelled() bool {
+	return s.stopCancel != nil && s.fut.claim.Load() == claimCancelled
 }
 
 func (s *submission) ops() []Op {
@@ -138,6 +158,7 @@ type Actor struct {
 
 	inbox *Ring[submission]
 	waker *Waker
+	room  roomSignal // producers waiting for room in the inbox
 
 	// credits is the number of send-queue slots the actor may fill: the
 	// poller adds what it retires.
@@ -256,6 +277,14 @@ func (a *Actor) Start() {
 // Submit queues op and returns its future. When the inbox is full it waits
 // for room until ctx ends. Errors about op itself (a rule of
 // ibv_post_send(3) it breaks) come through the future, as a *verbs.WRError.
+//
+// ctx also bounds the wait in the inbox: if it ends before the actor takes
+// op, op is removed and never reaches the QP, and its future fails with
+// ctx.Err() at once. Once taken, op is posted and its future resolves with
+// its completion, whatever ctx does: a posted WR cannot be recalled, and
+// its memory is the device's until it completes. A context that cannot
+// end (context.Background) costs nothing; one that can costs a
+// registration (context.AfterFunc) per operation.
 func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
 	return a.submitNew(ctx, submission{one: [1]Op{*op}}, 1, true)
 }
@@ -278,13 +307,34 @@ func (a *Actor) TrySubmit(op *Op) (Future, error) {
 // submitNew queues sub, of n WRs, with a new future; a submission that
 // never reached the inbox gives its future's state back to the pool.
 func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool) (Future, error) {
+	if err := ctx.Err(); err != nil {
+		return Future{}, err
+	}
 	p, f := NewPromise(n, a.exec)
 	sub.fut = p.s
+	if ctx.Done() != nil {
+		sub.stopCancel = context.AfterFunc(ctx, func() { a.cancelQueued(ctx, p.s, f.gen) })
+	}
 	if err := a.push(ctx, sub, n, wait); err != nil {
-		p.s.release()
+		// Unless ctx's cancellation resolved it meanwhile (then the state
+		// is not recycled), the state goes back to the pool.
+		if sub.stopCancel == nil || sub.take() {
+			p.s.release()
+		}
 		return Future{}, err
 	}
 	return f, nil
+}
+
+// cancelQueued is what the end of a submission's context does: it fails
+// the future with ctx's error unless the actor took the submission first,
+// and wakes the actor, which drops the submission when it meets it (one
+// waiting for credits at the head of the inbox must not hold back those
+// behind it).
+func (a *Actor) cancelQueued(ctx context.Context, s *futState, gen uint64) {
+	if s.cancel(gen, ctx.Err()) {
+		a.waker.Wake()
+	}
 }
 
 // TrySubmitPromise queues ops for a promise made with NewPromise for
@@ -322,20 +372,12 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 	if err := a.checkPeerWindow(sub.ops()); err != nil {
 		return err
 	}
-	for spins := 0; !a.inbox.TryPush(&sub); spins++ {
+	for !a.inbox.TryPush(&sub) {
 		if !wait {
 			return ErrBusy
 		}
-		if err := ctx.Err(); err != nil {
+		if err := a.waitRoom(ctx); err != nil {
 			return err
-		}
-		if a.closing.Load() {
-			return ErrClosed
-		}
-		if spins < 64 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(time.Duration(min(spins, 1000)) * time.Microsecond)
 		}
 	}
 	a.waker.Wake()
@@ -347,6 +389,71 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 		a.exitMu.Unlock()
 	}
 	return nil
+}
+
+// roomSignal wakes the producers waiting for room in a full inbox: the
+// actor closes the channel they wait on when it takes something, if any
+// wait.
+type roomSignal struct {
+	waiting atomic.Int32
+	mu      sync.Mutex
+	ch      chan struct{}
+}
+
+// listen registers a waiter and returns the channel to wait on; leave
+// undoes the registration.
+func (r *roomSignal) listen() <-chan struct{} {
+	r.waiting.Inc()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		r.ch = make(chan struct{})
+	}
+	return r.ch
+}
+
+func (r *roomSignal) leave() { r.waiting.Dec() }
+
+// broadcast wakes every waiter.
+func (r *roomSignal) broadcast() {
+	r.mu.Lock()
+	if r.ch != nil {
+		close(r.ch)
+		r.ch = nil
+	}
+	r.mu.Unlock()
+}
+
+// roomMade tells producers waiting for room that the actor took
+// submissions from the inbox.
+func (a *Actor) roomMade() {
+	if a.room.waiting.Load() > 0 {
+		a.room.broadcast()
+	}
+}
+
+// waitRoom waits until the actor takes something from the full inbox, the
+// actor closes or ctx ends. The waiter registers before it looks at the
+// inbox again, and the actor looks for waiters after it took something:
+// one of the two sees the other, so no wake-up is lost.
+func (a *Actor) waitRoom(ctx context.Context) error {
+	ch := a.room.listen()
+	defer a.room.leave()
+	if a.closing.Load() {
+		return ErrClosed
+	}
+	if a.inbox.Len() < a.inbox.Cap() {
+		return nil
+	}
+	select {
+	case <-ch:
+		if a.closing.Load() {
+			return ErrClosed
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // run is the actor goroutine: drain, post, handle completions while a
@@ -492,6 +599,9 @@ func (a *Actor) canDrain() bool {
 		return true
 	}
 	s := a.inbox.Peek()
+	if s != nil && s.cancelled() {
+		return true // drain drops it
+	}
 	if s == nil || int64(len(s.ops())) > sq {
 		return false
 	}
@@ -523,6 +633,11 @@ func (a *Actor) drain() int {
 		if s == nil {
 			break
 		}
+		if s.cancelled() {
+			a.dropCancelled()
+			taken++
+			continue
+		}
 		ops := s.ops()
 		if len(ops) > credits-len(a.chain) {
 			break // wait for credits; order is kept
@@ -537,6 +652,11 @@ func (a *Actor) drain() int {
 				}
 				break // wait for the peer's credits; order is kept
 			}
+		}
+		if !s.take() { // its context ended a moment ago
+			a.dropCancelled()
+			taken++
+			continue
 		}
 		a.drained = append(a.drained, *s)
 		a.inbox.Pop()
@@ -557,6 +677,7 @@ func (a *Actor) drain() int {
 	}
 	if taken > 0 {
 		a.stats.Ops.Taken.Add(uint64(taken))
+		a.roomMade()
 	}
 	if len(a.chain) > 0 {
 		a.post()
@@ -716,12 +837,25 @@ func (s *futState) failN(err error, n int) (resolved bool) {
 func (a *Actor) failQueued(err error) int {
 	n := 0
 	for s := a.inbox.Peek(); s != nil; s = a.inbox.Peek() {
-		fut, k := s.fut, len(s.ops())
+		fut, k, mine := s.fut, len(s.ops()), s.take()
 		a.inbox.Pop()
-		fut.failN(err, k)
+		if mine {
+			fut.failN(err, k)
+		}
 		n++
 	}
+	if n > 0 {
+		a.roomMade()
+	}
 	return n
+}
+
+// dropCancelled pops the submission at the head of the inbox, which its
+// context's end resolved: it never reaches the QP.
+func (a *Actor) dropCancelled() {
+	a.inbox.Pop()
+	a.stats.Ops.Cancelled.Inc()
+	a.stats.Ops.ResolvedByActor.Inc()
 }
 
 // Complete handles a send completion of this actor's QP and reports
@@ -867,6 +1001,7 @@ func (a *Actor) AbandonedErr() error { return a.abandoned.Load() }
 // goroutine. Outstanding WRs are the poller's to finish.
 func (a *Actor) Close(ctx context.Context) error {
 	a.closing.Store(true)
+	a.room.broadcast() // a producer waiting for room fails with ErrClosed
 	if a.started.CompareAndSwap(false, true) {
 		// Never started: there is no goroutine to drain the inbox.
 		a.exitMu.Lock()

@@ -78,8 +78,23 @@ type futState struct {
 	wake chan struct{} // one slot, made once per state: Wait's parking spot
 	then func(Completion, error)
 	exec Executor
-	_    [16]byte
+	// claim decides, for an operation whose context can end while it is
+	// queued, who resolves it: the actor taking it (claimTaken) or the
+	// context's cancellation (claimCancelled), whichever comes first.
+	claim stdatomic.Uint32
+	// unpooled: cancellation resolved the state while the actor may still
+	// hold its submission, so release leaves it to the collector instead
+	// of recycling it under the actor.
+	unpooled bool
+	_        [11]byte
 }
+
+// Claims of a queued operation (futState.claim).
+const (
+	claimOpen uint32 = iota
+	claimTaken
+	claimCancelled
+)
 
 var futPool = sync.Pool{New: func() any { return &futState{wake: make(chan struct{}, 1)} }}
 
@@ -119,6 +134,22 @@ func NewPromise(n int, exec Executor) (Promise, Future) {
 // Fail resolves every WR of the promise with err. Use it only for a promise
 // that was never submitted.
 func (p Promise) Fail(err error) { p.s.failN(err, int(p.s.pending.Load())) }
+
+// cancel resolves a still-queued operation of the handle generation gen
+// with err, unless the actor took it first (or the handle was released),
+// and reports whether it did. The state is then never recycled: the
+// actor's submission still points at it, and finds it cancelled.
+func (s *futState) cancel(gen uint64, err error) bool {
+	s.mu.Lock()
+	if s.gen.Load() != gen || !s.claim.CompareAndSwap(claimOpen, claimCancelled) {
+		s.mu.Unlock()
+		return false
+	}
+	s.unpooled = true
+	s.mu.Unlock()
+	s.failN(err, int(s.pending.Load()))
+	return true
+}
 
 // completeOne records the completion of one WR of the operation; the last
 // one resolves the future, and reports true (for the futures-pending
@@ -186,6 +217,13 @@ func (s *futState) runThen(fn func(Completion, error)) {
 func (s *futState) release() {
 	s.mu.Lock()
 	s.gen.Inc()
+	if s.unpooled {
+		s.mu.Unlock()
+		return
+	}
+	if s.claim.Load() != claimOpen {
+		s.claim.Store(claimOpen)
+	}
 	// The second line is written only when it changed (see futState).
 	if s.done != nil {
 		s.done = nil
