@@ -103,26 +103,12 @@ type submission struct {
 	one   [1]Op
 	batch []Op
 	fut   *futState
-	// stopCancel unregisters the cancellation of a submission whose
-	// context can end (nil for one that cannot: no claim to make).
-	stopCancel func() bool
-}
-
-// take claims the submission for the actor, which then posts or fails it;
-// false when its context ended first and the cancellation resolved it.
-func (s *submission) take() bool {
-	if s.stopCancel == nil {
-		return true
-	}
-	taken := s.fut.claim.CompareAndSwap(claimOpen, claimTaken)
-	s.stopCancel()
-	return taken
-}
-
-// cancelled reports whether the submission's context ended while it was
-// queued (its future is resolved; the actor only drops it).
-func (s *submission) cancelled() bool {
-	return s.stopCancel != nil && s.fut.claim.Load() == claimCancelled
+	// ctx is the submission's context when it can end (nil otherwise).
+	// The actor checks it when it takes the submission, and watches it
+	// (context.AfterFunc, setting fut.stopCancel) only when it is about to
+	// sleep with the submission still queued: a submission taken soon
+	// costs no registration.
+	ctx context.Context
 }
 
 func (s *submission) ops() []Op {
@@ -180,6 +166,7 @@ type Actor struct {
 	owners      []*submission
 	retired     []retiredWR // Complete's and FailOutstanding's, kept for the next call
 	peer        peerCredits // the peer's receive credits (peercredits.go)
+	watched     int         // queued submissions, from the head, whose contexts are watched
 	drained     []submission
 
 	// Completion handling only (Complete, FailOutstanding).
@@ -313,24 +300,78 @@ func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool)
 	p, f := NewPromise(n, a.exec)
 	sub.fut = p.s
 	if ctx.Done() != nil {
-		sub.stopCancel = context.AfterFunc(ctx, func() { a.cancelQueued(ctx, p.s, f.gen) })
+		sub.ctx = ctx
 	}
 	if err := a.push(ctx, sub, n, wait); err != nil {
-		// Unless ctx's cancellation resolved it meanwhile (then the state
-		// is not recycled), the state goes back to the pool.
-		if sub.stopCancel == nil || sub.take() {
-			p.s.release()
-		}
+		p.s.release()
 		return Future{}, err
 	}
 	return f, nil
 }
 
-// cancelQueued is what the end of a submission's context does: it fails
-// the future with ctx's error unless the actor took the submission first,
-// and wakes the actor, which drops the submission when it meets it (one
-// waiting for credits at the head of the inbox must not hold back those
-// behind it).
+// take claims the submission s at the head of the inbox for the actor,
+// which then posts or fails it. It reports false when s's context ended
+// first: s is then resolved with the context's error (by the watch on the
+// context, or here) and the actor only drops it.
+func (a *Actor) take(s *submission) bool {
+	if s.ctx == nil {
+		return true
+	}
+	f := s.fut
+	if f.stopCancel != nil {
+		// Watched: the context's end may be resolving it right now.
+		taken := f.claim.CompareAndSwap(claimOpen, claimTaken)
+		f.stopCancel()
+		return taken
+	}
+	if err := s.ctx.Err(); err != nil {
+		f.failN(err, len(s.ops()))
+		return false
+	}
+	return true
+}
+
+// cancelled reports whether s's context ended while it was queued; take
+// then resolves it, if the watch on the context has not.
+func (s *submission) cancelled() bool {
+	if s.ctx == nil {
+		return false
+	}
+	if s.fut.stopCancel != nil {
+		return s.fut.claim.Load() == claimCancelled
+	}
+	return s.ctx.Err() != nil
+}
+
+// watchQueued watches the contexts of the queued submissions not yet
+// watched: the actor is about to sleep, and a submission waiting behind a
+// head that waits for credits must fail when its context ends, not when
+// the actor reaches it. Submissions the actor takes without sleeping are
+// never watched, so a cancellable context costs no allocation then.
+func (a *Actor) watchQueued() {
+	for s := a.inbox.PeekAt(a.watched); s != nil; s = a.inbox.PeekAt(a.watched) {
+		a.watched++
+		if s.ctx == nil || s.fut.stopCancel != nil {
+			continue
+		}
+		f, ctx, gen := s.fut, s.ctx, s.fut.gen.Load()
+		f.stopCancel = context.AfterFunc(ctx, func() { a.cancelQueued(ctx, f, gen) })
+	}
+}
+
+// pop releases the head of the inbox.
+func (a *Actor) pop() {
+	a.inbox.Pop()
+	if a.watched > 0 {
+		a.watched--
+	}
+}
+
+// cancelQueued is what the end of a watched submission's context does: it
+// fails the future with the context's error unless the actor took the
+// submission first, and wakes the actor, which drops the submission when
+// it meets it (one waiting for credits at the head of the inbox must not
+// hold back those behind it).
 func (a *Actor) cancelQueued(ctx context.Context, s *futState, gen uint64) {
 	if s.cancel(gen, ctx.Err()) {
 		a.waker.Wake()
@@ -512,6 +553,7 @@ func (a *Actor) run() {
 		if a.canDrain() || a.finished() {
 			a.waker.CancelSleep()
 		} else {
+			a.watchQueued()
 			a.waker.Sleep(nil)
 		}
 		if d != nil {
@@ -633,7 +675,7 @@ func (a *Actor) drain() int {
 		if s == nil {
 			break
 		}
-		if s.cancelled() {
+		if s.cancelled() && !a.take(s) {
 			a.dropCancelled()
 			taken++
 			continue
@@ -653,13 +695,13 @@ func (a *Actor) drain() int {
 				break // wait for the peer's credits; order is kept
 			}
 		}
-		if !s.take() { // its context ended a moment ago
+		if !a.take(s) { // its context ended a moment ago
 			a.dropCancelled()
 			taken++
 			continue
 		}
 		a.drained = append(a.drained, *s)
-		a.inbox.Pop()
+		a.pop()
 		taken++
 		sub := &a.drained[len(a.drained)-1]
 		start := len(a.chain)
@@ -837,8 +879,8 @@ func (s *futState) failN(err error, n int) (resolved bool) {
 func (a *Actor) failQueued(err error) int {
 	n := 0
 	for s := a.inbox.Peek(); s != nil; s = a.inbox.Peek() {
-		fut, k, mine := s.fut, len(s.ops()), s.take()
-		a.inbox.Pop()
+		fut, k, mine := s.fut, len(s.ops()), a.take(s)
+		a.pop()
 		if mine {
 			fut.failN(err, k)
 		}
@@ -853,7 +895,7 @@ func (a *Actor) failQueued(err error) int {
 // dropCancelled pops the submission at the head of the inbox, which its
 // context's end resolved: it never reaches the QP.
 func (a *Actor) dropCancelled() {
-	a.inbox.Pop()
+	a.pop()
 	a.stats.Ops.Cancelled.Inc()
 	a.stats.Ops.ResolvedByActor.Inc()
 }

@@ -78,15 +78,17 @@ type futState struct {
 	wake chan struct{} // one slot, made once per state: Wait's parking spot
 	then func(Completion, error)
 	exec Executor
-	// claim decides, for an operation whose context can end while it is
-	// queued, who resolves it: the actor taking it (claimTaken) or the
-	// context's cancellation (claimCancelled), whichever comes first.
+	// claim decides, for a queued operation whose context's end is
+	// watched (stopCancel set), who resolves it: the actor taking it
+	// (claimTaken) or the context's end (claimCancelled), whichever comes
+	// first.
 	claim stdatomic.Uint32
 	// unpooled: cancellation resolved the state while the actor may still
 	// hold its submission, so release leaves it to the collector instead
 	// of recycling it under the actor.
-	unpooled bool
-	_        [11]byte
+	unpooled   bool
+	_          [3]byte
+	stopCancel func() bool // unwatches the context (context.AfterFunc's stop)
 }
 
 // Claims of a queued operation (futState.claim).
@@ -221,7 +223,8 @@ func (s *futState) release() {
 		s.mu.Unlock()
 		return
 	}
-	if s.claim.Load() != claimOpen {
+	if s.stopCancel != nil {
+		s.stopCancel = nil
 		s.claim.Store(claimOpen)
 	}
 	// The second line is written only when it changed (see futState).

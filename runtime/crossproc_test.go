@@ -111,7 +111,7 @@ func crossServer(peer string) int {
 	binary.LittleEndian.PutUint64(b, ref.Addr)
 	binary.LittleEndian.PutUint32(b[8:], ref.RKey)
 	binary.LittleEndian.PutUint32(b[12:], ref.Len)
-	if _, err := ep.Send(msg.Slice(0, 16)).Wait(ctx); err != nil {
+	if _, err := ep.Send(ctx, msg.Slice(0, 16)).Wait(ctx); err != nil {
 		return fail("send the region: %v", err)
 	}
 
@@ -142,7 +142,7 @@ func crossServer(peer string) int {
 	}
 	copy(b, verdict+"\x00\x00\x00\x00\x00\x00")
 	binary.LittleEndian.PutUint64(b[8:], uint64(received.Load()))
-	if _, err := ep.Send(msg.Slice(0, 16)).Wait(ctx); err != nil {
+	if _, err := ep.Send(ctx, msg.Slice(0, 16)).Wait(ctx); err != nil {
 		return fail("send the verdict: %v", err)
 	}
 	if verdict != "ok" {
@@ -296,7 +296,7 @@ func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvE
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Read(counters.Slice(0, mixedCounterBytes), remote.At(crossGoroutines*mixedSlot)).Wait(ctx); err != nil {
+	if _, err := cli.Read(ctx, counters.Slice(0, mixedCounterBytes), remote.At(crossGoroutines*mixedSlot)).Wait(ctx); err != nil {
 		t.Fatalf("reading the counters back: %v", err)
 	}
 	checkMixedCounters(t, counters.Bytes()[:mixedCounterBytes], crossGoroutines, &tally)
@@ -304,7 +304,7 @@ func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvE
 	ctl := counters.Bytes()[mixedCounterBytes:]
 	copy(ctl, bytes.Repeat([]byte{0xff}, 8))
 	binary.LittleEndian.PutUint64(ctl[8:], uint64(tally.sends.Load()))
-	if _, err := cli.Send(counters.Slice(mixedCounterBytes, 16)).Wait(ctx); err != nil {
+	if _, err := cli.Send(ctx, counters.Slice(mixedCounterBytes, 16)).Wait(ctx); err != nil {
 		t.Fatalf("sending the count: %v", err)
 	}
 	m, err = cli.Recv(ctx)
@@ -369,7 +369,7 @@ func TestIBVPeerKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Send(buf.Slice(0, 8)).Wait(ctx); !errors.Is(err, runtime.ErrPeerLost) {
+	if _, err := cli.Send(ctx, buf.Slice(0, 8)).Wait(ctx); !errors.Is(err, runtime.ErrPeerLost) {
 		t.Errorf("Send after the peer was lost: %v, want ErrPeerLost", err)
 	}
 }

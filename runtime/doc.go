@@ -8,8 +8,8 @@
 //	go func() { srv, _ := ln.Accept(ctx); ... }()
 //	ep, _ := rt.Dial(ctx, ln.Addr().String())
 //	buf, _ := rt.Alloc(4096)
-//	f := ep.Write(buf.Local(), peerRef) // returns at once
-//	_, err := f.Wait(ctx)               // or <-f.Done(), or f.Then(fn)
+//	f := ep.Write(ctx, buf.Local(), peerRef) // returns once queued
+//	_, err := f.Wait(ctx)                    // or <-f.Done(), or f.Then(fn)
 //
 // Underneath, every endpoint's QP is owned by a qpactor.Actor, a goroutine
 // locked to its OS thread that drains a lock-free inbox and chains what it

@@ -27,6 +27,21 @@ type Op = qpactor.Op
 // Endpoint is one end of an RC connection. Every method may be called from
 // any goroutine; operations are posted by the endpoint's actor and complete
 // through its poller.
+//
+// An operation method (Write, Read, CompareAndSwap, FetchAdd, Send,
+// WriteImm, Post) queues the operation and returns its future without
+// waiting for the device. Its ctx bounds the time before the operation is
+// posted: the wait for room when the endpoint's inbox is full, the wait
+// in the inbox, and a Send's wait for the peer's receive credits. If ctx
+// ends first, the operation is removed and never reaches the device; its
+// future fails with ctx.Err(). Once posted, an operation cannot be
+// recalled: its future resolves when the device is done with it, whatever
+// ctx does, and its buffers stay the device's until then. (To stop waiting
+// for a posted operation, give Future.Wait a context of its own.)
+//
+// One failed operation fails the connection: an RC QP moves to the error
+// state on any failed work request, and every operation posted or queued
+// after it fails too (flushed). Done and Err report it.
 type Endpoint struct {
 	rt     *Runtime
 	qp     verbs.QP
@@ -169,8 +184,8 @@ func (ep *Endpoint) CQ() verbs.CQ { return ep.cq }
 
 func (ep *Endpoint) failed(err error) Future { return qpactor.Failed(err, ep.rt.pool) }
 
-func (ep *Endpoint) submit(op *Op) Future {
-	f, err := ep.actor.Submit(context.Background(), op)
+func (ep *Endpoint) submit(ctx context.Context, op *Op) Future {
+	f, err := ep.actor.Submit(ctx, op)
 	if err != nil {
 		return ep.failed(ep.mapErr(err))
 	}
@@ -186,53 +201,53 @@ func (ep *Endpoint) mapErr(err error) error {
 }
 
 // Write copies local to remote (RDMA WRITE).
-func (ep *Endpoint) Write(local Local, remote RemoteRef) Future {
+func (ep *Endpoint) Write(ctx context.Context, local Local, remote RemoteRef) Future {
 	if err := checkRemote(local.Length, remote); err != nil {
 		return ep.failed(err)
 	}
-	return ep.submit(&Op{Opcode: verbs.OpWrite, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	return ep.submit(ctx, &Op{Opcode: verbs.OpWrite, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
 }
 
 // Read copies remote into local (RDMA READ).
-func (ep *Endpoint) Read(local Local, remote RemoteRef) Future {
+func (ep *Endpoint) Read(ctx context.Context, local Local, remote RemoteRef) Future {
 	if err := checkRemote(local.Length, remote); err != nil {
 		return ep.failed(err)
 	}
-	return ep.submit(&Op{Opcode: verbs.OpRead, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	return ep.submit(ctx, &Op{Opcode: verbs.OpRead, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
 }
 
 // CompareAndSwap swaps the 8 bytes at remote (host order) for swap when
 // they equal compare. Completion.Value is what it found: the swap happened
 // when that equals compare.
-func (ep *Endpoint) CompareAndSwap(remote RemoteRef, compare, swap uint64) Future {
-	return ep.submit(&Op{Opcode: verbs.OpAtomicCmpSwp, CompareAdd: compare, Swap: swap,
+func (ep *Endpoint) CompareAndSwap(ctx context.Context, remote RemoteRef, compare, swap uint64) Future {
+	return ep.submit(ctx, &Op{Opcode: verbs.OpAtomicCmpSwp, CompareAdd: compare, Swap: swap,
 		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
 }
 
 // FetchAdd adds add to the 8 bytes at remote; Completion.Value is the value
 // before.
-func (ep *Endpoint) FetchAdd(remote RemoteRef, add uint64) Future {
-	return ep.submit(&Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: add,
+func (ep *Endpoint) FetchAdd(ctx context.Context, remote RemoteRef, add uint64) Future {
+	return ep.submit(ctx, &Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: add,
 		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
 }
 
 // Send sends local as one message; the peer gets it from Recv. It uses one
 // of the peer's receive credits: without one it queues, in order, until the
 // peer returns some, so it never meets an empty receive queue.
-func (ep *Endpoint) Send(local Local) Future {
+func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
 	if int(local.Length) > ep.peerMsgSize {
 		return ep.failed(fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
 	}
-	return ep.submit(&Op{Opcode: verbs.OpSend, Local: local})
+	return ep.submit(ctx, &Op{Opcode: verbs.OpSend, Local: local})
 }
 
 // WriteImm copies local to remote and delivers imm to the peer's Recv as a
 // message without bytes. Like Send it uses a receive credit.
-func (ep *Endpoint) WriteImm(local Local, remote RemoteRef, imm uint32) Future {
+func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef, imm uint32) Future {
 	if err := checkRemote(local.Length, remote); err != nil {
 		return ep.failed(err)
 	}
-	return ep.submit(&Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
+	return ep.submit(ctx, &Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
 		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
 }
 
@@ -240,11 +255,11 @@ func (ep *Endpoint) WriteImm(local Local, remote RemoteRef, imm uint32) Future {
 // PostSend when credits allow. SIGNALED is the runtime's business and
 // ignored; SEND ops get their immediate data from the runtime (receive
 // credits). ops must not change until the future resolves.
-func (ep *Endpoint) Post(ops []Op) Future {
+func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
 		return ep.failed(fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument))
 	}
-	f, err := ep.actor.SubmitBatch(context.Background(), ops)
+	f, err := ep.actor.SubmitBatch(ctx, ops)
 	if err != nil {
 		return ep.failed(ep.mapErr(err))
 	}

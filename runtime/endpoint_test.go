@@ -17,13 +17,13 @@ func TestEndpointOperations(t *testing.T) {
 	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
 	copy(local.Bytes(), "one-sided write, then read back")
 
-	if c, err := cli.Write(local.Slice(0, 31), remote.RemoteRef()).Wait(ctx); err != nil || c.ByteLen != 31 || c.Opcode != verbs.WCRDMAWrite {
+	if c, err := cli.Write(ctx, local.Slice(0, 31), remote.RemoteRef()).Wait(ctx); err != nil || c.ByteLen != 31 || c.Opcode != verbs.WCRDMAWrite {
 		t.Fatalf("write: %+v %v", c, err)
 	}
 	if got := string(remote.Bytes()[:31]); got != "one-sided write, then read back" {
 		t.Fatalf("remote %q", got)
 	}
-	if _, err := cli.Read(local.Slice(100, 31), remote.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Read(ctx, local.Slice(100, 31), remote.RemoteRef()).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(local.Bytes()[100:131], remote.Bytes()[:31]) {
@@ -31,17 +31,17 @@ func TestEndpointOperations(t *testing.T) {
 	}
 
 	binary.LittleEndian.PutUint64(remote.Bytes()[512:], 10)
-	c, err := cli.FetchAdd(remote.RemoteRef().At(512), 5).Wait(ctx)
+	c, err := cli.FetchAdd(ctx, remote.RemoteRef().At(512), 5).Wait(ctx)
 	if err != nil || c.Value != 10 || binary.LittleEndian.Uint64(remote.Bytes()[512:]) != 15 {
 		t.Fatalf("fetch-add: %+v %v", c, err)
 	}
-	c, err = cli.CompareAndSwap(remote.RemoteRef().At(512), 15, 99).Wait(ctx)
+	c, err = cli.CompareAndSwap(ctx, remote.RemoteRef().At(512), 15, 99).Wait(ctx)
 	if err != nil || c.Value != 15 || binary.LittleEndian.Uint64(remote.Bytes()[512:]) != 99 {
 		t.Fatalf("cas: %+v %v", c, err)
 	}
 
 	copy(local.Bytes()[1000:], "a message")
-	if _, err := cli.Send(local.Slice(1000, 9)).Wait(ctx); err != nil {
+	if _, err := cli.Send(ctx, local.Slice(1000, 9)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	m, err := srv.Recv(ctx)
@@ -50,7 +50,7 @@ func TestEndpointOperations(t *testing.T) {
 	}
 	m.Release()
 
-	if _, err := cli.WriteImm(local.Slice(0, 8), remote.RemoteRef().At(2048), 0xabc).Wait(ctx); err != nil {
+	if _, err := cli.WriteImm(ctx, local.Slice(0, 8), remote.RemoteRef().At(2048), 0xabc).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	m, err = srv.Recv(ctx)

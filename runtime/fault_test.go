@@ -31,7 +31,7 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 		if i == 10 {
 			ref.RKey ^= 0xff00 // a key the peer never issued
 		}
-		fs = append(fs, cli.Write(local.Slice(8*i, 8), ref))
+		fs = append(fs, cli.Write(ctx, local.Slice(8*i, 8), ref))
 	}
 	for i, f := range fs {
 		_, err := f.Wait(ctx)
@@ -45,7 +45,7 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 		}
 	}
 	// The connection is gone (both QPs in ERR): later operations flush too.
-	if _, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrFlushed) {
+	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrFlushed) {
 		t.Errorf("write after the error: %v, want a flush", err)
 	}
 }
@@ -61,7 +61,7 @@ func TestQPFatalFailsPendingFutures(t *testing.T) {
 	}
 	var fs []runtime.Future
 	for i := range 20 {
-		fs = append(fs, cli.Write(local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
+		fs = append(fs, cli.Write(ctx, local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
 	}
 	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultQPError}); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestQPFatalFailsPendingFutures(t *testing.T) {
 		}
 	}
 	// The endpoint is failed for good: new operations fail at once.
-	_, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
+	_, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
 	if !errors.Is(err, runtime.ErrQPFatal) && !errors.Is(err, verbs.ErrFlushed) {
 		t.Errorf("after the fatal error: %v", err)
 	}
@@ -90,13 +90,13 @@ func TestCQOverrunFailsPendingFutures(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One write: its completion is the one the overrun loses.
-	_, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
+	_, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
 	var ae *runtime.AsyncError
 	if !errors.Is(err, runtime.ErrCQOverrun) || !errors.As(err, &ae) || ae.Event != verbs.EventCQErr {
 		t.Fatalf("lost completion: %v, want an *AsyncError matching ErrCQOverrun", err)
 	}
 	for i := range 5 {
-		if _, err := cli.Write(local.Slice(8*i, 8), remote.RemoteRef().At(8*i)).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
+		if _, err := cli.Write(ctx, local.Slice(8*i, 8), remote.RemoteRef().At(8*i)).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
 			t.Errorf("write %d after the overrun: %v, want ErrCQOverrun", i, err)
 		}
 	}
@@ -131,7 +131,7 @@ func TestBadWRFailsOnlyItsSubmission(t *testing.T) {
 				ops[17] = runtime.Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: 1,
 					Remote: verbs.RDMA{RemoteAddr: remote.Addr() + 4, RKey: remote.RemoteRef().RKey}}
 			}
-			c, err := cli.Post(ops).Wait(ctx)
+			c, err := cli.Post(ctx, ops).Wait(ctx)
 			if err == nil && c.WRs != 64 {
 				err = fmt.Errorf("completion covers %d WRs", c.WRs)
 			}
@@ -153,7 +153,7 @@ func TestBadWRFailsOnlyItsSubmission(t *testing.T) {
 	}
 	// The connection is still good.
 	local := alloc(t, rt, 8)
-	if _, err := cli.Write(local.Local(), remote.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Write(ctx, local.Local(), remote.RemoteRef()).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -201,7 +201,7 @@ func TestNoRNRWithSlowReceiver(t *testing.T) {
 			}
 		}
 		copy(local.Bytes()[8*slot:], fmt.Sprintf("%08d", i))
-		inflight[slot] = cli.Send(local.Slice(8*slot, 8))
+		inflight[slot] = cli.Send(ctx, local.Slice(8*slot, 8))
 	}
 	for i := max(0, n-window); i < n; i++ {
 		if _, err := inflight[i%window].Wait(ctx); err != nil {
@@ -246,9 +246,9 @@ func TestCloseUnderLoad(t *testing.T) {
 			for i := 0; ; i++ {
 				var f runtime.Future
 				if i%2 == 0 {
-					f = cli.Write(local.Local(), remote.RemoteRef().At(64*g))
+					f = cli.Write(ctx, local.Local(), remote.RemoteRef().At(64*g))
 				} else {
-					f = srv.Read(local.Local(), remote.RemoteRef().At(64*g))
+					f = srv.Read(ctx, local.Local(), remote.RemoteRef().At(64*g))
 				}
 				issued.Store([2]int{g, i}, true)
 				_, err := f.Wait(ctx)
@@ -297,7 +297,7 @@ func TestCloseWaitsForTheDevice(t *testing.T) {
 	}
 	var fs []runtime.Future
 	for i := range 20 {
-		fs = append(fs, cli.Write(local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
+		fs = append(fs, cli.Write(context.Background(), local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
 	}
 	for cli.Actor().Outstanding() < 20 {
 		time.Sleep(100 * time.Microsecond)
