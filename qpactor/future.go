@@ -34,9 +34,10 @@ type Completion struct {
 	WRs   int // work requests the future covered: 1, or the batch size
 }
 
-// Executor runs Then callbacks off the poller goroutines; an
-// *ants.Pool satisfies it. Submit must not block: on error (pool full or
-// closed) the callback runs on a new goroutine instead.
+// Executor runs Then callbacks off the poller goroutines. Submit must not
+// block: an executor bounds its goroutines by queueing what it cannot run
+// yet (as the runtime's does). On error (the executor closed) the callback
+// runs on a new goroutine instead, so it still runs exactly once.
 type Executor interface {
 	Submit(task func()) error
 }
