@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime"
 	"sync"
 	"time"
@@ -17,13 +18,13 @@ import (
 // Errors of the actor.
 var (
 	// ErrBusy is returned by TrySubmit when the inbox ring is full.
-	ErrBusy = errors.New("qpactor: inbox full")
+	ErrBusy = errors.New("verbsrt: inbox full")
 	// ErrClosed is returned for operations submitted to, or still queued
 	// in, an actor that is closing.
-	ErrClosed = errors.New("qpactor: actor closed")
+	ErrClosed = errors.New("verbsrt: closed")
 	// ErrTooLarge is returned for a batch with more WRs than the send
 	// queue holds: it could never be posted as one.
-	ErrTooLarge = errors.New("qpactor: batch larger than the send queue")
+	ErrTooLarge = errors.New("verbsrt: batch larger than the send queue")
 )
 
 // Op is one operation: a send work request without the wr_id and the
@@ -126,6 +127,8 @@ type entry struct {
 	fut    *futState
 	opcode verbs.Opcode
 	length uint32
+	raddr  uint64 // remote memory, for the WR's error
+	rkey   uint32
 }
 
 // Actor owns one QP: it is the only code that posts sends to it. Callers
@@ -175,8 +178,10 @@ type Actor struct {
 	head    uint64
 
 	stats  Stats
-	lat    sampler // post times of the WRs sampled for latency
-	driver Driver  // set before Start, or nil
+	lat    sampler  // post times of the WRs sampled for latency
+	local  net.Addr // the connection's ends, for errors (SetAddrs)
+	remote net.Addr
+	driver Driver // set before Start, or nil
 	done   chan struct{}
 }
 
@@ -281,7 +286,7 @@ func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
 // until the future resolves.
 func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (Future, error) {
 	if len(ops) == 0 {
-		return Future{}, fmt.Errorf("qpactor: empty batch")
+		return Future{}, fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument)
 	}
 	return a.submitNew(ctx, submission{batch: ops}, len(ops), true)
 }
@@ -325,7 +330,7 @@ func (a *Actor) take(s *submission) bool {
 		return taken
 	}
 	if err := s.ctx.Err(); err != nil {
-		f.failN(err, len(s.ops()))
+		f.failN(a.opError(infoOf(&s.ops()[0]), len(s.ops()), err), len(s.ops()))
 		return false
 	}
 	return true
@@ -355,7 +360,16 @@ func (a *Actor) watchQueued() {
 			continue
 		}
 		f, ctx, gen := s.fut, s.ctx, s.fut.gen.Load()
-		f.stopCancel = context.AfterFunc(ctx, func() { a.cancelQueued(ctx, f, gen) })
+		info, n := infoOf(&s.ops()[0]), len(s.ops())
+		// The end of ctx fails the future unless the actor took the
+		// submission first, and wakes the actor, which drops it when it
+		// meets it: one waiting for credits at the head of the inbox must
+		// not hold back those behind it.
+		f.stopCancel = context.AfterFunc(ctx, func() {
+			if f.cancel(gen, a.opError(info, n, ctx.Err())) {
+				a.waker.Wake()
+			}
+		})
 	}
 }
 
@@ -364,17 +378,6 @@ func (a *Actor) pop() {
 	a.inbox.Pop()
 	if a.watched > 0 {
 		a.watched--
-	}
-}
-
-// cancelQueued is what the end of a watched submission's context does: it
-// fails the future with the context's error unless the actor took the
-// submission first, and wakes the actor, which drops the submission when
-// it meets it (one waiting for credits at the head of the inbox must not
-// hold back those behind it).
-func (a *Actor) cancelQueued(ctx context.Context, s *futState, gen uint64) {
-	if s.cancel(gen, ctx.Err()) {
-		a.waker.Wake()
 	}
 }
 
@@ -731,12 +734,13 @@ func (a *Actor) drain() int {
 // a rule broken, nothing of the submission is appended.
 func (a *Actor) appendOps(sub *submission) error {
 	start := len(a.chain)
-	for i, op := range sub.ops() {
+	ops := sub.ops()
+	for i, op := range ops {
 		wr := a.buildWR(&op, len(a.chain))
 		if err := a.limits.Check(i, &wr); err != nil {
 			a.chain = a.chain[:start]
 			a.owners = a.owners[:start]
-			return err
+			return a.opError(infoOf(&ops[i]), len(ops), err)
 		}
 		a.chain = append(a.chain, wr)
 		a.owners = append(a.owners, sub)
@@ -784,7 +788,7 @@ func (a *Actor) post() {
 			// posted can go out either.
 			a.unusePeer(posted, len(a.chain))
 			for i := posted; i < len(a.chain); i++ {
-				if f := a.owners[i].fut; f != nil && f.completeOne(verbs.WC{}, err, 0) {
+				if f := a.owners[i].fut; f != nil && f.completeOne(verbs.WC{}, a.opError(wrInfo(&a.chain[i]), f.wrs, err), 0) {
 					a.stats.Ops.ResolvedByActor.Inc()
 				}
 			}
@@ -796,7 +800,7 @@ func (a *Actor) post() {
 			n++
 		}
 		a.unusePeer(posted, posted+n)
-		if failed.fut != nil && failed.fut.failN(err, n) {
+		if failed.fut != nil && failed.fut.failN(a.opError(wrInfo(&a.chain[posted]), failed.fut.wrs, err), n) {
 			a.stats.Ops.ResolvedByActor.Inc()
 		}
 		if a.peer.on {
@@ -848,6 +852,10 @@ func (a *Actor) postOnce() (int, error) {
 		}
 		e := &a.entries[slot]
 		e.fut, e.opcode, e.length = a.owners[i].fut, wr.Opcode, uint32(wr.Length())
+		e.raddr, e.rkey = wr.RDMA.RemoteAddr, wr.RDMA.RKey
+		if wr.Opcode.IsAtomic() {
+			e.raddr, e.rkey = wr.Atomic.RemoteAddr, wr.Atomic.RKey
+		}
 		a.lat.stamp(seq)
 		e.seq.Store(seq + 1)
 	}
@@ -880,9 +888,10 @@ func (a *Actor) failQueued(err error) int {
 	n := 0
 	for s := a.inbox.Peek(); s != nil; s = a.inbox.Peek() {
 		fut, k, mine := s.fut, len(s.ops()), a.take(s)
+		info := infoOf(&s.ops()[0])
 		a.pop()
 		if mine {
-			fut.failN(err, k)
+			fut.failN(a.opError(info, k, err), k)
 		}
 		n++
 	}
@@ -942,6 +951,19 @@ type retiredWR struct {
 	fut   *futState
 	wc    verbs.WC
 	value uint64
+	info  opInfo // for its error
+}
+
+func (e *entry) info() opInfo {
+	return opInfo{opcode: e.opcode, remoteAddr: e.raddr, rkey: e.rkey, length: e.length}
+}
+
+func wrInfo(wr *verbs.SendWR) opInfo {
+	info := opInfo{opcode: wr.Opcode, remoteAddr: wr.RDMA.RemoteAddr, rkey: wr.RDMA.RKey, length: uint32(wr.Length())}
+	if wr.Opcode.IsAtomic() {
+		info.remoteAddr, info.rkey = wr.Atomic.RemoteAddr, wr.Atomic.RKey
+	}
+	return info
 }
 
 // retire takes the WR at head off the send queue, reading what its
@@ -956,7 +978,7 @@ func (a *Actor) retire(e *entry, wc verbs.WC) retiredWR {
 		}
 		a.sample(a.head, e.opcode)
 	}
-	r := retiredWR{fut: e.fut, wc: wc, value: value}
+	r := retiredWR{fut: e.fut, wc: wc, value: value, info: e.info()}
 	e.fut = nil
 	e.seq.Store(0)
 	return r
@@ -972,7 +994,7 @@ func (a *Actor) resolve(done []retiredWR, err error) {
 		if e == nil {
 			e = r.wc.Err()
 		}
-		if r.fut != nil && r.fut.completeOne(r.wc, e, r.value) { // nil: a credit-only SEND
+		if r.fut != nil && r.fut.completeOne(r.wc, a.opError(r.info, r.fut.wrs, e), r.value) { // nil: a credit-only SEND
 			resolved++
 		}
 		*r = retiredWR{}
@@ -999,7 +1021,7 @@ func (a *Actor) FailOutstanding(err error) int {
 		if e.seq.Load() != a.head+1 {
 			continue
 		}
-		done = append(done, retiredWR{fut: e.fut})
+		done = append(done, retiredWR{fut: e.fut, info: e.info()})
 		e.fut = nil
 		e.seq.Store(0)
 	}

@@ -16,11 +16,11 @@ import (
 var (
 	// ErrPending is returned by Err and Result while the operation is
 	// still in flight.
-	ErrPending = errors.New("qpactor: operation pending")
+	ErrPending = errors.New("verbsrt: operation pending")
 	// ErrReleased is returned when a Future is used after it was consumed
 	// (by Wait returning a result, by Then or by Release): its state went
 	// back to the pool and may belong to another operation now.
-	ErrReleased = errors.New("qpactor: future already consumed")
+	ErrReleased = errors.New("verbsrt: future already consumed")
 )
 
 // Completion is the result of a successful operation.

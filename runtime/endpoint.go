@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -55,7 +56,8 @@ type Endpoint struct {
 	watched chan struct{}
 
 	recv        recvSide
-	peerMsgSize int // the largest message the peer receives (its hello)
+	peerMsgSize int  // the largest message the peer receives (its hello)
+	remote      Addr // the peer's QP
 
 	closeOnce sync.Once
 	failErr   atomic.Error
@@ -139,6 +141,8 @@ func (ep *Endpoint) run(peer hello) error {
 	rt := ep.rt
 	ep.actor.EnablePeerCredits(peer.RecvDepth, &ep.recv)
 	ep.peerMsgSize = peer.MsgSize
+	ep.remote = Addr{GID: peer.gid, QPN: peer.QPN}
+	ep.actor.SetAddrs(ep.LocalAddr(), ep.RemoteAddr())
 	if err := rt.register(ep); err != nil {
 		return err
 	}
@@ -169,6 +173,13 @@ func (ep *Endpoint) release() {
 	ep.recv.release()
 }
 
+// LocalAddr returns this end of the connection: the runtime's GID and the
+// endpoint's QP number.
+func (ep *Endpoint) LocalAddr() net.Addr { return Addr{GID: ep.rt.gid, QPN: ep.qp.QPN()} }
+
+// RemoteAddr returns the peer's end of the connection.
+func (ep *Endpoint) RemoteAddr() net.Addr { return ep.remote }
+
 // QPN returns the endpoint's QP number.
 func (ep *Endpoint) QPN() uint32 { return ep.qp.QPN() }
 
@@ -182,12 +193,16 @@ func (ep *Endpoint) QP() verbs.QP { return ep.qp }
 // CQ returns the endpoint's CQ, for statistics and fault injection.
 func (ep *Endpoint) CQ() verbs.CQ { return ep.cq }
 
-func (ep *Endpoint) failed(err error) Future { return qpactor.Failed(err, ep.rt.pool) }
+// failed returns a future failed with err, the failure of op (of a batch
+// of that many ops, 0 alone) before it reached the actor's queue.
+func (ep *Endpoint) failed(op *Op, batch int, err error) Future {
+	return qpactor.Failed(ep.actor.OpError(op, batch, err), ep.rt.pool)
+}
 
 func (ep *Endpoint) submit(ctx context.Context, op *Op) Future {
 	f, err := ep.actor.Submit(ctx, op)
 	if err != nil {
-		return ep.failed(ep.mapErr(err))
+		return ep.failed(op, 0, ep.mapErr(err))
 	}
 	return f
 }
@@ -202,18 +217,20 @@ func (ep *Endpoint) mapErr(err error) error {
 
 // Write copies local to remote (RDMA WRITE).
 func (ep *Endpoint) Write(ctx context.Context, local Local, remote RemoteRef) Future {
+	op := &Op{Opcode: verbs.OpWrite, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}
 	if err := checkRemote(local.Length, remote); err != nil {
-		return ep.failed(err)
+		return ep.failed(op, 0, err)
 	}
-	return ep.submit(ctx, &Op{Opcode: verbs.OpWrite, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	return ep.submit(ctx, op)
 }
 
 // Read copies remote into local (RDMA READ).
 func (ep *Endpoint) Read(ctx context.Context, local Local, remote RemoteRef) Future {
+	op := &Op{Opcode: verbs.OpRead, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}
 	if err := checkRemote(local.Length, remote); err != nil {
-		return ep.failed(err)
+		return ep.failed(op, 0, err)
 	}
-	return ep.submit(ctx, &Op{Opcode: verbs.OpRead, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	return ep.submit(ctx, op)
 }
 
 // CompareAndSwap swaps the 8 bytes at remote (host order) for swap when
@@ -235,20 +252,22 @@ func (ep *Endpoint) FetchAdd(ctx context.Context, remote RemoteRef, add uint64) 
 // of the peer's receive credits: without one it queues, in order, until the
 // peer returns some, so it never meets an empty receive queue.
 func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
+	op := &Op{Opcode: verbs.OpSend, Local: local}
 	if int(local.Length) > ep.peerMsgSize {
-		return ep.failed(fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
+		return ep.failed(op, 0, fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
 	}
-	return ep.submit(ctx, &Op{Opcode: verbs.OpSend, Local: local})
+	return ep.submit(ctx, op)
 }
 
 // WriteImm copies local to remote and delivers imm to the peer's Recv as a
 // message without bytes. Like Send it uses a receive credit.
 func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef, imm uint32) Future {
+	op := &Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
+		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}
 	if err := checkRemote(local.Length, remote); err != nil {
-		return ep.failed(err)
+		return ep.failed(op, 0, err)
 	}
-	return ep.submit(ctx, &Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
-		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	return ep.submit(ctx, op)
 }
 
 // Post submits ops as one batch with one future: they are chained into one
@@ -257,11 +276,11 @@ func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef,
 // credits). ops must not change until the future resolves.
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
-		return ep.failed(fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument))
+		return qpactor.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)
 	}
 	f, err := ep.actor.SubmitBatch(ctx, ops)
 	if err != nil {
-		return ep.failed(ep.mapErr(err))
+		return ep.failed(&ops[0], len(ops), ep.mapErr(err))
 	}
 	return f
 }

@@ -3,13 +3,17 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// Errors of the runtime. Operation failures on the wire come as
-// *verbs.WCError (errors.Is(err, verbs.ErrFlushed) and so on).
+// Errors of the runtime. An operation's future fails with an *OpError,
+// which says what failed where and wraps the cause: a *verbs.WCError for a
+// failure on the wire (errors.Is(err, verbs.ErrFlushed) and so on), a
+// *verbs.WRError for a rule of ibv_post_send(3) broken, one of the errors
+// below, or the operation's context's error.
 var (
 	// ErrClosed is returned for operations on a closed runtime or endpoint,
 	// and by futures still pending when it closed.
@@ -36,6 +40,27 @@ var (
 	// ErrProtocol is returned when the connection handshake fails.
 	ErrProtocol = errors.New("verbsrt: connection handshake failed")
 )
+
+// OpError is the error of a failed operation: the operation, the
+// connection's two ends, the remote memory and length where they apply,
+// and the cause (Unwrap).
+type OpError = qpactor.OpError
+
+// Addr is one end of a connection: a GID and a QP number. It is a
+// net.Addr of network "rdma".
+type Addr struct {
+	GID verbs.GID
+	QPN uint32
+}
+
+// Network returns "rdma".
+func (Addr) Network() string { return "rdma" }
+
+// String returns the GID (as an IPv4 address for RoCE's IPv4-mapped GIDs)
+// and the QP number, e.g. "198.18.0.1/qp0x11".
+func (a Addr) String() string {
+	return fmt.Sprintf("%s/qp%#x", netip.AddrFrom16(a.GID).Unmap(), a.QPN)
+}
 
 // AsyncError is the typed error of futures failed by an asynchronous event.
 type AsyncError struct {
