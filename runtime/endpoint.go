@@ -146,7 +146,7 @@ func (ep *Endpoint) run(peer hello) error {
 	if err := rt.register(ep); err != nil {
 		return err
 	}
-	ep.target = &cqpoller.Target{CQ: ep.cq, Send: ep.actor, Recv: ep.recv.onRecv}
+	ep.target = &cqpoller.Target{CQ: ep.cq, Send: ep.actor, Recv: ep.recv.onRecv, Failed: ep.wcFailed}
 	if err := ep.poller.Add(ep.target); err != nil {
 		return err
 	}
@@ -313,6 +313,18 @@ func (ep *Endpoint) fail(err error, lost bool) {
 	}
 }
 
+// wcFailed ends the endpoint when a WR failed: RC moved the QP to the
+// error state, what was outstanding comes back flushed, and later
+// operations fail at once. Err then matches ErrConnFailed and the failure
+// (errors.Is(err, verbs.ErrRetryExceeded) for a peer that stopped
+// answering, ...).
+func (ep *Endpoint) wcFailed(wc *verbs.WC) {
+	if ep.closing.Load() {
+		return // Close's own doing, or the peer's goodbye raced it
+	}
+	ep.fail(&connFailed{cause: wc.Err().(*verbs.WCError)}, false)
+}
+
 // finish ends the endpoint's life as Done and Err report it, once: err is
 // why.
 func (ep *Endpoint) finish(err error) {
@@ -324,7 +336,8 @@ func (ep *Endpoint) finish(err error) {
 
 // Done returns a channel closed once the endpoint is over: Close was
 // called, the peer closed its end (Err is ErrPeerClosed), or the
-// connection failed (Err says how: an *AsyncError, ...). What was pending
+// connection failed (Err says how: ErrConnFailed with the failure of the
+// operation that ended it, ErrPeerLost, an *AsyncError, ...). What was pending
 // then resolves, and Recv returns.
 func (ep *Endpoint) Done() <-chan struct{} { return ep.over }
 

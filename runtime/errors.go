@@ -37,6 +37,13 @@ var (
 	// pending on it and of Recv, once its peer went away without closing:
 	// its process died or its device or host became unreachable.
 	ErrPeerLost = errors.New("verbsrt: peer gone")
+	// ErrConnFailed is an endpoint's Err, and the error of the operations
+	// refused after it, once an operation failed on the wire: RC moved the
+	// QP to the error state, which ends the connection. errors.Is and
+	// errors.As reach that failure too (a *verbs.WCError:
+	// verbs.ErrRetryExceeded for a peer that stopped answering,
+	// verbs.ErrRemoteAccess, ...).
+	ErrConnFailed = errors.New("verbsrt: connection failed")
 	// ErrProtocol is returned when the connection handshake fails.
 	ErrProtocol = errors.New("verbsrt: connection handshake failed")
 )
@@ -83,3 +90,12 @@ func (e *AsyncError) Is(target error) bool {
 	}
 	return false
 }
+
+// connFailed is ErrConnFailed with the failure that caused it.
+type connFailed struct{ cause *verbs.WCError }
+
+func (e *connFailed) Error() string {
+	return fmt.Sprintf("verbsrt: connection failed: an operation got %s (%s)", e.cause.Status, e.cause.Status.Name())
+}
+
+func (e *connFailed) Unwrap() []error { return []error{ErrConnFailed, e.cause} }

@@ -16,7 +16,8 @@ import (
 
 // TestRemoteAccessErrorFlushesLaterOps: a write with a bad rkey in the
 // middle of a stream fails with REM_ACCESS_ERR; the writes queued behind it
-// fail with WR_FLUSH_ERR; those before it succeed.
+// fail with WR_FLUSH_ERR; those before it succeed. The endpoint is over
+// then (Done, Err), and a later write fails without reaching the device.
 func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 	rt, cli, _ := pair(t)
 	ctx := ctxT(t)
@@ -44,9 +45,22 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 			t.Errorf("write %d after the bad one: %v, want a flush", i, err)
 		}
 	}
-	// The connection is gone (both QPs in ERR): later operations flush too.
-	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrFlushed) {
-		t.Errorf("write after the error: %v, want a flush", err)
+	// The connection is gone (both QPs in ERR): the endpoint says so, and
+	// later operations fail at once with the same.
+	select {
+	case <-cli.Done():
+	case <-ctx.Done():
+		t.Fatal("Done did not close after an operation failed the connection")
+	}
+	if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
+		t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
+	}
+	before, _ := verbs.PostedWRs(cli.QP())
+	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, runtime.ErrConnFailed) {
+		t.Errorf("write after the error: %v, want ErrConnFailed", err)
+	}
+	if after, _ := verbs.PostedWRs(cli.QP()); after != before {
+		t.Errorf("the write after the failure reached the device")
 	}
 }
 

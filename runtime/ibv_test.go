@@ -145,9 +145,14 @@ func TestIBVRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 	if got := remote.Bytes()[80:88]; !bytes.Equal(got, make([]byte, 8)) {
 		t.Errorf("the bad write changed the memory it did not address: %x", got)
 	}
-	// The connection is gone (both QPs in ERR): later operations flush too.
-	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrFlushed) {
-		t.Errorf("write after the error: %v, want a flush", err)
+	// The connection is gone (both QPs in ERR): the endpoint says so, and
+	// later operations fail with the same.
+	<-cli.Done()
+	if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
+		t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
+	}
+	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, runtime.ErrConnFailed) {
+		t.Errorf("write after the error: %v, want ErrConnFailed", err)
 	}
 }
 

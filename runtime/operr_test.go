@@ -50,12 +50,17 @@ func TestOperationErrorsSayWhatFailedWhere(t *testing.T) {
 		t.Errorf("error %q speaks of the runtime's internals", msg)
 	}
 
-	// The connection is in error now: a later operation is flushed, and
-	// says which it was.
+	// The connection is in error now: a later operation fails, says which
+	// it was and why.
 	_, err = cli.Read(ctx, buf.Slice(0, 8), buf.RemoteRef()).Wait(ctx)
-	if !errors.As(err, &oe) || oe.Op != "read" {
-		t.Errorf("Read after the failure: %v, want an *OpError of a read", err)
+	if !errors.As(err, &oe) || oe.Op != "read" || !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
+		t.Errorf("Read after the failure: %v, want an *OpError of a read wrapping ErrConnFailed and its cause", err)
 	}
+	if msg := err.Error(); strings.Contains(msg, "wr id") || !strings.Contains(msg, "connection failed") {
+		t.Errorf("Read after the failure: %q", msg)
+	}
+	rt, cli, _ = pair(t)
+	buf = alloc(t, rt, 4096)
 
 	// Errors found before the queue are OpErrors too.
 	big := alloc(t, rt, 1<<20)
