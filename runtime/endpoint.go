@@ -319,8 +319,8 @@ func (ep *Endpoint) fail(err error, lost bool) {
 // (errors.Is(err, verbs.ErrRetryExceeded) for a peer that stopped
 // answering, ...).
 func (ep *Endpoint) wcFailed(wc *verbs.WC) {
-	if ep.closing.Load() {
-		return // Close's own doing, or the peer's goodbye raced it
+	if ep.closing.Load() || ep.Err() != nil {
+		return // Close's own doing, or the endpoint is over already
 	}
 	ep.fail(&connFailed{cause: wc.Err().(*verbs.WCError)}, false)
 }

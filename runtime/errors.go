@@ -95,7 +95,7 @@ func (e *AsyncError) Is(target error) bool {
 type connFailed struct{ cause *verbs.WCError }
 
 func (e *connFailed) Error() string {
-	return fmt.Sprintf("verbsrt: connection failed: an operation got %s (%s)", e.cause.Status, e.cause.Status.Name())
+	return fmt.Sprintf("verbsrt: connection failed: a work request completed with %s (%s)", e.cause.Status, e.cause.Status.Name())
 }
 
 func (e *connFailed) Unwrap() []error { return []error{ErrConnFailed, e.cause} }

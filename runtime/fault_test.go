@@ -19,7 +19,7 @@ import (
 // fail with WR_FLUSH_ERR; those before it succeed. The endpoint is over
 // then (Done, Err), and a later write fails without reaching the device.
 func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
-	rt, cli, _ := pair(t)
+	rt, cli, srv := pair(t)
 	ctx := ctxT(t)
 	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
 	// Hold the stream so the bad write is mid-queue when it executes.
@@ -54,6 +54,16 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 	}
 	if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
 		t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
+	}
+	// The responder's QP went to ERR too (its receives flushed): its end
+	// is over as well, and its Recv returns.
+	select {
+	case <-srv.Done():
+	case <-ctx.Done():
+		t.Fatal("the responder's Done did not close")
+	}
+	if _, err := srv.Recv(ctx); !errors.Is(err, runtime.ErrConnFailed) {
+		t.Errorf("the responder's Recv: %v, want ErrConnFailed", err)
 	}
 	before, _ := verbs.PostedWRs(cli.QP())
 	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, runtime.ErrConnFailed) {
