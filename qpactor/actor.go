@@ -530,6 +530,11 @@ func (a *Actor) run() {
 		}
 		if worked || waited {
 			idle.Busy()
+			if waited && !spin.Acquire() {
+				// Gathering is spinning too: without a slot, yield, so
+				// that the callers filling the inbox get the P.
+				runtime.Gosched()
+			}
 			continue
 		}
 		if a.finished() {
