@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -69,5 +70,36 @@ func TestConnManagerNotSupported(t *testing.T) {
 	}
 	if _, err := rt.DialCM(context.Background(), "127.0.0.1:1"); !errors.Is(err, verbs.ErrNotSupported) {
 		t.Errorf("DialCM on soft: %v, want verbs.ErrNotSupported", err)
+	}
+}
+
+// TestDefaultRuntimesReachEachOther: two runtimes made without a provider
+// share the process's soft fabric, so one's endpoint writes into the
+// other's memory (each used to get a fabric of its own, with the same GIDs
+// and QP numbers: the "connection" led to a QP of its own fabric and the
+// write was flushed).
+func TestDefaultRuntimesReachEachOther(t *testing.T) {
+	a, err := runtime.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	b, err := runtime.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	cli, srv := connectRuntimes(t, a, b)
+	ctx := ctxT(t)
+	src, dst := alloc(t, a, 64), alloc(t, b, 64)
+	copy(src.Bytes(), "written from runtime a into runtime b's memory")
+	if _, err := cli.Write(ctx, src.Local(), dst.RemoteRef()).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if string(dst.Bytes()[:46]) != "written from runtime a into runtime b's memory" {
+		t.Errorf("b's memory holds %q", dst.Bytes()[:46])
+	}
+	if cli.RemoteAddr().String() != srv.LocalAddr().String() {
+		t.Errorf("the client's peer is %v, the server is %v", cli.RemoteAddr(), srv.LocalAddr())
 	}
 }

@@ -18,6 +18,12 @@ var (
 	// ErrClosed is returned for operations on a closed runtime or endpoint,
 	// and by futures still pending when it closed.
 	ErrClosed = qpactor.ErrClosed
+	// ErrPending is returned by Future.Err and Future.Result while the
+	// operation is in flight.
+	ErrPending = qpactor.ErrPending
+	// ErrReleased is returned by a Future used after it was consumed (by
+	// Wait returning a result, Then or Release).
+	ErrReleased = qpactor.ErrReleased
 	// ErrMessageTooLarge is returned by Send for a message larger than the
 	// peer's receive buffers.
 	ErrMessageTooLarge = errors.New("verbsrt: message larger than the peer's receive buffers")

@@ -71,7 +71,7 @@ func New(opts ...Option) (rt *Runtime, err error) {
 		}
 	}()
 	if rt.prov = cfg.provider; rt.prov == nil {
-		rt.ownProv = soft.New(soft.Config{})
+		rt.ownProv = acquireDefaultSoft()
 		rt.prov = rt.ownProv
 	}
 	dev, err := pickDevice(rt.prov, cfg.device)
@@ -267,7 +267,8 @@ func (rt *Runtime) teardown() {
 		rt.arena.Close()
 	}
 	if rt.ownProv != nil {
-		rt.ownProv.Close()
+		releaseDefaultSoft()
+		rt.ownProv = nil
 	}
 }
 
