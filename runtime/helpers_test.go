@@ -30,31 +30,7 @@ func pair(t testing.TB, opts ...runtime.Option) (*runtime.Runtime, *runtime.Endp
 // (client, server).
 func connect(t testing.TB, rt *runtime.Runtime) (*runtime.Endpoint, *runtime.Endpoint) {
 	t.Helper()
-	ln, err := rt.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	type res struct {
-		ep  *runtime.Endpoint
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		ep, err := ln.Accept(ctx)
-		ch <- res{ep, err}
-	}()
-	cli, err := rt.Dial(ctx, ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return cli, r.ep
+	return connectRuntimes(t, rt, rt)
 }
 
 func alloc(t testing.TB, rt *runtime.Runtime, n int) *runtime.Buffer {
