@@ -35,9 +35,7 @@ type Endpoint struct {
 	target *cqpoller.Target // ep.cq on poller; nil until start
 	actor  *qpactor.Actor
 	scrat  *Buffer
-	conn   verbs.RCConn // the connection manager's, for an endpoint of ListenCM or DialCM
-	// watched is closed when the goroutine watching conn has stopped.
-	watched chan struct{}
+	watch  peerWatch // the connection beside the QP that says the peer is gone (peerlink.go)
 
 	recv        recvSide
 	peerMsgSize int // the largest message the peer receives (its hello)
@@ -136,12 +134,10 @@ func (ep *Endpoint) run(peer hello) error {
 	return nil
 }
 
-// release frees what newEndpoint made (and the connection manager's
-// connection, once the QP is gone).
+// release frees what newEndpoint made (and the link to the peer, once
+// the QP is gone).
 func (ep *Endpoint) release() {
-	if ep.conn != nil {
-		defer ep.conn.Close()
-	}
+	defer ep.releaseLink()
 	if ep.qp != nil {
 		ep.qp.Close()
 	}
@@ -347,9 +343,8 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	} else {
 		ep.waitOutstanding(ctx, 0)
 	}
-	if ep.conn == nil || ep.conn.Disconnect() != nil {
-		ep.toError()
-	}
+	ep.toError()
+	ep.hangUp()
 	// The device gives back what was outstanding as flush completions, and
 	// until then the memory of those WRs is its own: wait for them whatever
 	// ctx says, bounded only for completions a CQ overrun lost, which never
@@ -360,9 +355,7 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(ErrClosed) })
 	ep.poller.Remove(ep.cq)
 	ep.finish(ErrClosed)
-	if ep.watched != nil {
-		<-ep.watched
-	}
+	ep.stopWatching()
 	ep.rt.unregister(ep)
 	ep.release()
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

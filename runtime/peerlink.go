@@ -1,0 +1,135 @@
+package runtime
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Noticing a lost peer.
+//
+// An RC QP learns that its peer is gone only when one of its own work
+// requests goes unanswered (RETRY_EXC_ERR after timeout x retry_cnt): an
+// idle endpoint, or one only blocked in Recv, never would. So an endpoint
+// keeps a second connection to its peer for its whole life, a peerLink,
+// and a goroutine waits for that connection's end. Through the connection
+// manager (DialCM, ListenCM) it is the rdma_cm connection: the kernel of a
+// peer whose process dies disconnects for it, and the DISCONNECTED event
+// comes at once.
+//
+// A graceful Close sends its goodbye, waits for the peer to acknowledge it,
+// and only then ends the link; on RC the goodbye's receive completion is in
+// the peer's CQ by the time the acknowledgement comes back, so before the
+// end of the link reaches the peer. The watcher handles what the CQ holds
+// (Poller.Drain) before it takes the end for a lost peer: a goodbye found
+// there makes the close the graceful one it was.
+
+// A peerLink is an endpoint's connection to its peer beside the QP.
+type peerLink interface {
+	// awaitEnd blocks until the connection is over, whichever side ended
+	// it, and says how it ended.
+	awaitEnd() string
+	// hangUp ends the connection from this side: the endpoint is closing,
+	// its goodbye acknowledged (or given up on) and its QP in ERR. It is
+	// called once; awaitEnd then returns.
+	hangUp() error
+	// release frees what is left of the connection, once the QP is gone.
+	release()
+}
+
+// peerWatch is an endpoint's peerLink and the goroutine that watches it.
+type peerWatch struct {
+	link peerLink // nil for an endpoint that never got one
+	mu   sync.Mutex
+	// watched is closed when the watching goroutine has returned; nil when
+	// none was started.
+	watched chan struct{}
+}
+
+// watchPeer starts the goroutine that ends the endpoint with ErrPeerLost
+// when its link ends without a goodbye, unless Close already began (the
+// runtime closing its endpoints while this one was connecting): Close
+// waits only for a goroutine started before it.
+func (ep *Endpoint) watchPeer() {
+	w := &ep.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ep.closing.Load() {
+		return
+	}
+	w.watched = make(chan struct{})
+	go func() {
+		defer close(w.watched)
+		ep.linkEnded(w.link.awaitEnd())
+	}()
+}
+
+// linkEnded decides what the end of the endpoint's link means: nothing when
+// this side ended it (Close) or the endpoint was over already; a graceful
+// close when the peer's goodbye is in the CQ; otherwise a lost peer.
+func (ep *Endpoint) linkEnded(how string) {
+	if ep.closing.Load() {
+		return
+	}
+	ep.poller.Drain(ep.target)
+	if ep.closing.Load() || ep.Err() != nil {
+		return
+	}
+	ep.fail(fmt.Errorf("%w: %s", ErrPeerLost, how), false)
+}
+
+// hangUp ends the endpoint's link from this side (Close, with the QP in
+// ERR): the peer learns that this end is over, and the watcher returns.
+func (ep *Endpoint) hangUp() {
+	if ep.watch.link == nil {
+		return
+	}
+	if err := ep.watch.link.hangUp(); err != nil {
+		ep.rt.log.Debug("verbsrt: ending the link to the peer", "qpn", ep.qp.QPN(), "err", err)
+	}
+}
+
+// stopWatching waits until the watcher has returned (Close, after
+// hangUp), so that nothing polls the CQ it is about to destroy.
+func (ep *Endpoint) stopWatching() {
+	ep.watch.mu.Lock()
+	watched := ep.watch.watched
+	ep.watch.mu.Unlock()
+	if watched != nil {
+		<-watched
+	}
+}
+
+// releaseLink frees the endpoint's link, once its QP is gone.
+func (ep *Endpoint) releaseLink() {
+	if ep.watch.link != nil {
+		ep.watch.link.release()
+	}
+}
+
+// cmLink is the connection manager's connection.
+type cmLink struct {
+	conn   verbs.RCConn
+	hungUp chan struct{}
+}
+
+func newCMLink(conn verbs.RCConn) *cmLink { return &cmLink{conn: conn, hungUp: make(chan struct{})} }
+
+func (l *cmLink) awaitEnd() string {
+	select {
+	case <-l.conn.Disconnected():
+		return "rdma_cm reported the connection gone"
+	case <-l.hungUp:
+		// Disconnected closes only once the peer answers the disconnect
+		// request, or it times out: this side is done sooner.
+		return "disconnected"
+	}
+}
+
+func (l *cmLink) hangUp() error {
+	close(l.hungUp)
+	return l.conn.Disconnect()
+}
+
+func (l *cmLink) release() { l.conn.Close() }
