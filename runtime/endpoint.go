@@ -285,9 +285,17 @@ func (ep *Endpoint) finish(err error) {
 }
 
 // Done returns a channel closed once the endpoint is over: Close was
-// called, the peer closed its end (Err is ErrPeerClosed), or the
-// connection failed (Err says how: an *AsyncError, ...). What was pending
-// then resolves, and Recv returns.
+// called, the peer closed its end (Err is ErrPeerClosed), the peer went
+// away without closing (ErrPeerLost), or the connection failed (Err says
+// how: an *AsyncError, ...). What was pending then resolves, and Recv
+// returns.
+//
+// A peer whose process dies is noticed at once: its kernel ends the
+// connection the endpoint keeps beside the QP (the handshake's TCP
+// connection, or rdma_cm's). A peer whose host stops answering is noticed
+// within 10 s of its last sign of life on a TCP-handshake endpoint (TCP
+// keepalive), and through rdma_cm only by the endpoint's own traffic (an
+// operation fails with RETRY_EXC_ERR after about half a second).
 func (ep *Endpoint) Done() <-chan struct{} { return ep.over }
 
 // Err returns nil while the endpoint is open, then why it is over.

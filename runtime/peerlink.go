@@ -2,7 +2,10 @@ package runtime
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"sync"
+	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -13,10 +16,15 @@ import (
 // requests goes unanswered (RETRY_EXC_ERR after timeout x retry_cnt): an
 // idle endpoint, or one only blocked in Recv, never would. So an endpoint
 // keeps a second connection to its peer for its whole life, a peerLink,
-// and a goroutine waits for that connection's end. Through the connection
-// manager (DialCM, ListenCM) it is the rdma_cm connection: the kernel of a
-// peer whose process dies disconnects for it, and the DISCONNECTED event
-// comes at once.
+// and a goroutine waits for that connection's end:
+//
+//   - through the connection manager (DialCM, ListenCM), the rdma_cm
+//     connection: the kernel of a peer whose process dies disconnects for
+//     it, and the DISCONNECTED event comes at once;
+//   - through the TCP handshake (Dial, Listen), the handshake's TCP
+//     connection: the kernel of a peer whose process dies closes its
+//     socket, and the read sees EOF (or a reset) at once; a peer whose host
+//     stops answering is caught by TCP keepalive (linkKeepAlive).
 //
 // A graceful Close sends its goodbye, waits for the peer to acknowledge it,
 // and only then ends the link; on RC the goodbye's receive completion is in
@@ -24,6 +32,25 @@ import (
 // end of the link reaches the peer. The watcher handles what the CQ holds
 // (Poller.Drain) before it takes the end for a lost peer: a goodbye found
 // there makes the close the graceful one it was.
+
+// The TCP keepalive of the handshake's connection, which carries nothing
+// after the handshake: after keepAliveIdle without a segment from the
+// peer, a probe every keepAliveInterval, and the connection ends when
+// keepAliveCount probes in a row go unanswered. Short, because the
+// connection is otherwise silent and an idle endpoint has no other way to
+// learn that the peer's host is gone; a probe every few seconds costs
+// nothing that counts, even for thousands of endpoints.
+const (
+	keepAliveIdle     = 5 * time.Second
+	keepAliveInterval = time.Second
+	keepAliveCount    = 5
+	// peerSilenceBound is how long after its last sign of life a peer
+	// whose host stopped answering is taken for lost: 10 s, as doc.go and
+	// Endpoint.Done say.
+	peerSilenceBound = keepAliveIdle + keepAliveCount*keepAliveInterval
+)
+
+var linkKeepAlive = net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}
 
 // A peerLink is an endpoint's connection to its peer beside the QP.
 type peerLink interface {
@@ -107,6 +134,27 @@ func (ep *Endpoint) releaseLink() {
 		ep.watch.link.release()
 	}
 }
+
+// tcpLink is the TCP connection of the handshake, kept open.
+type tcpLink struct{ c net.Conn }
+
+func (l *tcpLink) awaitEnd() string {
+	// The peer writes nothing after its "ready": a read returns only when
+	// the connection ends. (Bytes a later version might send are skipped.)
+	var b [64]byte
+	for {
+		if _, err := l.c.Read(b[:]); err != nil {
+			if err == io.EOF {
+				return "the peer closed the handshake's TCP connection without a goodbye"
+			}
+			return fmt.Sprintf("the handshake's TCP connection failed: %v", err)
+		}
+	}
+}
+
+func (l *tcpLink) hangUp() error { return l.c.Close() }
+
+func (l *tcpLink) release() { l.c.Close() } // after hangUp, a no-op
 
 // cmLink is the connection manager's connection.
 type cmLink struct {
