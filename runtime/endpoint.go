@@ -51,9 +51,7 @@ type Endpoint struct {
 	target *cqpoller.Target // ep.cq on poller; nil until start
 	actor  *qpactor.Actor
 	scrat  *Buffer
-	conn   verbs.RCConn // the connection manager's, for an endpoint of ListenCM or DialCM
-	// watched is closed when the goroutine watching conn has stopped.
-	watched chan struct{}
+	watch  peerWatch // the connection beside the QP that says the peer is gone (peerlink.go)
 
 	recv        recvSide
 	peerMsgSize int  // the largest message the peer receives (its hello)
@@ -155,12 +153,10 @@ func (ep *Endpoint) run(peer hello) error {
 	return nil
 }
 
-// release frees what newEndpoint made (and the connection manager's
-// connection, once the QP is gone).
+// release frees what newEndpoint made (and the link to the peer, once
+// the QP is gone).
 func (ep *Endpoint) release() {
-	if ep.conn != nil {
-		defer ep.conn.Close()
-	}
+	defer ep.releaseLink()
 	if ep.qp != nil {
 		ep.qp.Close()
 	}
@@ -308,6 +304,7 @@ func (ep *Endpoint) fail(err error, lost bool) {
 		ep.actor.Break(err)
 	}
 	ep.toError()
+	ep.hangUp()
 	if lost {
 		ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(err) })
 	}
@@ -335,10 +332,18 @@ func (ep *Endpoint) finish(err error) {
 }
 
 // Done returns a channel closed once the endpoint is over: Close was
-// called, the peer closed its end (Err is ErrPeerClosed), or the
-// connection failed (Err says how: ErrConnFailed with the failure of the
-// operation that ended it, ErrPeerLost, an *AsyncError, ...). What was pending
-// then resolves, and Recv returns.
+// called, the peer closed its end (Err is ErrPeerClosed), the peer went
+// away without closing (ErrPeerLost), or the connection failed (Err says
+// how: ErrConnFailed with the failure of the operation that ended it, an
+// *AsyncError, ...). What was pending then resolves, and Recv
+// returns.
+//
+// A peer whose process dies is noticed at once: its kernel ends the
+// connection the endpoint keeps beside the QP (the handshake's TCP
+// connection, or rdma_cm's). A peer whose host stops answering is noticed
+// within 10 s of its last sign of life on a TCP-handshake endpoint (TCP
+// keepalive), and through rdma_cm only by the endpoint's own traffic (an
+// operation fails with RETRY_EXC_ERR after about half a second).
 func (ep *Endpoint) Done() <-chan struct{} { return ep.over }
 
 // Err returns nil while the endpoint is open, then why it is over.
@@ -394,9 +399,8 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	} else {
 		ep.waitOutstanding(ctx, 0)
 	}
-	if ep.conn == nil || ep.conn.Disconnect() != nil {
-		ep.toError()
-	}
+	ep.toError()
+	ep.hangUp()
 	// The device gives back what was outstanding as flush completions, and
 	// until then the memory of those WRs is its own: wait for them whatever
 	// ctx says, bounded only for completions a CQ overrun lost, which never
@@ -407,9 +411,7 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(ErrClosed) })
 	ep.poller.Remove(ep.cq)
 	ep.finish(ErrClosed)
-	if ep.watched != nil {
-		<-ep.watched
-	}
+	ep.stopWatching()
 	ep.rt.unregister(ep)
 	ep.release()
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

@@ -243,33 +243,3 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
-
-// connectRuntimes connects an endpoint of a (client) to one of b (server).
-func connectRuntimes(t testing.TB, a, b *runtime.Runtime) (*runtime.Endpoint, *runtime.Endpoint) {
-	t.Helper()
-	ln, err := b.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	type res struct {
-		ep  *runtime.Endpoint
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		ep, err := ln.Accept(ctx)
-		ch <- res{ep, err}
-	}()
-	cli, err := a.Dial(ctx, ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return cli, r.ep
-}
