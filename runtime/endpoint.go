@@ -73,7 +73,11 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	nbufs := 2 * cfg.recvDepth
 	cqe := cfg.cqSize
 	if cqe <= 0 {
-		cqe = cfg.sqDepth + nbufs + 16
+		// Room for a completion of every WR the QP may hold at once: a
+		// flush completes each of them, signaled or not. Providers round
+		// max_send_wr up, soft and rxe to 2n-1 (SEMANTICS 8a): planned for
+		// here, and checked once the QP says what it got.
+		cqe = 2*cfg.sqDepth + nbufs + 16
 	}
 	var ch verbs.CompChannel
 	if len(rt.chans) > 0 {
@@ -103,6 +107,12 @@ func (ep *Endpoint) setup(nbufs int) error {
 	attr, err := ep.qp.Query()
 	if err != nil {
 		return err
+	}
+	if need := attr.Cap.MaxSendWR + attr.Cap.MaxRecvWR; ep.cq.CQE() < need {
+		// A flush would overrun the CQ and lose completions whose futures
+		// then wait for ever.
+		return fmt.Errorf("verbsrt: a CQ of %d entries cannot hold the completions of the QP's %d sends and %d receives (WithCQSize): %w",
+			ep.cq.CQE(), attr.Cap.MaxSendWR, attr.Cap.MaxRecvWR, verbs.ErrInvalidArgument)
 	}
 	if ep.scrat, err = rt.Alloc(qpactor.ScratchSize(attr.Cap.MaxSendWR)); err != nil {
 		return err
@@ -294,18 +304,16 @@ func checkRemote(n uint32, r RemoteRef) error {
 // err at once; otherwise each resolves with its flush completion, once the
 // device has given it back.
 func (ep *Endpoint) fail(err error, lost bool) {
-	if !ep.failErr.CompareAndSwap(nil, err) {
-		return
-	}
-	ep.finish(err)
-	if lost {
-		ep.actor.Abandon(err)
-	} else {
+	if ep.failErr.CompareAndSwap(nil, err) {
+		ep.finish(err)
 		ep.actor.Break(err)
+		ep.toError()
+		ep.hangUp()
 	}
-	ep.toError()
-	ep.hangUp()
 	if lost {
+		// Also when the endpoint had failed already for another reason:
+		// the completions lost now would otherwise be waited for forever.
+		ep.actor.Abandon(err)
 		ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(err) })
 	}
 }
