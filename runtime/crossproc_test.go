@@ -43,7 +43,14 @@ const (
 	crossOps        = 100
 )
 
-func init() { servePeer = crossServer }
+func init() {
+	servePeer = func(peer string) int {
+		if rest, ok := strings.CutPrefix(peer, "matrix-"); ok {
+			return matrixServer(rest)
+		}
+		return crossServer(peer)
+	}
+}
 
 // remoteEnv, "MODE ADDR", makes TestIBVTwoProcesses connect its MODE
 // subtest to a server already listening at ADDR (another host's, started
@@ -211,7 +218,8 @@ func ibvDevices(t *testing.T) (devA, devB string) {
 // peerProcess is this test binary started again as a server (peerEnv).
 type peerProcess struct {
 	cmd    *exec.Cmd
-	out    *bufio.Reader // its stdout, after the "listening" line
+	in     io.WriteCloser // its stdin
+	out    *bufio.Reader  // its stdout, after the "listening" line
 	stderr bytes.Buffer
 	addr   string // where it listens
 	exited bool
@@ -226,6 +234,9 @@ func startPeer(t *testing.T, ctx context.Context, peer string) *peerProcess {
 	p.cmd.Stderr = &p.stderr
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if p.in, err = p.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.cmd.Start(); err != nil {

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -143,25 +144,12 @@ func runMatrixCase(t *testing.T, ev matrixEvent, load string) {
 		recvB = receive(m.b)
 	}
 
-	// Every future resolves once, within the bound, with success or a
-	// typed error.
 	deadline := time.Now().Add(failureBound)
-	for i, f := range fs {
-		wctx, cancel := context.WithDeadline(context.Background(), deadline)
-		_, err := f.Wait(wctx)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			st := m.a.Actor().Stats()
-			t.Fatalf("operation %d of %d did not resolve within %v (a: Err %v, outstanding %d, taken %d, resolved %d+%d; b: Err %v)", i, len(fs), failureBound,
-				m.a.Err(), m.a.Actor().Outstanding(), st.Ops.Taken.Load(), st.Ops.ResolvedByActor.Load(), st.Ops.ResolvedByPoller.Load(), m.b.Err())
-		}
-		if err != nil && !isEndOfConnection(err) {
-			t.Errorf("operation %d: %v, not a typed end of the connection", i, err)
-		}
-		if _, err := f.Wait(context.Background()); !errors.Is(err, runtime.ErrReleased) {
-			t.Fatalf("operation %d answered a second Wait: %v", i, err)
-		}
-	}
+	wantAllResolve(t, fs, deadline, func() string {
+		st := m.a.Actor().Stats()
+		return fmt.Sprintf("a: Err %v, outstanding %d, taken %d, resolved %d+%d; b: Err %v",
+			m.a.Err(), m.a.Actor().Outstanding(), st.Ops.Taken.Load(), st.Ops.ResolvedByActor.Load(), st.Ops.ResolvedByPoller.Load(), m.b.Err())
+	})
 	wantOver(t, "a", m.a, deadline, ev.errA)
 	if !ev.bDies {
 		wantOver(t, "b", m.b, deadline, ev.errB)
@@ -180,6 +168,27 @@ func runMatrixCase(t *testing.T, ev matrixEvent, load string) {
 	}
 	if ev.bDies {
 		wantRecvEnds(t, "b", recvB, time.Now().Add(failureBound))
+	}
+}
+
+// wantAllResolve: every future in fs resolves once, before deadline, with
+// success or a typed end of the connection; state says what the endpoint
+// looked like when one did not.
+func wantAllResolve(t *testing.T, fs []runtime.Future, deadline time.Time, state func() string) {
+	t.Helper()
+	for i, f := range fs {
+		wctx, cancel := context.WithDeadline(context.Background(), deadline)
+		_, err := f.Wait(wctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("operation %d of %d did not resolve within %v (%s)", i, len(fs), failureBound, state())
+		}
+		if err != nil && !isEndOfConnection(err) {
+			t.Errorf("operation %d: %v, not a typed end of the connection", i, err)
+		}
+		if _, err := f.Wait(context.Background()); !errors.Is(err, runtime.ErrReleased) {
+			t.Fatalf("operation %d answered a second Wait: %v", i, err)
+		}
 	}
 }
 
