@@ -57,11 +57,36 @@
 //     traffic: an operation fails with RETRY_EXC_ERR after about half a
 //     second of retries.
 //
-// A failure (an asynchronous event, a CQ overrun) ends it with that error.
+// A failure (an asynchronous event, a CQ overrun, an operation that failed
+// on the wire: ErrConnFailed) ends it with that error, and the endpoint
+// hangs up the connection beside its QP at once, so its peer ends too
+// (ErrPeerLost).
 // In each case what was pending resolves, Recv returns, and no future
 // resolves before the device has given its WR back. One failed operation
 // moves an RC connection to error, which fails the operations after it
 // (the RC transport's rule).
+//
+// # Backpressure
+//
+// Every queue is bounded, and a full one makes the caller wait, under its
+// context, or fails: none grows with load.
+//
+//   - An endpoint's inbox holds WithRingSize submissions (1024). An
+//     operation method that finds it full waits for room until its
+//     context ends (the actor signals room as it takes submissions); the
+//     operation then fails with ctx.Err().
+//   - Sends waiting for the peer's receive credits wait in that inbox, in
+//     order, and so do the operations behind them: a slow receiver slows
+//     its senders down to the inbox's size, then blocks them.
+//   - The send queue holds what the device accepted (WithSendQueueDepth);
+//     what does not fit waits in the inbox.
+//   - Then callbacks run on WithPoolSize workers; when all are busy, the
+//     rest wait in a queue one more goroutine runs (at most one callback
+//     per pending future, allocated by the caller), never on a goroutine
+//     each and never on a poller.
+//   - Received messages wait for Recv in the endpoint's own receive
+//     buffers (2 x WithRecvDepth): while the application holds them, the
+//     peer gets no credits back and its sends wait.
 //
 // # Wire format
 //
