@@ -121,6 +121,9 @@ func TestCancelTenThousandQueued(t *testing.T) {
 	if c := cli.Actor().Stats().Ops.Cancelled.Load(); c != n/2 {
 		t.Errorf("the actor counted %d cancelled submissions, want %d", c, n/2)
 	}
+	if c := rt.Stats().Cancelled; c != n/2 {
+		t.Errorf("the runtime's Stats count %d cancelled operations, want %d (verbsrt_ops_cancelled_total)", c, n/2)
+	}
 }
 
 // waitPosted waits until ep's actor has posted everything it can and gone

@@ -22,6 +22,7 @@ type Stats struct {
 	WRsPosted   [qpactor.OpcodeSlots]uint64      // by verbs.Opcode
 	PostBatches [qpactor.BatchBuckets]uint64     // PostSend calls by WRs posted: bucket i counts at most 1<<i, the last one more
 	OpLatency   [qpactor.OpcodeSlots]LatencyHist // by verbs.Opcode, 1 WR in qpactor.LatencySampleEvery
+	Cancelled   uint64                           // operations whose context ended before they were posted
 
 	// Completions, counted by the pollers.
 	Completions      [32]uint64 // by verbs.WCStatus, sends and receives
@@ -65,6 +66,7 @@ func (c *counters) retire(ep *Endpoint) { c.retired.addCounters(ep.actor) }
 func (s *Stats) addCounters(a *qpactor.Actor) {
 	st := a.Stats()
 	s.PostCalls += st.PostCalls.Load()
+	s.Cancelled += st.Ops.Cancelled.Load()
 	for i := range s.WRsPosted {
 		s.WRsPosted[i] += st.Ops.ByOpcode[i].Load()
 	}
