@@ -88,7 +88,8 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 		return nil, err
 	}
 	if ep.qp, err = rt.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: ep.cq, RecvCQ: ep.cq,
-		Caps: verbs.QPCaps{MaxSendWR: cfg.sqDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		// Two SGEs each way: a SEND's header and its data (recv.go).
+		Caps: verbs.QPCaps{MaxSendWR: cfg.sqDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 2, MaxRecvSGE: recvSGEs}}); err != nil {
 		ep.cq.Close()
 		return nil, err
 	}
@@ -147,7 +148,9 @@ func (rt *Runtime) connectSpec() verbs.ConnectSpec {
 // grants, the registration, the polling and the actor.
 func (ep *Endpoint) run(peer hello) error {
 	rt := ep.rt
-	ep.actor.EnablePeerCredits(peer.RecvDepth, &ep.recv)
+	if err := ep.actor.EnablePeerCredits(peer.RecvDepth, &ep.recv); err != nil {
+		return err
+	}
 	ep.peerMsgSize = peer.MsgSize
 	ep.remote = Addr{GID: peer.gid, QPN: peer.QPN}
 	ep.actor.SetAddrs(ep.LocalAddr(), ep.RemoteAddr())
@@ -278,7 +281,9 @@ func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef,
 
 // Post submits ops as one batch with one future: they are chained into one
 // PostSend when credits allow. SIGNALED is the runtime's business and
-// ignored; SEND ops get their immediate data from the runtime (receive
+// ignored. A SEND op reaches the peer's Recv as Send's message does, and
+// a SEND_WITH_IMM as one with its Imm whole. Each of them, and each
+// WRITE_WITH_IMM, waits for one of the peer's receives (receive
 // credits). ops must not change until the future resolves.
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
