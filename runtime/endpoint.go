@@ -30,15 +30,16 @@ type Op = qpactor.Op
 // through its poller.
 //
 // An operation method (Write, Read, CompareAndSwap, FetchAdd, Send,
-// WriteImm, Post) queues the operation and returns its future without
-// waiting for the device. Its ctx bounds the time before the operation is
-// posted: the wait for room when the endpoint's inbox is full, the wait
-// in the inbox, and a Send's wait for the peer's receive credits. If ctx
-// ends first, the operation is removed and never reaches the device; its
-// future fails with ctx.Err(). Once posted, an operation cannot be
-// recalled: its future resolves when the device is done with it, whatever
-// ctx does, and its buffers stay the device's until then. (To stop waiting
-// for a posted operation, give Future.Wait a context of its own.)
+// SendImm, WriteImm, Post) queues the operation and returns its future
+// without waiting for the device. Its ctx bounds the time before the
+// operation is posted: the wait for room when the endpoint's inbox is
+// full, the wait in the inbox, and a Send's wait for the peer's receive
+// credits. If ctx ends first, the operation is removed and never reaches
+// the device; its future fails with ctx.Err(). Once posted, an operation
+// cannot be recalled: its future resolves when the device is done with
+// it, whatever ctx does, and its buffers stay the device's until then. (To
+// stop waiting for a posted operation, give Future.Wait a context of its
+// own.)
 //
 // One failed operation fails the connection: an RC QP moves to the error
 // state on any failed work request, and every operation posted or queued
@@ -268,6 +269,16 @@ func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
 	return ep.submit(ctx, op)
 }
 
+// SendImm is Send with immediate data (SEND_WITH_IMM): the peer's Recv
+// returns a message whose Imm is imm, all 32 bits.
+func (ep *Endpoint) SendImm(ctx context.Context, local Local, imm uint32) Future {
+	op := &Op{Opcode: verbs.OpSendImm, Local: local, Imm: imm}
+	if int(local.Length) > ep.peerMsgSize {
+		return ep.failed(op, 0, fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
+	}
+	return ep.submit(ctx, op)
+}
+
 // WriteImm copies local to remote and delivers imm to the peer's Recv as a
 // message without bytes. Like Send it uses a receive credit.
 func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef, imm uint32) Future {
@@ -282,8 +293,8 @@ func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef,
 // Post submits ops as one batch with one future: they are chained into one
 // PostSend when credits allow. SIGNALED is the runtime's business and
 // ignored. A SEND op reaches the peer's Recv as Send's message does, and
-// a SEND_WITH_IMM as one with its Imm whole. Each of them, and each
-// WRITE_WITH_IMM, waits for one of the peer's receives (receive
+// a SEND_WITH_IMM as SendImm's, with its Imm whole. Each of them, and
+// each WRITE_WITH_IMM, waits for one of the peer's receives (receive
 // credits). ops must not change until the future resolves.
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {

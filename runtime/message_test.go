@@ -13,8 +13,8 @@ import (
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// TestSendImmArrivesWhole: the immediate data of a SEND_WITH_IMM (Post
-// with OpSendImm) reaches the peer's Recv with all 32 bits, bits
+// TestSendImmArrivesWhole: the immediate data of a SEND_WITH_IMM (SendImm,
+// or Post with OpSendImm) reaches the peer's Recv with all 32 bits, bits
 // 31 and 30 included, among plain Sends and WriteImms, while the two ends
 // run out of receive credits and report them under load both ways, and up
 // to a graceful close. (The runtime used to overwrite the immediate data of
@@ -30,6 +30,7 @@ func TestSendImmArrivesWhole(t *testing.T) {
 // The message kinds immTraffic sends, by index modulo immKinds.
 const (
 	kindSend       = iota // Send, 16 bytes
+	kindSendImm           // SendImm, 16 bytes
 	kindPostImm           // Post of one OpSendImm, 16 bytes
 	kindPostImmNil        // Post of one OpSendImm without data
 	kindWriteImm          // WriteImm of 8 bytes into the peer's region
@@ -100,6 +101,8 @@ func immTraffic(t *testing.T, ctx context.Context, rtA, rtB *runtime.Runtime, a,
 		switch i % immKinds {
 		case kindSend:
 			f = a.Send(ctx, local)
+		case kindSendImm:
+			f = a.SendImm(ctx, local, imm)
 		case kindPostImm:
 			f = a.Post(ctx, []runtime.Op{{Opcode: verbs.OpSendImm, Local: local, Imm: imm}})
 		case kindPostImmNil:
@@ -216,4 +219,20 @@ func TestSendWithoutHeaderEndsEndpoint(t *testing.T) {
 		t.Errorf("Err: %v, want ErrProtocol", b.Err())
 	}
 	t.Logf("Err: %v", b.Err())
+}
+
+// TestSendImmContext: a SendImm whose context ended before it was posted
+// fails with the context's error and never reaches the device.
+func TestSendImmContext(t *testing.T) {
+	rt, a, _ := pair(t)
+	buf := alloc(t, rt, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	before := a.Actor().Stats().WRsPosted.Load()
+	if _, err := a.SendImm(ctx, buf.Local(), 7).Wait(ctxT(t)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("SendImm with a cancelled context: %v, want context.Canceled", err)
+	}
+	if after := a.Actor().Stats().WRsPosted.Load(); after != before {
+		t.Errorf("%d WRs posted for a cancelled SendImm", after-before)
+	}
 }

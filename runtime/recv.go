@@ -104,9 +104,9 @@ func (m *Message) Bytes() []byte {
 	return m.r.mem[off : off+m.n : off+m.n]
 }
 
-// Imm returns the immediate data of a message sent as a SEND_WITH_IMM of
-// Post or of a WriteImm notification, all 32 bits as the sender gave them,
-// and whether the message had any.
+// Imm returns the immediate data of a message sent with SendImm (or a
+// SEND_WITH_IMM of Post) or of a WriteImm notification, all 32 bits as the
+// sender gave them, and whether the message had any.
 func (m *Message) Imm() (uint32, bool) { return m.imm, m.hasImm }
 
 // Release returns the message's buffer to the pool.
