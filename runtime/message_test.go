@@ -43,6 +43,14 @@ const (
 var immSpecials = []uint32{0xffffffff, 0x80000000, 0x40000000, 0xc0000000, 0xc0000001,
 	0x8000ffff, 0x7fffffff, 0xffff, 0, 1}
 
+// msgLen is the length of the data a message of kind brings to Recv.
+func msgLen(kind int) int {
+	if kind == kindPostImmNil || kind == kindWriteImm {
+		return 0
+	}
+	return 16
+}
+
 // immOf is the immediate value of message i.
 func immOf(i int) uint32 {
 	if k := i / immKinds; k < len(immSpecials) {
@@ -113,8 +121,13 @@ func immTraffic(t *testing.T, ctx context.Context, rtA, rtB *runtime.Runtime, a,
 		futures = append(futures, f)
 	}
 	for i, f := range futures {
-		if _, err := f.Wait(ctx); err != nil {
+		c, err := f.Wait(ctx)
+		if err != nil {
 			t.Fatalf("a's message %d (kind %d): %v", i, i%immKinds, err)
+		}
+		// A SEND's completion counts the caller's bytes, not the header.
+		if kind := i % immKinds; kind != kindWriteImm && c.ByteLen != uint32(msgLen(kind)) {
+			t.Errorf("a's message %d (kind %d): completion of %d bytes, want %d", i, kind, c.ByteLen, msgLen(kind))
 		}
 	}
 	for i, f := range <-backSent {
@@ -175,10 +188,7 @@ func checkImmMessages(ctx context.Context, b *runtime.Endpoint, n int, half chan
 		}
 		kind, data := i%immKinds, m.Bytes()
 		imm, hasImm := m.Imm()
-		wantLen, wantImm := 16, kind != kindSend
-		if kind == kindPostImmNil || kind == kindWriteImm {
-			wantLen = 0
-		}
+		wantLen, wantImm := msgLen(kind), kind != kindSend
 		switch {
 		case len(data) != wantLen:
 			err = fmt.Errorf("%d bytes, want %d", len(data), wantLen)
