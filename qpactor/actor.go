@@ -88,7 +88,16 @@ type Driver interface {
 
 // ScratchSize returns how many bytes of registered scratch an actor over a
 // send queue of maxSendWR entries needs.
-func ScratchSize(maxSendWR int) int { return 8 * shadowSize(maxSendWR) }
+func ScratchSize(maxSendWR int) int { return scratchSlot * shadowSize(maxSendWR) }
+
+const (
+	// scratchSlot is the scratch of one send-queue slot: an atomic's
+	// result, or a SEND's header (peercredits.go).
+	scratchSlot = 8
+	// sgesPerWR is the gather list room of a chained WR: a SEND's header
+	// and the caller's buffer.
+	sgesPerWR = 2
+)
 
 func shadowSize(maxSendWR int) int {
 	n := 2
@@ -213,7 +222,7 @@ func New(cfg Config) (*Actor, error) {
 		signalEvery: cfg.SignalEvery,
 		entries:     make([]entry, shadowSize(depth)),
 		chain:       make([]verbs.SendWR, 0, depth),
-		chainSGE:    make([]verbs.SGE, depth),
+		chainSGE:    make([]verbs.SGE, sgesPerWR*depth),
 		owners:      make([]*submission, 0, depth),
 		retired:     make([]retiredWR, 0, depth),
 		drained:     make([]submission, 0, depth),
@@ -754,18 +763,22 @@ func (a *Actor) appendOps(sub *submission) error {
 }
 
 // buildWR turns op into the WR at position pos of the chain; the wr_id,
-// the shadow entry and signaling are set by post.
+// the shadow entry and signaling are set by post. With peer credits, a
+// SEND gets room for its header in front of op's data (withHeader).
 func (a *Actor) buildWR(op *Op, pos int) verbs.SendWR {
 	wr := verbs.SendWR{Opcode: op.Opcode, Flags: op.Flags &^ verbs.SendSignaled, Imm: op.Imm, RDMA: op.Remote}
+	sge := sgesPerWR * pos
 	if op.Opcode.IsAtomic() {
 		wr.Atomic = verbs.Atomic{RemoteAddr: op.Remote.RemoteAddr, RKey: op.Remote.RKey,
 			CompareAdd: op.CompareAdd, Swap: op.Swap}
 		wr.RDMA = verbs.RDMA{}
-		a.chainSGE[pos] = verbs.SGE{Length: 8, LKey: a.scratch.LKey} // Addr set in post
-		wr.SGL = a.chainSGE[pos : pos+1 : pos+1]
+		a.chainSGE[sge] = verbs.SGE{Length: 8, LKey: a.scratch.LKey} // Addr set in post
+		wr.SGL = a.chainSGE[sge : sge+1 : sge+1]
+	} else if a.peer.on && op.Opcode.IsSend() {
+		wr.SGL = a.withHeader(pos, op.Local)
 	} else if op.Local.Length > 0 {
-		a.chainSGE[pos] = op.Local
-		wr.SGL = a.chainSGE[pos : pos+1 : pos+1]
+		a.chainSGE[sge] = op.Local
+		wr.SGL = a.chainSGE[sge : sge+1 : sge+1]
 	}
 	return wr
 }
@@ -829,9 +842,12 @@ func (a *Actor) post() {
 		a.chain = append(a.chain[:0], rest...)
 		a.owners = append(a.owners[:0], restOwners...)
 		for i := range a.chain {
-			if len(a.chain[i].SGL) > 0 {
-				a.chainSGE[i] = a.chain[i].SGL[0]
-				a.chain[i].SGL = a.chainSGE[i : i+1 : i+1]
+			if n := len(a.chain[i].SGL); n > 0 {
+				// From a later position: copying in order overwrites no
+				// gather list still to be moved.
+				sgl := a.chainSGE[sgesPerWR*i : sgesPerWR*i+n : sgesPerWR*i+n]
+				copy(sgl, a.chain[i].SGL)
+				a.chain[i].SGL = sgl
 			}
 			a.chain[i].Flags &^= verbs.SendSignaled
 		}
@@ -852,11 +868,15 @@ func (a *Actor) postOnce() (int, error) {
 			wr.Flags |= verbs.SendSignaled
 			a.sinceSignal = 0
 		}
+		length := uint32(wr.Length())
 		if wr.Opcode.IsAtomic() {
 			wr.SGL[0].Addr = a.scratch.Addr + 8*slot
+		} else if a.peer.on && wr.Opcode.IsSend() {
+			a.placeHeader(i, wr, slot)
+			length -= HeaderSize // the caller's bytes
 		}
 		e := &a.entries[slot]
-		e.fut, e.opcode, e.length = a.owners[i].fut, wr.Opcode, uint32(wr.Length())
+		e.fut, e.opcode, e.length = a.owners[i].fut, wr.Opcode, length
 		e.raddr, e.rkey = wr.RDMA.RemoteAddr, wr.RDMA.RKey
 		if wr.Opcode.IsAtomic() {
 			e.raddr, e.rkey = wr.Atomic.RemoteAddr, wr.Atomic.RKey
@@ -980,6 +1000,8 @@ func (a *Actor) retire(e *entry, wc verbs.WC) retiredWR {
 		if e.opcode.IsAtomic() {
 			off := 8 * (a.head & a.mask)
 			value = leUint64(a.scratch.Bytes[off : off+8])
+		} else if a.peer.on && e.opcode.IsSend() {
+			wc.ByteLen = e.length // without the header
 		}
 		a.sample(a.head, e.opcode)
 	}

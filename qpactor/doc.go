@@ -7,9 +7,11 @@
 // its send-queue credits (a submission is taken only when the send queue
 // has room for all of it) and, with EnablePeerCredits, the peer's receive
 // credits (a SEND waits until the peer has a receive posted for it), with
-// the credit reports of its own receive side stamped into its SENDs as they
-// are chained. Completions, granted credits and Close ring the actor's
-// waker; what waits does so in the inbox, in order, bounded by its size.
+// the credit reports of its own receive side stamped, as its SENDs are
+// chained, into a header it gathers in front of their data from its own
+// registered scratch (the immediate data stays the caller's). Completions,
+// granted credits and Close ring the actor's waker; what waits does so in
+// the inbox, in order, bounded by its size.
 //
 // Every wr_id it posts follows the one layout in wrid.go, which the pollers
 // and the runtime's receive side read too. No future resolves before the

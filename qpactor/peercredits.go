@@ -18,31 +18,48 @@ import (
 // queue (the inbox, bounded) and one way to wait (the actor's waker, which
 // GrantPeerCredits and completions ring).
 //
-// The credits travel back in the immediate data of the actor's own SENDs,
-// stamped at the moment they are chained (so a SEND that waits carries
-// nothing yet, and one that is not posted gives its report back), or, when
-// the receive side asks for it (WantReport), in a credit-only SEND the
-// actor makes itself. Data never takes the last credit: it is kept for that
-// report, so two peers cannot both wait for credits only the other could
-// report.
+// The credits travel back in a header (HeaderSize bytes, the
+// CreditReporter's) that the actor gathers in front of the data of each of
+// its SENDs from its own registered scratch, so the caller's buffer is
+// neither copied nor moved and the immediate data of a SEND_WITH_IMM stays
+// the caller's. The header is stamped at the moment the SEND is chained
+// (so a SEND that waits carries nothing yet, and one that is not posted
+// gives its report back), or, when the receive side asks for it
+// (WantReport), the actor sends it alone in a credit-only SEND of its own.
+// Data never takes the last credit: it is kept for that report, so two
+// peers cannot both wait for credits only the other could report.
+
+// HeaderSize is the length of the header in front of the data of every
+// SEND of an actor with peer credits: one scratch slot, and a multiple of
+// 8, so that data received behind it in the same buffer stays 8-byte
+// aligned.
+const HeaderSize = 8
+
+// The header lives in the scratch slot of its SEND's send-queue entry,
+// which an atomic would use and a SEND does not.
+var _ [scratchSlot - HeaderSize]struct{}
+
+// Header is what a SEND of an actor with peer credits carries in front of
+// its data; its content is the CreditReporter's business.
+type Header [HeaderSize]byte
 
 // CreditReporter is the receive side whose re-posted receives an actor's
 // SENDs report to the peer.
 type CreditReporter interface {
-	// Stamp takes the credits not yet reported and returns the immediate
-	// data that reports them, for a SEND with data (data true) or for a
+	// Stamp takes the credits not yet reported and returns the header
+	// that reports them, for a SEND with a message (msg true) or for a
 	// credit-only SEND, and how many it reports.
-	Stamp(data bool) (imm, n uint32)
+	Stamp(msg bool) (h Header, n uint32)
 	// Unstamp gives back the n credits of a stamped SEND that was not
 	// posted.
 	Unstamp(n uint32)
 	// ReportDue reports whether enough credits are unreported to be worth
 	// a credit-only SEND.
 	ReportDue() bool
-	// Goodbye returns the immediate data of the last SEND a closing actor
-	// makes, which tells the peer the connection is over, and the credits
-	// it reports.
-	Goodbye() (imm, n uint32)
+	// Goodbye returns the header of the last SEND a closing actor makes,
+	// which tells the peer the connection is over, and the credits it
+	// reports.
+	Goodbye() (h Header, n uint32)
 }
 
 // peerCredits is the actor's share of the scheme.
@@ -64,16 +81,23 @@ type peerCredits struct {
 
 type peerUse struct {
 	credit  bool   // consumes a peer receive
-	stamped uint32 // credits reported in its immediate data
+	stamped uint32 // credits reported in hdr
+	hdr     Header // a SEND's header
 }
 
 // EnablePeerCredits makes the actor spend the peer's receive credits, of
 // which it starts with window (the peer's receive depth), and report the
-// receive side's credits through r. Call it before Start.
-func (a *Actor) EnablePeerCredits(window int, r CreditReporter) {
+// receive side's credits through r, in a header in front of each SEND's
+// data: the QP needs max_send_sge 2. Call it before Start.
+func (a *Actor) EnablePeerCredits(window int, r CreditReporter) error {
+	if a.limits.MaxSendSGE < sgesPerWR {
+		return fmt.Errorf("qpactor: peer credits need max_send_sge %d (a header and the data), the QP has %d: %w",
+			sgesPerWR, a.limits.MaxSendSGE, verbs.ErrInvalidArgument)
+	}
 	a.peer.on, a.peer.window, a.peer.rep = true, int64(window), r
 	a.peer.credits.Store(int64(window))
 	a.peer.uses = make([]peerUse, 0, cap(a.chain))
+	return nil
 }
 
 // GrantPeerCredits adds n credits the peer returned and wakes the actor.
@@ -99,9 +123,28 @@ func (a *Actor) PeerCredits() int64 { return a.peer.credits.Load() }
 // consumesPeer reports whether op uses one of the peer's receives.
 func consumesPeer(op verbs.Opcode) bool { return op.IsSend() || op == verbs.OpWriteImm }
 
-// stamps reports whether the actor puts credit reports into op, which it
-// then posts as a SEND_WITH_IMM.
-func stamps(op verbs.Opcode) bool { return op == verbs.OpSend || op == verbs.OpSendImm }
+// withHeader returns the gather list of the WR at position pos of the
+// chain that carries a header in front of local (none when its length is
+// 0): the header's scratch slot is the WR's send-queue slot, whose address
+// placeHeader sets once post has assigned it.
+func (a *Actor) withHeader(pos int, local verbs.SGE) []verbs.SGE {
+	sgl := a.chainSGE[sgesPerWR*pos : sgesPerWR*pos+sgesPerWR : sgesPerWR*pos+sgesPerWR]
+	sgl[0] = verbs.SGE{Length: HeaderSize, LKey: a.scratch.LKey}
+	if local.Length == 0 {
+		return sgl[:1]
+	}
+	sgl[1] = local
+	return sgl
+}
+
+// placeHeader writes the header of the chain's SEND i into the scratch
+// slot of its send-queue entry: the slot is the SEND's until it completes,
+// so the device may read the header from there at any time until then.
+func (a *Actor) placeHeader(i int, wr *verbs.SendWR, slot uint64) {
+	off := scratchSlot * slot
+	copy(a.scratch.Bytes[off:off+HeaderSize], a.peer.uses[i].hdr[:])
+	wr.SGL[0].Addr = a.scratch.Addr + off
+}
 
 // peerNeed counts the ops of ops that consume a peer receive.
 func peerNeed(ops []Op) int64 {
@@ -129,15 +172,14 @@ func (a *Actor) checkPeerWindow(ops []Op) error {
 
 // stampChain marks the chain's WRs from start on that use the peer's
 // receives, takes their credits (need, as drain counted them), and stamps
-// the credit reports into its SENDs.
+// the credit reports into the headers of its SENDs (buildWR gave them
+// room: withHeader).
 func (a *Actor) stampChain(start int, need int64) {
 	for i := start; i < len(a.chain); i++ {
-		wr := &a.chain[i]
-		u := peerUse{credit: consumesPeer(wr.Opcode)}
-		if stamps(wr.Opcode) {
-			var imm uint32
-			imm, u.stamped = a.peer.rep.Stamp(true)
-			wr.Opcode, wr.Imm = verbs.OpSendImm, imm
+		op := a.chain[i].Opcode
+		u := peerUse{credit: consumesPeer(op)}
+		if op.IsSend() {
+			u.hdr, u.stamped = a.peer.rep.Stamp(true)
 		}
 		a.peer.uses = append(a.peer.uses, u)
 	}
@@ -154,17 +196,17 @@ func (a *Actor) appendReport(sqCredits int, peerLeft int64) {
 	if !a.peer.rep.ReportDue() {
 		return
 	}
-	if imm, n := a.peer.rep.Stamp(false); n > 0 {
-		a.appendCreditOnly(imm, n)
+	if h, n := a.peer.rep.Stamp(false); n > 0 {
+		a.appendCreditOnly(h, n)
 	}
 }
 
-// appendCreditOnly chains a SEND without data, carrying imm (reporting n
-// credits), that consumes one of the peer's receives; nobody waits for it.
-func (a *Actor) appendCreditOnly(imm, n uint32) {
-	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSendImm, Imm: imm})
+// appendCreditOnly chains a SEND of header h alone (reporting n credits),
+// which consumes one of the peer's receives; nobody waits for it.
+func (a *Actor) appendCreditOnly(h Header, n uint32) {
+	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSend, SGL: a.withHeader(len(a.chain), verbs.SGE{})})
 	a.owners = append(a.owners, &a.peer.reportSub)
-	a.peer.uses = append(a.peer.uses, peerUse{credit: true, stamped: n})
+	a.peer.uses = append(a.peer.uses, peerUse{credit: true, stamped: n, hdr: h})
 	a.peer.credits.Dec()
 }
 

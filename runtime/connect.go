@@ -28,7 +28,11 @@ type hello struct {
 	gid verbs.GID
 }
 
-const helloVersion = 1
+// helloVersion is the version of the handshake and of what travels on the
+// connection after it (doc.go, "Wire format"). Version 2 moved the credit
+// reports from the immediate data of SENDs into a header in front of their
+// data, giving the immediate data to the application.
+const helloVersion = 2
 
 // hello returns what every hello of this runtime says, whichever way it
 // travels: the version, the receive credits and the largest message.

@@ -90,27 +90,36 @@
 //
 // # Wire format
 //
-// The handshake is versioned; a peer of another version is refused with
-// ErrProtocol, never half-connected. Version 1:
+// The handshake is versioned, and its version covers what travels on the
+// connection after it; a peer of another version is refused with
+// ErrProtocol, never half-connected. Version 2:
 //
 //   - Over TCP, each side writes one line of JSON, its hello, and reads the
-//     peer's: {"version":1,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
+//     peer's: {"version":2,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
 //     "recv_depth":N,"msg_size":N}, the QP number, first PSN, LID and GID
 //     that ibv_rc_pingpong exchanges, plus the receive credits and the
-//     largest message the side accepts. Each then moves its QP to RTS and
-//     writes the line "ready", and waits for the peer's before it returns,
-//     so neither side sends to a QP not yet ready to receive. Nothing more
-//     is written: each side keeps the connection open until its endpoint
-//     closes (after the goodbye's acknowledgement) or its process ends.
+//     largest message the side accepts (its data, without the header
+//     below). Each then moves its QP to RTS and writes the line "ready",
+//     and waits for the peer's before it returns, so neither side sends to
+//     a QP not yet ready to receive. Nothing more is written: each side
+//     keeps the connection open until its endpoint closes (after the
+//     goodbye's acknowledgement) or its process ends.
 //   - Through the connection manager, the hello is 16 bytes of private
 //     data in the connect request and in the accept: "VRTH", the version
 //     (2 bytes), 2 bytes of flags (0), the receive credits (4 bytes) and the
 //     largest message (4 bytes), big-endian. The QP numbers, PSNs and path
 //     are the connection manager's.
-//   - On the connection, a SEND_WITH_IMM of the runtime's carries the
-//     receive credits its sender re-posted (the low 16 bits); with bit 31
-//     set it carries no data (a credit report), with bits 31 and 30 set it
-//     is the goodbye.
+//   - On the connection, every SEND (and SEND_WITH_IMM) starts with an
+//     8-byte header: the receive credits its sender re-posted since its
+//     last report (4 bytes, big-endian), the kind (1 byte: 0 a message, 1
+//     a credit report, 2 the goodbye, which also reports credits) and 3
+//     bytes of zeros. The message's data follows the header; a credit
+//     report and the goodbye are the header alone and never reach Recv. A
+//     SEND holds at most 8 + msg_size bytes (the receiver's msg_size). The
+//     immediate data of a SEND_WITH_IMM or a WRITE_WITH_IMM is the
+//     application's, untouched.
+//     (Version 1 carried the credits and the kind in the immediate data of
+//     every SEND, which left none to the application.)
 //
 // Nothing is global: each Runtime has its own device context, arena,
 // pollers and worker pool, and Close stops them all.

@@ -30,15 +30,16 @@ type Op = qpactor.Op
 // through its poller.
 //
 // An operation method (Write, Read, CompareAndSwap, FetchAdd, Send,
-// WriteImm, Post) queues the operation and returns its future without
-// waiting for the device. Its ctx bounds the time before the operation is
-// posted: the wait for room when the endpoint's inbox is full, the wait
-// in the inbox, and a Send's wait for the peer's receive credits. If ctx
-// ends first, the operation is removed and never reaches the device; its
-// future fails with ctx.Err(). Once posted, an operation cannot be
-// recalled: its future resolves when the device is done with it, whatever
-// ctx does, and its buffers stay the device's until then. (To stop waiting
-// for a posted operation, give Future.Wait a context of its own.)
+// SendImm, WriteImm, Post) queues the operation and returns its future
+// without waiting for the device. Its ctx bounds the time before the
+// operation is posted: the wait for room when the endpoint's inbox is
+// full, the wait in the inbox, and a Send's wait for the peer's receive
+// credits. If ctx ends first, the operation is removed and never reaches
+// the device; its future fails with ctx.Err(). Once posted, an operation
+// cannot be recalled: its future resolves when the device is done with
+// it, whatever ctx does, and its buffers stay the device's until then. (To
+// stop waiting for a posted operation, give Future.Wait a context of its
+// own.)
 //
 // One failed operation fails the connection: an RC QP moves to the error
 // state on any failed work request, and every operation posted or queued
@@ -88,7 +89,8 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 		return nil, err
 	}
 	if ep.qp, err = rt.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: ep.cq, RecvCQ: ep.cq,
-		Caps: verbs.QPCaps{MaxSendWR: cfg.sqDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+		// Two SGEs each way: a SEND's header and its data (recv.go).
+		Caps: verbs.QPCaps{MaxSendWR: cfg.sqDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 2, MaxRecvSGE: recvSGEs}}); err != nil {
 		ep.cq.Close()
 		return nil, err
 	}
@@ -147,7 +149,9 @@ func (rt *Runtime) connectSpec() verbs.ConnectSpec {
 // grants, the registration, the polling and the actor.
 func (ep *Endpoint) run(peer hello) error {
 	rt := ep.rt
-	ep.actor.EnablePeerCredits(peer.RecvDepth, &ep.recv)
+	if err := ep.actor.EnablePeerCredits(peer.RecvDepth, &ep.recv); err != nil {
+		return err
+	}
 	ep.peerMsgSize = peer.MsgSize
 	ep.remote = Addr{GID: peer.gid, QPN: peer.QPN}
 	ep.actor.SetAddrs(ep.LocalAddr(), ep.RemoteAddr())
@@ -265,6 +269,16 @@ func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
 	return ep.submit(ctx, op)
 }
 
+// SendImm is Send with immediate data (SEND_WITH_IMM): the peer's Recv
+// returns a message whose Imm is imm, all 32 bits.
+func (ep *Endpoint) SendImm(ctx context.Context, local Local, imm uint32) Future {
+	op := &Op{Opcode: verbs.OpSendImm, Local: local, Imm: imm}
+	if int(local.Length) > ep.peerMsgSize {
+		return ep.failed(op, 0, fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
+	}
+	return ep.submit(ctx, op)
+}
+
 // WriteImm copies local to remote and delivers imm to the peer's Recv as a
 // message without bytes. Like Send it uses a receive credit.
 func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef, imm uint32) Future {
@@ -278,7 +292,9 @@ func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef,
 
 // Post submits ops as one batch with one future: they are chained into one
 // PostSend when credits allow. SIGNALED is the runtime's business and
-// ignored; SEND ops get their immediate data from the runtime (receive
+// ignored. A SEND op reaches the peer's Recv as Send's message does, and
+// a SEND_WITH_IMM as SendImm's, with its Imm whole. Each of them, and
+// each WRITE_WITH_IMM, waits for one of the peer's receives (receive
 // credits). ops must not change until the future resolves.
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {

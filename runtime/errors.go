@@ -50,8 +50,10 @@ var (
 	// verbs.ErrRetryExceeded for a peer that stopped answering,
 	// verbs.ErrRemoteAccess, ...).
 	ErrConnFailed = errors.New("verbsrt: connection failed")
-	// ErrProtocol is returned when the connection handshake fails.
-	ErrProtocol = errors.New("verbsrt: connection handshake failed")
+	// ErrProtocol is returned when the connection handshake fails, and is
+	// an endpoint's Err once its peer sent what the wire format does not
+	// allow (doc.go, "Wire format").
+	ErrProtocol = errors.New("verbsrt: protocol error")
 )
 
 // OpError is the error of a failed operation: the operation, the

@@ -2,8 +2,11 @@ package runtime
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"go.uber.org/atomic"
@@ -19,10 +22,12 @@ import (
 // SEND (or WRITE_WITH_IMM) spends one. The receiver re-posts a buffer as
 // soon as a completion frees one (from the pool, not waiting for the
 // application to Release the message) and reports the re-posts back: in the
-// immediate data of its own SENDs, or, when it has nothing to send and half
-// the window is unreported, in a credit-only SEND. Data sends never take
-// the last credit, which is kept for that credit-only message, so two
-// peers cannot both wait for credits only the other could report. The
+// header in front of the data of its own SENDs, or, when it has nothing to
+// send and half the window is unreported, in a SEND of the header alone (a
+// credit report). The immediate data of SENDs and WRITE_WITH_IMMs is the
+// application's, delivered whole. Data sends never take the last credit,
+// which is kept for that credit report, so two peers cannot both wait for
+// credits only the other could report. The
 // endpoint's actor owns the peer's credits beside its send-queue credits
 // (qpactor.EnablePeerCredits): a send waits in the actor's inbox, in order,
 // until both suffice, its credit report is stamped when it is posted, and
@@ -30,21 +35,57 @@ import (
 // inbox. A SEND never meets an empty receive queue, and RNR never happens
 // in normal use. A batch may carry at most the peer's depth less one of
 // ops that consume its receives; a larger one is refused.
+
+// The header in front of every SEND of the runtime (qpactor.HeaderSize
+// bytes; doc.go, "Wire format"), which the actor gathers from its scratch
+// and the receiver scatters into a header buffer of its own (recvSGEs):
+//
+//	0         4      5          8
+//	| credits | kind | reserved |
+//
+// credits, big-endian, are the receives its sender re-posted since its last
+// report; reserved is zero.
 const (
-	creditOnly = 1 << 31 // imm flag: the message carries no data
-	goodbye    = 1 << 30 // imm flag, with creditOnly: the peer closed its end
-	creditMask = 0xffff  // imm bits: credits returned
+	headerSize    = qpactor.HeaderSize
+	headerCredits = 0
+	headerKind    = 4
+	recvSGEs      = 2 // a receive's scatter list: the header, then the data
 )
 
-// takeUnreported takes the re-posted receives not yet reported, at most
-// what one immediate value carries; the rest stays for the next report.
-func (r *recvSide) takeUnreported() int64 {
-	n := r.unreported.Swap(0)
-	if n > creditMask {
-		r.unreported.Add(n - creditMask)
-		n = creditMask
+// The kinds of SEND (the header's kind byte).
+const (
+	kindMessage = 0 // data for Recv (possibly none), and immediate data if any
+	kindCredits = 1 // a credit report: the header alone, nothing for Recv
+	kindGoodbye = 2 // a credit report that also says the sender closed its end
+)
+
+// makeHeader returns the header of a SEND of kind reporting credits.
+func makeHeader(credits uint32, kind byte) (h qpactor.Header) {
+	binary.BigEndian.PutUint32(h[headerCredits:], credits)
+	h[headerKind] = kind
+	return h
+}
+
+// parseHeader reads the header of a SEND of n bytes, hdr.
+func parseHeader(hdr []byte, n uint32) (credits uint32, kind byte, err error) {
+	if n < headerSize {
+		return 0, 0, fmt.Errorf("%w: a SEND of %d bytes, shorter than the %d-byte header", ErrProtocol, n, headerSize)
 	}
-	return n
+	if kind = hdr[headerKind]; kind > kindGoodbye {
+		return 0, 0, fmt.Errorf("%w: a SEND of unknown kind %d", ErrProtocol, kind)
+	}
+	return binary.BigEndian.Uint32(hdr[headerCredits:]), kind, nil
+}
+
+// takeUnreported takes the re-posted receives not yet reported, at most
+// what one header carries; the rest stays for the next report.
+func (r *recvSide) takeUnreported() uint32 {
+	n := r.unreported.Swap(0)
+	if n > math.MaxUint32 {
+		r.unreported.Add(n - math.MaxUint32)
+		n = math.MaxUint32
+	}
+	return uint32(n)
 }
 
 // Message is a received message. Its bytes stay valid until Release, which
@@ -63,7 +104,9 @@ func (m *Message) Bytes() []byte {
 	return m.r.mem[off : off+m.n : off+m.n]
 }
 
-// Imm returns the immediate data of a WriteImm notification.
+// Imm returns the immediate data of a message sent with SendImm (or a
+// SEND_WITH_IMM of Post) or of a WriteImm notification, all 32 bits as the
+// sender gave them, and whether the message had any.
 func (m *Message) Imm() (uint32, bool) { return m.imm, m.hasImm }
 
 // Release returns the message's buffer to the pool.
@@ -75,8 +118,10 @@ func (m *Message) Release() {
 
 type recvSide struct {
 	ep       *Endpoint
-	buf      *Buffer
+	buf      *Buffer // the messages' data, msgSize bytes per buffer
 	mem      []byte
+	hdrBuf   *Buffer // the SENDs' headers, headerSize bytes per buffer
+	hdrs     []byte
 	msgSize  int
 	depth    int
 	msgs     chan *Message
@@ -98,6 +143,14 @@ func (r *recvSide) init(ep *Endpoint, nbufs, depth, msgSize int) error {
 		return err
 	}
 	r.mem = r.buf.Bytes()
+	// The headers apart from the data: a receive scatters a SEND's header
+	// into one and its data into the other, so each data buffer keeps the
+	// size and alignment the application asked for, and the arena's
+	// power-of-two blocks do not double for a few bytes each.
+	if r.hdrBuf, err = ep.rt.Alloc(nbufs * headerSize); err != nil {
+		return err
+	}
+	r.hdrs = r.hdrBuf.Bytes()
 	r.msgs = make(chan *Message, nbufs)
 	r.messages = make([]Message, nbufs)
 	r.idle = make([]int, 0, nbufs)
@@ -106,7 +159,7 @@ func (r *recvSide) init(ep *Endpoint, nbufs, depth, msgSize int) error {
 		r.idle = append(r.idle, nbufs-1-i)
 	}
 	r.wrs = make([]verbs.RecvWR, depth)
-	r.sges = make([]verbs.SGE, depth)
+	r.sges = make([]verbs.SGE, recvSGEs*depth)
 	r.replenish()
 	r.unreported.Store(0) // the first window is the peer's initial credit
 	return nil
@@ -115,6 +168,9 @@ func (r *recvSide) init(ep *Endpoint, nbufs, depth, msgSize int) error {
 func (r *recvSide) release() {
 	if r.buf != nil {
 		r.buf.Free()
+	}
+	if r.hdrBuf != nil {
+		r.hdrBuf.Free()
 	}
 }
 
@@ -132,8 +188,10 @@ func (r *recvSide) replenish() {
 	for r.posted+n < r.depth && len(r.idle) > 0 {
 		idx := r.idle[len(r.idle)-1]
 		r.idle = r.idle[:len(r.idle)-1]
-		r.sges[n] = verbs.SGE{Addr: r.buf.Addr() + uint64(idx*r.msgSize), Length: uint32(r.msgSize), LKey: r.buf.LKey()}
-		r.wrs[n] = verbs.RecvWR{ID: qpactor.RecvWRID(idx), SGL: r.sges[n : n+1 : n+1]}
+		sgl := r.sges[recvSGEs*n : recvSGEs*n+recvSGEs : recvSGEs*n+recvSGEs]
+		sgl[0] = verbs.SGE{Addr: r.hdrBuf.Addr() + uint64(idx*headerSize), Length: headerSize, LKey: r.hdrBuf.LKey()}
+		sgl[1] = verbs.SGE{Addr: r.buf.Addr() + uint64(idx*r.msgSize), Length: uint32(r.msgSize), LKey: r.buf.LKey()}
+		r.wrs[n] = verbs.RecvWR{ID: qpactor.RecvWRID(idx), SGL: sgl}
 		n++
 	}
 	posted := 0
@@ -176,23 +234,29 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 		return
 	}
 	m := &r.messages[idx]
-	switch {
-	case wc.Opcode == verbs.WCRecvRDMAWithImm:
+	if wc.Opcode == verbs.WCRecvRDMAWithImm {
 		m.n, m.imm, m.hasImm = 0, wc.Imm, true
-		r.msgs <- m
-	case wc.Flags&verbs.WCFlagWithImm != 0 && wc.Imm&creditOnly != 0:
-		r.ep.actor.GrantPeerCredits(int64(wc.Imm & creditMask))
-		r.putFree(idx)
-		if wc.Imm&goodbye != 0 {
-			r.ep.fail(ErrPeerClosed, false)
-			return
-		}
-	default:
-		if wc.Flags&verbs.WCFlagWithImm != 0 {
-			r.ep.actor.GrantPeerCredits(int64(wc.Imm & creditMask))
-		}
-		m.n, m.imm, m.hasImm = int(wc.ByteLen), 0, false
 		r.msgs <- m // never blocks: the channel holds every buffer
+		r.replenish()
+		return
+	}
+	credits, kind, err := parseHeader(r.hdrs[idx*headerSize:idx*headerSize+headerSize], wc.ByteLen)
+	if err != nil {
+		r.putFree(idx)
+		r.ep.fail(err, false)
+		return
+	}
+	r.ep.actor.GrantPeerCredits(int64(credits))
+	switch kind {
+	case kindMessage:
+		m.n, m.imm, m.hasImm = int(wc.ByteLen)-headerSize, wc.Imm, wc.Flags&verbs.WCFlagWithImm != 0
+		r.msgs <- m
+	case kindCredits:
+		r.putFree(idx)
+	case kindGoodbye:
+		r.putFree(idx)
+		r.ep.fail(ErrPeerClosed, false)
+		return
 	}
 	r.replenish()
 }
@@ -228,22 +292,22 @@ func (ep *Endpoint) Recv(ctx context.Context) (*Message, error) {
 // The receive side reports its re-posted receives through the actor's
 // SENDs (qpactor.CreditReporter).
 
-// Stamp takes the unreported credits into a SEND's immediate data.
-func (r *recvSide) Stamp(data bool) (imm, n uint32) {
-	k := uint32(r.takeUnreported())
-	if data {
-		return k, k
+// Stamp takes the unreported credits into a SEND's header.
+func (r *recvSide) Stamp(msg bool) (h qpactor.Header, n uint32) {
+	n = r.takeUnreported()
+	if msg {
+		return makeHeader(n, kindMessage), n
 	}
-	return creditOnly | k, k
+	return makeHeader(n, kindCredits), n
 }
 
 // Unstamp gives back the credits of a SEND that was not posted.
 func (r *recvSide) Unstamp(n uint32) { r.unreported.Add(int64(n)) }
 
-// Goodbye: a credit-only SEND that also says the connection is over.
-func (r *recvSide) Goodbye() (imm, n uint32) {
-	imm, n = r.Stamp(false)
-	return imm | goodbye, n
+// Goodbye: a credit report that also says the connection is over.
+func (r *recvSide) Goodbye() (h qpactor.Header, n uint32) {
+	n = r.takeUnreported()
+	return makeHeader(n, kindGoodbye), n
 }
 
 // ReportDue: half the window is unreported.

@@ -44,7 +44,7 @@ func TestStats(t *testing.T) {
 	for _, c := range []struct {
 		op   verbs.Opcode
 		want uint64
-	}{{verbs.OpWrite, 130}, {verbs.OpRead, 1}, {verbs.OpAtomicFetchAdd, 1}, {verbs.OpSendImm, 1}} {
+	}{{verbs.OpWrite, 130}, {verbs.OpRead, 1}, {verbs.OpAtomicFetchAdd, 1}, {verbs.OpSend, 1}} {
 		if got := s.WRsPosted[c.op]; got < c.want {
 			t.Errorf("%v posted: %d, want at least %d", c.op, got, c.want)
 		}

@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	vrt "github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// BenchmarkSend measures messages through the runtime on the soft
+// provider, one op being one Send whose future resolved: N callers each
+// send a message from a slot of their own and wait for it, while one
+// goroutine on the other end receives and releases every message. The
+// sends are flow-controlled by the receiver's credits, so the run also
+// carries the credit reports going back. size=64 is the small-message
+// case where anything the runtime adds per message shows; size=4096 the
+// default largest message.
+func BenchmarkSend(b *testing.B) {
+	for _, size := range []int{64, 4096} {
+		for _, n := range []int{1, 16} {
+			b.Run(fmt.Sprintf("size=%d/callers=%d", size, n), func(b *testing.B) {
+				s := newSendPair(b, n, size)
+				b.ReportAllocs()
+				before := s.stats()
+				if err := drive(b, n, b.N, s.send); err != nil {
+					b.Fatal(err)
+				}
+				report(b, s.stats().sub(before))
+			})
+		}
+	}
+}
+
+// sendPair is a runtime on its own soft provider with two connected
+// endpoints: callers send from cli's slots, a goroutine receives on srv.
+type sendPair struct {
+	cli    *vrt.Endpoint
+	locals []vrt.Local
+}
+
+func newSendPair(tb testing.TB, callers, size int) *sendPair {
+	tb.Helper()
+	prov := soft.New(soft.Config{Devices: 1})
+	tb.Cleanup(func() { prov.Close() })
+	rt, err := vrt.New(append([]vrt.Option{vrt.WithProvider(prov)}, runtimeOpts()...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	received := make(chan struct{})
+	tb.Cleanup(func() {
+		cancel() // stops the receiver before its endpoint closes
+		<-received
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		if err := rt.Close(cctx); err != nil {
+			tb.Errorf("runtime Close: %v", err)
+		}
+	})
+	cli, srv := connectPair(tb, rt)
+	s := &sendPair{cli: cli}
+	go func() {
+		defer close(received)
+		for {
+			m, err := srv.Recv(ctx)
+			if err != nil {
+				return
+			}
+			m.Release()
+		}
+	}()
+	src, err := rt.Alloc(callers * size)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range callers {
+		s.locals = append(s.locals, src.Slice(i*size, size))
+	}
+	return s
+}
+
+// connectPair returns two connected endpoints of rt, the dialing and the
+// accepting end.
+func connectPair(tb testing.TB, rt *vrt.Runtime) (cli, srv *vrt.Endpoint) {
+	tb.Helper()
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	accepted := make(chan error, 1)
+	go func() {
+		var err error
+		srv, err = ln.Accept(ctx)
+		accepted <- err
+	}()
+	cli, err = rt.Dial(ctx, ln.Addr().String())
+	if aerr := <-accepted; err == nil {
+		err = aerr
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cli, srv
+}
+
+// send sends the caller's slot as one message and waits for its future.
+func (s *sendPair) send(ctx context.Context, caller int) error {
+	if _, err := s.cli.Send(ctx, s.locals[caller]).Wait(ctx); err != nil {
+		a := s.cli.Actor()
+		return fmt.Errorf("send: %w (actor: %d PostSends, %d WRs posted, %d outstanding, %d peer credits)",
+			err, a.Stats().PostCalls.Load(), a.Stats().WRsPosted.Load(), a.Outstanding(), a.PeerCredits())
+	}
+	return nil
+}
+
+func (s *sendPair) stats() postStats {
+	st := s.cli.Actor().Stats()
+	return postStats{calls: st.PostCalls.Load(), wrs: st.WRsPosted.Load()}
+}
