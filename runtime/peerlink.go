@@ -101,11 +101,24 @@ func (ep *Endpoint) linkEnded(how string) {
 		return
 	}
 	ep.poller.Drain(ep.target)
+	// The peer's hang-up can overtake the answer to a WR of this side that
+	// failed the connection (a REM_ACCESS_ERR's NAK: the peer's QP went to
+	// ERR as it refused the WR, and its endpoint hung up): give what is
+	// outstanding a moment to complete with its own status, which then
+	// says what happened, before calling the peer lost.
+	for end := time.Now().Add(linkEndGrace); ep.actor.Outstanding() > 0 && ep.Err() == nil && !ep.closing.Load() && time.Now().Before(end); {
+		time.Sleep(linkEndGrace / 20)
+		ep.poller.Drain(ep.target)
+	}
 	if ep.closing.Load() || ep.Err() != nil {
 		return
 	}
 	ep.fail(fmt.Errorf("%w: %s", ErrPeerLost, how), false)
 }
+
+// linkEndGrace bounds how long the end of a link waits for the endpoint's
+// outstanding WRs to complete on their own before it calls the peer lost.
+const linkEndGrace = 50 * time.Millisecond
 
 // hangUp ends the endpoint's link from this side, once, with the QP in
 // ERR: at Close, or as soon as the endpoint failed, so that the peer
