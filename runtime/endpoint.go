@@ -263,8 +263,8 @@ func (ep *Endpoint) FetchAdd(ctx context.Context, remote RemoteRef, add uint64) 
 // peer returns some, so it never meets an empty receive queue.
 func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
 	op := &Op{Opcode: verbs.OpSend, Local: local}
-	if int(local.Length) > ep.peerMsgSize {
-		return ep.failed(op, 0, fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
+	if err := ep.checkMessage(op); err != nil {
+		return ep.failed(op, 0, err)
 	}
 	return ep.submit(ctx, op)
 }
@@ -273,8 +273,8 @@ func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
 // returns a message whose Imm is imm, all 32 bits.
 func (ep *Endpoint) SendImm(ctx context.Context, local Local, imm uint32) Future {
 	op := &Op{Opcode: verbs.OpSendImm, Local: local, Imm: imm}
-	if int(local.Length) > ep.peerMsgSize {
-		return ep.failed(op, 0, fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
+	if err := ep.checkMessage(op); err != nil {
+		return ep.failed(op, 0, err)
 	}
 	return ep.submit(ctx, op)
 }
@@ -300,11 +300,26 @@ func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
 		return qpactor.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)
 	}
+	for i := range ops {
+		if err := ep.checkMessage(&ops[i]); err != nil {
+			return ep.failed(&ops[i], len(ops), err)
+		}
+	}
 	f, err := ep.actor.SubmitBatch(ctx, ops)
 	if err != nil {
 		return ep.failed(&ops[0], len(ops), ep.mapErr(err))
 	}
 	return f
+}
+
+// checkMessage refuses a SEND larger than the peer's receive buffers: it
+// would fail the connection at the peer (and a WRITE_WITH_IMM, which
+// needs no buffer, is not one).
+func (ep *Endpoint) checkMessage(op *Op) error {
+	if op.Opcode.IsSend() && int(op.Local.Length) > ep.peerMsgSize {
+		return fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, op.Local.Length, ep.peerMsgSize)
+	}
+	return nil
 }
 
 func checkRemote(n uint32, r RemoteRef) error {

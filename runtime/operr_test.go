@@ -68,6 +68,11 @@ func TestOperationErrorsSayWhatFailedWhere(t *testing.T) {
 	if !errors.As(err, &oe) || oe.Op != "send" || !errors.Is(err, runtime.ErrMessageTooLarge) {
 		t.Errorf("Send too large: %v, want an *OpError of a send wrapping ErrMessageTooLarge", err)
 	}
+	_, err = cli.Post(ctx, []runtime.Op{{Opcode: verbs.OpWrite, Local: buf.Slice(0, 8), Remote: verbs.RDMA{RemoteAddr: buf.RemoteRef().Addr, RKey: buf.RemoteRef().RKey}},
+		{Opcode: verbs.OpSendImm, Local: big.Local(), Imm: 7}}).Wait(ctx)
+	if !errors.As(err, &oe) || oe.Op != "send-with-imm" || oe.Batch != 2 || !errors.Is(err, runtime.ErrMessageTooLarge) {
+		t.Errorf("Post of a SEND too large: %v, want an *OpError of its send-with-imm wrapping ErrMessageTooLarge", err)
+	}
 	ended, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err = cli.FetchAdd(ended, buf.RemoteRef(), 1).Wait(ctx); !errors.Is(err, context.Canceled) {
