@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"syscall"
 	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -28,6 +29,11 @@ const (
 	// FaultCQOverrun (InjectCQ only) loses the CQ's next Count completions
 	// as if it were full: each raises IBV_EVENT_CQ_ERR.
 	FaultCQOverrun
+	// FaultEventsLost (InjectContext only) closes the context's
+	// AsyncEvents as the ibv provider does when it can no longer read the
+	// device's events; AsyncErr then returns an error matching
+	// verbs.ErrEventsLost and EIO.
+	FaultEventsLost
 )
 
 // Fault is one fault to inject.
@@ -81,5 +87,24 @@ func InjectCQ(cqv verbs.CQ, f Fault) error {
 		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a CQ", f.Kind)
 	}
 	q.forcedOverruns.Add(int64(max(f.Count, 1)))
+	return nil
+}
+
+// errEventsLost is what FaultEventsLost leaves in AsyncErr: what the ibv
+// provider reports when the device is gone (its async fd reads EIO).
+var errEventsLost = &verbs.Error{Op: "ibv_get_async_event", Err: verbs.ErrEventsLost,
+	Errno: syscall.EIO, Detail: "fault injected"}
+
+// InjectContext injects a fault into a context of the soft provider
+// (FaultEventsLost).
+func InjectContext(cv verbs.Context, f Fault) error {
+	c, isSoft := cv.(*context)
+	if !isSoft {
+		return errNotSoft
+	}
+	if f.Kind != FaultEventsLost {
+		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a context", f.Kind)
+	}
+	c.endEvents(errEventsLost)
 	return nil
 }
