@@ -86,3 +86,19 @@ func TestAsyncLoop(t *testing.T) {
 		})
 	}
 }
+
+// TestPollError: ibv_poll_cq's negative return is no errno. mlx5's -2 must
+// not read as ENOENT, and the error matches verbs.ErrPollFailed.
+func TestPollError(t *testing.T) {
+	err := pollError(-2)
+	if !errors.Is(err, verbs.ErrPollFailed) {
+		t.Errorf("%v: want it to match verbs.ErrPollFailed", err)
+	}
+	if errors.Is(err, syscall.ENOENT) {
+		t.Errorf("%v: matches ENOENT, as if -2 were an errno", err)
+	}
+	var ve *verbs.Error
+	if !errors.As(err, &ve) || ve.Op != "ibv_poll_cq" || ve.Errno != 0 {
+		t.Errorf("%v: want a *verbs.Error of ibv_poll_cq with no errno", err)
+	}
+}

@@ -29,6 +29,11 @@ const (
 	// FaultCQOverrun (InjectCQ only) loses the CQ's next Count completions
 	// as if it were full: each raises IBV_EVENT_CQ_ERR.
 	FaultCQOverrun
+	// FaultPollError (InjectCQ only) fails the CQ's next Count Polls that
+	// find completions, as a hardware provider's ibv_poll_cq fails on a
+	// CQE it cannot parse: with verbs.ErrPollFailed, the completions left
+	// in the CQ.
+	FaultPollError
 	// FaultEventsLost (InjectContext only) closes the context's
 	// AsyncEvents as the ibv provider does when it can no longer read the
 	// device's events; AsyncErr then returns an error matching
@@ -77,16 +82,21 @@ func Inject(qpv verbs.QP, f Fault) error {
 	return nil
 }
 
-// InjectCQ arms a fault on a CQ of the soft provider (FaultCQOverrun).
+// InjectCQ arms a fault on a CQ of the soft provider (FaultCQOverrun,
+// FaultPollError).
 func InjectCQ(cqv verbs.CQ, f Fault) error {
 	q, isSoft := cqv.(*cq)
 	if !isSoft {
 		return errNotSoft
 	}
-	if f.Kind != FaultCQOverrun {
+	switch f.Kind {
+	case FaultCQOverrun:
+		q.forcedOverruns.Add(int64(max(f.Count, 1)))
+	case FaultPollError:
+		q.forcedPollErrors.Add(int64(max(f.Count, 1)))
+	default:
 		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a CQ", f.Kind)
 	}
-	q.forcedOverruns.Add(int64(max(f.Count, 1)))
 	return nil
 }
 

@@ -205,6 +205,40 @@ func TestCQOverrunWhenFull(t *testing.T) {
 	}
 }
 
+// TestFaultPollError: a Poll that finds a completion fails with
+// ErrPollFailed, leaving it in the CQ; an empty Poll is untouched.
+func TestFaultPollError(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	if err := soft.InjectCQ(a.cq, soft.Fault{Kind: soft.FaultPollError}); err != nil {
+		t.Fatal(err)
+	}
+	wcs := make([]verbs.WC, 4)
+	if n, err := a.cq.Poll(wcs); n != 0 || err != nil {
+		t.Fatalf("Poll of the empty CQ: %d, %v; want 0, nil", n, err)
+	}
+	mustPost(t, a.qp, write(1, a, b, 0, 8))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := a.cq.Poll(wcs)
+		if err != nil {
+			if !errors.Is(err, verbs.ErrPollFailed) {
+				t.Fatalf("Poll: %v, want verbs.ErrPollFailed", err)
+			}
+			break
+		}
+		if n != 0 {
+			t.Fatalf("Poll returned %d completions, want the injected failure", n)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no completion to fail the Poll on")
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	if wc := pollN(t, a.cq, 1)[0]; wc.WRID != 1 {
+		t.Fatalf("after the failure: %+v, want the completion of WR 1", wc)
+	}
+}
+
 // TestFaultEventsLost: AsyncEvents closes before the context, and AsyncErr
 // says why (nil before, and nil after a plain Close).
 func TestFaultEventsLost(t *testing.T) {
