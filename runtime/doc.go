@@ -46,12 +46,17 @@
 // then io.EOF, and its Err is ErrPeerClosed. A peer connected through
 // rdma_cm that goes away without closing (its process killed) ends the
 // endpoint with ErrPeerLost as soon as its kernel disconnects. A failure
-// (an asynchronous event, a CQ overrun) ends it with that error. In each
-// case what was pending resolves, Recv returns, and no future resolves
-// before the device has given its WR back. One failed operation moves an
-// RC connection to error, which fails the operations after it (the RC
-// transport's rule). Not yet noticed: a peer lost without rdma_cm and
-// without traffic (a TCP-handshake endpoint has no keepalive yet).
+// (an asynchronous event, a CQ overrun, a CQ that can no longer be polled:
+// verbs.ErrPollFailed) ends it with that error. In each case what was
+// pending resolves, Recv returns, and no future resolves before the device
+// has given its WR back. One failed operation moves an RC connection to
+// error, which fails the operations after it (the RC transport's rule).
+// Should the device's asynchronous events end before the runtime closes
+// (verbs.ErrEventsLost, as when the device is removed), the runtime logs it
+// at error level, fails every endpoint and starts no new one: nothing would
+// report their failures any more. Not yet noticed: a peer lost without
+// rdma_cm and without traffic (a TCP-handshake endpoint has no keepalive
+// yet).
 //
 // # Wire format
 //
