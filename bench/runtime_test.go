@@ -91,7 +91,7 @@ func (v *viaRuntime) connect(tb testing.TB) *vrt.Endpoint {
 // Only a stall cancels ctx: the error then says whether the actor posted
 // the write.
 func (v *viaRuntime) write(ctx context.Context, slot int) error {
-	_, err := v.cli.Write(v.locals[slot], v.remotes[slot]).Wait(ctx)
+	_, err := v.cli.Write(ctx, v.locals[slot], v.remotes[slot]).Wait(ctx)
 	if err != nil {
 		a := v.cli.Actor()
 		return fmt.Errorf("write: %w (actor: %d PostSends, %d WRs posted, %d outstanding)",

@@ -66,6 +66,10 @@ type Target struct {
 	// Recv handles receive completions (wr_id with qpactor.RecvBit); nil when the
 	// CQ has none.
 	Recv func(wc *verbs.WC)
+	// Failed, when set, is told of every completion with an error status
+	// other than WR_FLUSH_ERR (a WR that moved its QP to the error state),
+	// before Send or Recv handles it.
+	Failed func(wc *verbs.WC)
 
 	// mu is held by whoever handles the CQ's completions: the poller, or
 	// the actor of Send while it drives them (Driver). One handler at a
@@ -392,6 +396,9 @@ func (d targetDriver) poll(wait bool) int {
 
 func (p *Poller) handle(t *Target, wc *verbs.WC) {
 	p.stats.Completions[wc.Status&31].Inc()
+	if wc.Status != verbs.WCSuccess && wc.Status != verbs.WCWRFlushErr && t.Failed != nil {
+		t.Failed(wc)
+	}
 	if qpactor.IsRecv(wc.WRID) {
 		if t.Recv != nil {
 			t.Recv(wc)

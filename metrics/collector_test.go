@@ -249,7 +249,7 @@ func writes(t *testing.T, rt *runtime.Runtime, n int) {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if _, err := ep.Write(buf.Slice(0, 64), buf.RemoteRef().At(64*(i%32+1))).Wait(ctx); err != nil {
+		if _, err := ep.Write(ctx, buf.Slice(0, 64), buf.RemoteRef().At(64*(i%32+1))).Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime"
 	"sync"
 	"time"
@@ -17,13 +18,13 @@ import (
 // Errors of the actor.
 var (
 	// ErrBusy is returned by TrySubmit when the inbox ring is full.
-	ErrBusy = errors.New("qpactor: inbox full")
+	ErrBusy = errors.New("verbsrt: inbox full")
 	// ErrClosed is returned for operations submitted to, or still queued
 	// in, an actor that is closing.
-	ErrClosed = errors.New("qpactor: actor closed")
+	ErrClosed = errors.New("verbsrt: closed")
 	// ErrTooLarge is returned for a batch with more WRs than the send
 	// queue holds: it could never be posted as one.
-	ErrTooLarge = errors.New("qpactor: batch larger than the send queue")
+	ErrTooLarge = errors.New("verbsrt: batch larger than the send queue")
 )
 
 // Op is one operation: a send work request without the wr_id and the
@@ -103,6 +104,12 @@ type submission struct {
 	one   [1]Op
 	batch []Op
 	fut   *futState
+	// ctx is the submission's context when it can end (nil otherwise).
+	// The actor checks it when it takes the submission, and watches it
+	// (context.AfterFunc, setting fut.stopCancel) only when it is about to
+	// sleep with the submission still queued: a submission taken soon
+	// costs no registration.
+	ctx context.Context
 }
 
 func (s *submission) ops() []Op {
@@ -120,6 +127,8 @@ type entry struct {
 	fut    *futState
 	opcode verbs.Opcode
 	length uint32
+	raddr  uint64 // remote memory, for the WR's error
+	rkey   uint32
 }
 
 // Actor owns one QP: it is the only code that posts sends to it. Callers
@@ -138,6 +147,7 @@ type Actor struct {
 
 	inbox *Ring[submission]
 	waker *Waker
+	room  roomSignal // producers waiting for room in the inbox
 
 	// credits is the number of send-queue slots the actor may fill: the
 	// poller adds what it retires.
@@ -159,6 +169,7 @@ type Actor struct {
 	owners      []*submission
 	retired     []retiredWR // Complete's and FailOutstanding's, kept for the next call
 	peer        peerCredits // the peer's receive credits (peercredits.go)
+	watched     int         // queued submissions, from the head, whose contexts are watched
 	drained     []submission
 
 	// Completion handling only (Complete, FailOutstanding).
@@ -167,8 +178,10 @@ type Actor struct {
 	head    uint64
 
 	stats  Stats
-	lat    sampler // post times of the WRs sampled for latency
-	driver Driver  // set before Start, or nil
+	lat    sampler  // post times of the WRs sampled for latency
+	local  net.Addr // the connection's ends, for errors (SetAddrs)
+	remote net.Addr
+	driver Driver // set before Start, or nil
 	done   chan struct{}
 }
 
@@ -256,6 +269,14 @@ func (a *Actor) Start() {
 // Submit queues op and returns its future. When the inbox is full it waits
 // for room until ctx ends. Errors about op itself (a rule of
 // ibv_post_send(3) it breaks) come through the future, as a *verbs.WRError.
+//
+// ctx also bounds the wait in the inbox: if it ends before the actor takes
+// op, op is removed and never reaches the QP, and its future fails with
+// ctx.Err() at once. Once taken, op is posted and its future resolves with
+// its completion, whatever ctx does: a posted WR cannot be recalled, and
+// its memory is the device's until it completes. A context that cannot
+// end (context.Background) costs nothing; one that can costs a
+// registration (context.AfterFunc) per operation.
 func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
 	return a.submitNew(ctx, submission{one: [1]Op{*op}}, 1, true)
 }
@@ -265,7 +286,7 @@ func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
 // until the future resolves.
 func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (Future, error) {
 	if len(ops) == 0 {
-		return Future{}, fmt.Errorf("qpactor: empty batch")
+		return Future{}, fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument)
 	}
 	return a.submitNew(ctx, submission{batch: ops}, len(ops), true)
 }
@@ -278,13 +299,86 @@ func (a *Actor) TrySubmit(op *Op) (Future, error) {
 // submitNew queues sub, of n WRs, with a new future; a submission that
 // never reached the inbox gives its future's state back to the pool.
 func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool) (Future, error) {
+	if err := ctx.Err(); err != nil {
+		return Future{}, err
+	}
 	p, f := NewPromise(n, a.exec)
 	sub.fut = p.s
+	if ctx.Done() != nil {
+		sub.ctx = ctx
+	}
 	if err := a.push(ctx, sub, n, wait); err != nil {
 		p.s.release()
 		return Future{}, err
 	}
 	return f, nil
+}
+
+// take claims the submission s at the head of the inbox for the actor,
+// which then posts or fails it. It reports false when s's context ended
+// first: s is then resolved with the context's error (by the watch on the
+// context, or here) and the actor only drops it.
+func (a *Actor) take(s *submission) bool {
+	if s.ctx == nil {
+		return true
+	}
+	f := s.fut
+	if f.stopCancel != nil {
+		// Watched: the context's end may be resolving it right now.
+		taken := f.claim.CompareAndSwap(claimOpen, claimTaken)
+		f.stopCancel()
+		return taken
+	}
+	if err := s.ctx.Err(); err != nil {
+		f.failN(a.opError(infoOf(&s.ops()[0]), len(s.ops()), err), len(s.ops()))
+		return false
+	}
+	return true
+}
+
+// cancelled reports whether s's context ended while it was queued; take
+// then resolves it, if the watch on the context has not.
+func (s *submission) cancelled() bool {
+	if s.ctx == nil {
+		return false
+	}
+	if s.fut.stopCancel != nil {
+		return s.fut.claim.Load() == claimCancelled
+	}
+	return s.ctx.Err() != nil
+}
+
+// watchQueued watches the contexts of the queued submissions not yet
+// watched: the actor is about to sleep, and a submission waiting behind a
+// head that waits for credits must fail when its context ends, not when
+// the actor reaches it. Submissions the actor takes without sleeping are
+// never watched, so a cancellable context costs no allocation then.
+func (a *Actor) watchQueued() {
+	for s := a.inbox.PeekAt(a.watched); s != nil; s = a.inbox.PeekAt(a.watched) {
+		a.watched++
+		if s.ctx == nil || s.fut.stopCancel != nil {
+			continue
+		}
+		f, ctx, gen := s.fut, s.ctx, s.fut.gen.Load()
+		info, n := infoOf(&s.ops()[0]), len(s.ops())
+		// The end of ctx fails the future unless the actor took the
+		// submission first, and wakes the actor, which drops it when it
+		// meets it: one waiting for credits at the head of the inbox must
+		// not hold back those behind it.
+		f.stopCancel = context.AfterFunc(ctx, func() {
+			if f.cancel(gen, a.opError(info, n, ctx.Err())) {
+				a.waker.Wake()
+			}
+		})
+	}
+}
+
+// pop releases the head of the inbox.
+func (a *Actor) pop() {
+	a.inbox.Pop()
+	if a.watched > 0 {
+		a.watched--
+	}
 }
 
 // TrySubmitPromise queues ops for a promise made with NewPromise for
@@ -322,20 +416,12 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 	if err := a.checkPeerWindow(sub.ops()); err != nil {
 		return err
 	}
-	for spins := 0; !a.inbox.TryPush(&sub); spins++ {
+	for !a.inbox.TryPush(&sub) {
 		if !wait {
 			return ErrBusy
 		}
-		if err := ctx.Err(); err != nil {
+		if err := a.waitRoom(ctx); err != nil {
 			return err
-		}
-		if a.closing.Load() {
-			return ErrClosed
-		}
-		if spins < 64 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(time.Duration(min(spins, 1000)) * time.Microsecond)
 		}
 	}
 	a.waker.Wake()
@@ -347,6 +433,71 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 		a.exitMu.Unlock()
 	}
 	return nil
+}
+
+// roomSignal wakes the producers waiting for room in a full inbox: the
+// actor closes the channel they wait on when it takes something, if any
+// wait.
+type roomSignal struct {
+	waiting atomic.Int32
+	mu      sync.Mutex
+	ch      chan struct{}
+}
+
+// listen registers a waiter and returns the channel to wait on; leave
+// undoes the registration.
+func (r *roomSignal) listen() <-chan struct{} {
+	r.waiting.Inc()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		r.ch = make(chan struct{})
+	}
+	return r.ch
+}
+
+func (r *roomSignal) leave() { r.waiting.Dec() }
+
+// broadcast wakes every waiter.
+func (r *roomSignal) broadcast() {
+	r.mu.Lock()
+	if r.ch != nil {
+		close(r.ch)
+		r.ch = nil
+	}
+	r.mu.Unlock()
+}
+
+// roomMade tells producers waiting for room that the actor took
+// submissions from the inbox.
+func (a *Actor) roomMade() {
+	if a.room.waiting.Load() > 0 {
+		a.room.broadcast()
+	}
+}
+
+// waitRoom waits until the actor takes something from the full inbox, the
+// actor closes or ctx ends. The waiter registers before it looks at the
+// inbox again, and the actor looks for waiters after it took something:
+// one of the two sees the other, so no wake-up is lost.
+func (a *Actor) waitRoom(ctx context.Context) error {
+	ch := a.room.listen()
+	defer a.room.leave()
+	if a.closing.Load() {
+		return ErrClosed
+	}
+	if a.inbox.Len() < a.inbox.Cap() {
+		return nil
+	}
+	select {
+	case <-ch:
+		if a.closing.Load() {
+			return ErrClosed
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // run is the actor goroutine: drain, post, handle completions while a
@@ -379,6 +530,11 @@ func (a *Actor) run() {
 		}
 		if worked || waited {
 			idle.Busy()
+			if waited && !spin.Acquire() {
+				// Gathering is spinning too: without a slot, yield, so
+				// that the callers filling the inbox get the P.
+				runtime.Gosched()
+			}
 			continue
 		}
 		if a.finished() {
@@ -405,6 +561,7 @@ func (a *Actor) run() {
 		if a.canDrain() || a.finished() {
 			a.waker.CancelSleep()
 		} else {
+			a.watchQueued()
 			a.waker.Sleep(nil)
 		}
 		if d != nil {
@@ -492,6 +649,9 @@ func (a *Actor) canDrain() bool {
 		return true
 	}
 	s := a.inbox.Peek()
+	if s != nil && s.cancelled() {
+		return true // drain drops it
+	}
 	if s == nil || int64(len(s.ops())) > sq {
 		return false
 	}
@@ -523,6 +683,11 @@ func (a *Actor) drain() int {
 		if s == nil {
 			break
 		}
+		if s.cancelled() && !a.take(s) {
+			a.dropCancelled()
+			taken++
+			continue
+		}
 		ops := s.ops()
 		if len(ops) > credits-len(a.chain) {
 			break // wait for credits; order is kept
@@ -538,8 +703,13 @@ func (a *Actor) drain() int {
 				break // wait for the peer's credits; order is kept
 			}
 		}
+		if !a.take(s) { // its context ended a moment ago
+			a.dropCancelled()
+			taken++
+			continue
+		}
 		a.drained = append(a.drained, *s)
-		a.inbox.Pop()
+		a.pop()
 		taken++
 		sub := &a.drained[len(a.drained)-1]
 		start := len(a.chain)
@@ -557,6 +727,7 @@ func (a *Actor) drain() int {
 	}
 	if taken > 0 {
 		a.stats.Ops.Taken.Add(uint64(taken))
+		a.roomMade()
 	}
 	if len(a.chain) > 0 {
 		a.post()
@@ -568,12 +739,13 @@ func (a *Actor) drain() int {
 // a rule broken, nothing of the submission is appended.
 func (a *Actor) appendOps(sub *submission) error {
 	start := len(a.chain)
-	for i, op := range sub.ops() {
+	ops := sub.ops()
+	for i, op := range ops {
 		wr := a.buildWR(&op, len(a.chain))
 		if err := a.limits.Check(i, &wr); err != nil {
 			a.chain = a.chain[:start]
 			a.owners = a.owners[:start]
-			return err
+			return a.opError(infoOf(&ops[i]), len(ops), err)
 		}
 		a.chain = append(a.chain, wr)
 		a.owners = append(a.owners, sub)
@@ -621,7 +793,7 @@ func (a *Actor) post() {
 			// posted can go out either.
 			a.unusePeer(posted, len(a.chain))
 			for i := posted; i < len(a.chain); i++ {
-				if f := a.owners[i].fut; f != nil && f.completeOne(verbs.WC{}, err, 0) {
+				if f := a.owners[i].fut; f != nil && f.completeOne(verbs.WC{}, a.opError(wrInfo(&a.chain[i]), f.wrs, err), 0) {
 					a.stats.Ops.ResolvedByActor.Inc()
 				}
 			}
@@ -633,7 +805,7 @@ func (a *Actor) post() {
 			n++
 		}
 		a.unusePeer(posted, posted+n)
-		if failed.fut != nil && failed.fut.failN(err, n) {
+		if failed.fut != nil && failed.fut.failN(a.opError(wrInfo(&a.chain[posted]), failed.fut.wrs, err), n) {
 			a.stats.Ops.ResolvedByActor.Inc()
 		}
 		if a.peer.on {
@@ -685,6 +857,10 @@ func (a *Actor) postOnce() (int, error) {
 		}
 		e := &a.entries[slot]
 		e.fut, e.opcode, e.length = a.owners[i].fut, wr.Opcode, uint32(wr.Length())
+		e.raddr, e.rkey = wr.RDMA.RemoteAddr, wr.RDMA.RKey
+		if wr.Opcode.IsAtomic() {
+			e.raddr, e.rkey = wr.Atomic.RemoteAddr, wr.Atomic.RKey
+		}
 		a.lat.stamp(seq)
 		e.seq.Store(seq + 1)
 	}
@@ -716,12 +892,26 @@ func (s *futState) failN(err error, n int) (resolved bool) {
 func (a *Actor) failQueued(err error) int {
 	n := 0
 	for s := a.inbox.Peek(); s != nil; s = a.inbox.Peek() {
-		fut, k := s.fut, len(s.ops())
-		a.inbox.Pop()
-		fut.failN(err, k)
+		fut, k, mine := s.fut, len(s.ops()), a.take(s)
+		info := infoOf(&s.ops()[0])
+		a.pop()
+		if mine {
+			fut.failN(a.opError(info, k, err), k)
+		}
 		n++
 	}
+	if n > 0 {
+		a.roomMade()
+	}
 	return n
+}
+
+// dropCancelled pops the submission at the head of the inbox, which its
+// context's end resolved: it never reaches the QP.
+func (a *Actor) dropCancelled() {
+	a.pop()
+	a.stats.Ops.Cancelled.Inc()
+	a.stats.Ops.ResolvedByActor.Inc()
 }
 
 // Complete handles a send completion of this actor's QP and reports
@@ -766,6 +956,19 @@ type retiredWR struct {
 	fut   *futState
 	wc    verbs.WC
 	value uint64
+	info  opInfo // for its error
+}
+
+func (e *entry) info() opInfo {
+	return opInfo{opcode: e.opcode, remoteAddr: e.raddr, rkey: e.rkey, length: e.length}
+}
+
+func wrInfo(wr *verbs.SendWR) opInfo {
+	info := opInfo{opcode: wr.Opcode, remoteAddr: wr.RDMA.RemoteAddr, rkey: wr.RDMA.RKey, length: uint32(wr.Length())}
+	if wr.Opcode.IsAtomic() {
+		info.remoteAddr, info.rkey = wr.Atomic.RemoteAddr, wr.Atomic.RKey
+	}
+	return info
 }
 
 // retire takes the WR at head off the send queue, reading what its
@@ -780,7 +983,7 @@ func (a *Actor) retire(e *entry, wc verbs.WC) retiredWR {
 		}
 		a.sample(a.head, e.opcode)
 	}
-	r := retiredWR{fut: e.fut, wc: wc, value: value}
+	r := retiredWR{fut: e.fut, wc: wc, value: value, info: e.info()}
 	e.fut = nil
 	e.seq.Store(0)
 	return r
@@ -796,7 +999,7 @@ func (a *Actor) resolve(done []retiredWR, err error) {
 		if e == nil {
 			e = r.wc.Err()
 		}
-		if r.fut != nil && r.fut.completeOne(r.wc, e, r.value) { // nil: a credit-only SEND
+		if r.fut != nil && r.fut.completeOne(r.wc, a.opError(r.info, r.fut.wrs, e), r.value) { // nil: a credit-only SEND
 			resolved++
 		}
 		*r = retiredWR{}
@@ -823,7 +1026,7 @@ func (a *Actor) FailOutstanding(err error) int {
 		if e.seq.Load() != a.head+1 {
 			continue
 		}
-		done = append(done, retiredWR{fut: e.fut})
+		done = append(done, retiredWR{fut: e.fut, info: e.info()})
 		e.fut = nil
 		e.seq.Store(0)
 	}
@@ -867,6 +1070,7 @@ func (a *Actor) AbandonedErr() error { return a.abandoned.Load() }
 // goroutine. Outstanding WRs are the poller's to finish.
 func (a *Actor) Close(ctx context.Context) error {
 	a.closing.Store(true)
+	a.room.broadcast() // a producer waiting for room fails with ErrClosed
 	if a.started.CompareAndSwap(false, true) {
 		// Never started: there is no goroutine to drain the inbox.
 		a.exitMu.Lock()

@@ -16,11 +16,11 @@ import (
 var (
 	// ErrPending is returned by Err and Result while the operation is
 	// still in flight.
-	ErrPending = errors.New("qpactor: operation pending")
+	ErrPending = errors.New("verbsrt: operation pending")
 	// ErrReleased is returned when a Future is used after it was consumed
 	// (by Wait returning a result, by Then or by Release): its state went
 	// back to the pool and may belong to another operation now.
-	ErrReleased = errors.New("qpactor: future already consumed")
+	ErrReleased = errors.New("verbsrt: future already consumed")
 )
 
 // Completion is the result of a successful operation.
@@ -34,9 +34,10 @@ type Completion struct {
 	WRs   int // work requests the future covered: 1, or the batch size
 }
 
-// Executor runs Then callbacks off the poller goroutines; an
-// *ants.Pool satisfies it. Submit must not block: on error (pool full or
-// closed) the callback runs on a new goroutine instead.
+// Executor runs Then callbacks off the poller goroutines. Submit must not
+// block: an executor bounds its goroutines by queueing what it cannot run
+// yet (as the runtime's does). On error (the executor closed) the callback
+// runs on a new goroutine instead, so it still runs exactly once.
 type Executor interface {
 	Submit(task func()) error
 }
@@ -78,8 +79,25 @@ type futState struct {
 	wake chan struct{} // one slot, made once per state: Wait's parking spot
 	then func(Completion, error)
 	exec Executor
-	_    [16]byte
+	// claim decides, for a queued operation whose context's end is
+	// watched (stopCancel set), who resolves it: the actor taking it
+	// (claimTaken) or the context's end (claimCancelled), whichever comes
+	// first.
+	claim stdatomic.Uint32
+	// unpooled: cancellation resolved the state while the actor may still
+	// hold its submission, so release leaves it to the collector instead
+	// of recycling it under the actor.
+	unpooled   bool
+	_          [3]byte
+	stopCancel func() bool // unwatches the context (context.AfterFunc's stop)
 }
+
+// Claims of a queued operation (futState.claim).
+const (
+	claimOpen uint32 = iota
+	claimTaken
+	claimCancelled
+)
 
 var futPool = sync.Pool{New: func() any { return &futState{wake: make(chan struct{}, 1)} }}
 
@@ -119,6 +137,22 @@ func NewPromise(n int, exec Executor) (Promise, Future) {
 // Fail resolves every WR of the promise with err. Use it only for a promise
 // that was never submitted.
 func (p Promise) Fail(err error) { p.s.failN(err, int(p.s.pending.Load())) }
+
+// cancel resolves a still-queued operation of the handle generation gen
+// with err, unless the actor took it first (or the handle was released),
+// and reports whether it did. The state is then never recycled: the
+// actor's submission still points at it, and finds it cancelled.
+func (s *futState) cancel(gen uint64, err error) bool {
+	s.mu.Lock()
+	if s.gen.Load() != gen || !s.claim.CompareAndSwap(claimOpen, claimCancelled) {
+		s.mu.Unlock()
+		return false
+	}
+	s.unpooled = true
+	s.mu.Unlock()
+	s.failN(err, int(s.pending.Load()))
+	return true
+}
 
 // completeOne records the completion of one WR of the operation; the last
 // one resolves the future, and reports true (for the futures-pending
@@ -186,6 +220,14 @@ func (s *futState) runThen(fn func(Completion, error)) {
 func (s *futState) release() {
 	s.mu.Lock()
 	s.gen.Inc()
+	if s.unpooled {
+		s.mu.Unlock()
+		return
+	}
+	if s.stopCancel != nil {
+		s.stopCancel = nil
+		s.claim.Store(claimOpen)
+	}
 	// The second line is written only when it changed (see futState).
 	if s.done != nil {
 		s.done = nil

@@ -121,7 +121,7 @@ func (a *Actor) checkPeerWindow(ops []Op) error {
 		return nil
 	}
 	if need := peerNeed(ops); need > a.peer.window-1 {
-		return fmt.Errorf("qpactor: a batch may carry at most %d SENDs and WRITE_WITH_IMMs (the peer's %d receives, less one kept for credit reports), not %d: %w",
+		return fmt.Errorf("verbsrt: a batch may carry at most %d SENDs and WRITE_WITH_IMMs (the peer's %d receives, less one kept for credit reports), not %d: %w",
 			a.peer.window-1, a.peer.window, need, verbs.ErrInvalidArgument)
 	}
 	return nil

@@ -168,6 +168,21 @@ func (r *Ring[T]) Peek() *T {
 	return &s.val
 }
 
+// PeekAt returns a pointer to the i-th oldest published value (PeekAt(0)
+// is Peek), or nil when it is not published. The same rules as Peek's
+// apply. Only the consumer goroutine may call PeekAt.
+func (r *Ring[T]) PeekAt(i int) *T {
+	if i < 0 || i >= len(r.slots) {
+		return nil
+	}
+	pos := r.head.Load() + uint64(i)
+	s := &r.slots[pos&r.mask]
+	if s.seq.Load() != pos+1 {
+		return nil
+	}
+	return &s.val
+}
+
 // Reached reports whether the n-th oldest value (1 <= n <= Cap) is
 // published: at least n values have been pushed, though a producer may
 // still be writing one of the first n-1. It reads one slot, so the

@@ -10,10 +10,11 @@ import (
 // hold a SpinSlot, process-wide: the Ps they hold are the process's.
 var lockedSpinners atomic.Int32
 
-// spinWanted is set by an Acquire that found no slot free, and cleared by
-// the next Acquire that gets one: a goroutine spinning on the lower
-// priority (AcquireIdle) gives its slot up when it sees it.
-var spinWanted atomic.Bool
+// spinWanters counts the goroutines that Acquire refused and that still
+// want a slot: each counts once, until an Acquire gives it one or it
+// Releases (parks or exits). A goroutine spinning on the lower priority
+// (AcquireIdle) gives its slot up while any wants one.
+var spinWanters atomic.Int32
 
 // SpinSlot is a locked goroutine's leave to spin without yielding. A
 // locked goroutine that yields hands its P to another thread and sleeps
@@ -24,9 +25,10 @@ var spinWanted atomic.Bool
 // one P): the goroutine that gets none yields as it spins. The zero value
 // holds no slot; each goroutine keeps its own.
 type SpinSlot struct {
-	held  bool
-	limit int32  // GOMAXPROCS-1, as of the last refresh
-	calls uint32 // since the last refresh
+	held    bool
+	wanting bool   // counted in spinWanters
+	limit   int32  // GOMAXPROCS-1, as of the last refresh
+	calls   uint32 // since the last refresh
 }
 
 // limitRefresh is how many calls share one read of GOMAXPROCS, which takes
@@ -65,15 +67,14 @@ func (s *SpinSlot) Acquire() bool {
 		s.Release() // GOMAXPROCS went down
 	}
 	if !take(limit) {
-		if !spinWanted.Load() {
-			spinWanted.Store(true)
+		if !s.wanting && limit > 0 { // on one P there is no slot to want
+			s.wanting = true
+			spinWanters.Inc()
 		}
 		return false
 	}
 	s.held = true
-	if spinWanted.Load() {
-		spinWanted.Store(false)
-	}
+	s.stopWanting()
 	return true
 }
 
@@ -82,7 +83,7 @@ func (s *SpinSlot) Acquire() bool {
 // no goroutine that Acquire refused is waiting for one.
 func (s *SpinSlot) AcquireIdle() bool {
 	limit := s.currentLimit()
-	if spinWanted.Load() || s.held && lockedSpinners.Load() > limit {
+	if spinWanters.Load() > 0 || s.held && lockedSpinners.Load() > limit {
 		s.Release()
 		return false
 	}
@@ -96,10 +97,19 @@ func (s *SpinSlot) AcquireIdle() bool {
 // SpinSlotsHeld returns how many spin slots are held, process-wide.
 func SpinSlotsHeld() int { return int(lockedSpinners.Load()) }
 
-// Release gives the slot back, if held: before parking, and on exit.
+// Release gives the slot back, if held, and stops wanting one: before
+// parking, and on exit.
 func (s *SpinSlot) Release() {
+	s.stopWanting()
 	if s.held {
 		s.held = false
 		lockedSpinners.Dec()
+	}
+}
+
+func (s *SpinSlot) stopWanting() {
+	if s.wanting {
+		s.wanting = false
+		spinWanters.Dec()
 	}
 }

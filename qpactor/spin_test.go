@@ -65,3 +65,31 @@ func TestSpinSlotsOneP(t *testing.T) {
 		t.Fatalf("%d slots held on one P", n)
 	}
 }
+
+// TestSpinWantedEndsWithTheWanter: a goroutine that Acquire refused stops
+// wanting a slot when it Releases (parks): an idle spinner may then spin
+// again (the want used to stay set until some later Acquire succeeded,
+// keeping every idle poller from spinning).
+func TestSpinWantedEndsWithTheWanter(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	var busy, refused, poller SpinSlot
+	if !busy.Acquire() {
+		t.Fatal("the first Acquire was refused")
+	}
+	if refused.Acquire() {
+		t.Fatal("a second slot was handed out with GOMAXPROCS 2")
+	}
+	refused.Acquire() // still wanting: counted once
+	if n := spinWanters.Load(); n != 1 {
+		t.Fatalf("%d goroutines want a slot, want 1", n)
+	}
+	refused.Release() // it parks
+	busy.Release()
+	if !poller.AcquireIdle() {
+		t.Fatal("AcquireIdle refused a free slot after the goroutine that wanted one parked")
+	}
+	poller.Release()
+	if n, w := lockedSpinners.Load(), spinWanters.Load(); n != 0 || w != 0 {
+		t.Fatalf("%d slots held and %d wanted after every Release", n, w)
+	}
+}

@@ -44,6 +44,9 @@ type OpStats struct {
 	// WR refused before or by PostSend).
 	Taken           atomic.Uint64
 	ResolvedByActor atomic.Uint64
+	// Cancelled counts the submissions whose context ended while they
+	// were queued: taken (and resolved) without reaching the QP.
+	Cancelled atomic.Uint64
 
 	_ [64]byte // the poller's counters on lines of their own
 

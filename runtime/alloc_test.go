@@ -24,16 +24,16 @@ func TestSteadyStateAllocs(t *testing.T) {
 		}
 	}()
 	for range 1000 { // warm the pools
-		cli.Write(local.Local(), remote.RemoteRef()).Wait(ctx)
-		cli.Send(local.Slice(0, 8)).Wait(ctx)
+		cli.Write(ctx, local.Local(), remote.RemoteRef()).Wait(ctx)
+		cli.Send(ctx, local.Slice(0, 8)).Wait(ctx)
 	}
 	write := testing.AllocsPerRun(2000, func() {
-		if _, err := cli.Write(local.Local(), remote.RemoteRef()).Wait(ctx); err != nil {
+		if _, err := cli.Write(ctx, local.Local(), remote.RemoteRef()).Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})
 	send := testing.AllocsPerRun(2000, func() {
-		if _, err := cli.Send(local.Slice(0, 8)).Wait(ctx); err != nil {
+		if _, err := cli.Send(ctx, local.Slice(0, 8)).Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -139,21 +139,29 @@ func (rt *Runtime) Dial(ctx context.Context, addr string) (*Endpoint, error) {
 }
 
 // handshake creates an endpoint, exchanges hellos over c, connects the QP
-// and waits until the peer is in RTS too.
+// and waits until the peer is in RTS too. c stays open, silent, as the
+// endpoint's link to its peer (peerlink.go): its end says the peer is gone.
 func (rt *Runtime) handshake(ctx context.Context, c net.Conn) (*Endpoint, error) {
-	defer c.Close()
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(handshakeTimeout)
 	}
 	c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetKeepAliveConfig(linkKeepAlive); err != nil {
+			// Still connected; only a vanished host goes unnoticed longer.
+			rt.log.Warn("verbsrt: TCP keepalive for the link to the peer", "err", err)
+		}
+	}
 
 	ep, err := rt.newEndpoint()
 	if err != nil {
+		stop()
+		c.Close()
 		return nil, err
 	}
+	ep.watch.link = &tcpLink{c: c} // released with the endpoint from now on
 	mine := rt.hello()
 	mine.QPN, mine.GID = ep.qp.QPN(), netip.AddrFrom16(rt.gid).String()
 	br := bufio.NewReader(c)
@@ -164,6 +172,14 @@ func (rt *Runtime) handshake(ctx context.Context, c net.Conn) (*Endpoint, error)
 	if err == nil {
 		err = ready(c, br)
 	}
+	// The handshake's deadline must not end the link: lift it, unless ctx
+	// ended as the handshake finished and the deadline it set stands.
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = c.SetDeadline(time.Time{})
+	}
 	if err != nil {
 		rt.abandon(ep)
 		if ctx.Err() != nil {
@@ -171,6 +187,7 @@ func (rt *Runtime) handshake(ctx context.Context, c net.Conn) (*Endpoint, error)
 		}
 		return nil, err
 	}
+	ep.watchPeer()
 	return ep, nil
 }
 

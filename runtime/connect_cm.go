@@ -95,7 +95,7 @@ func (rt *Runtime) DialCM(ctx context.Context, addr string) (*Endpoint, error) {
 		conn.Close()
 		return nil, err
 	}
-	ep.conn = conn
+	ep.watch.link = newCMLink(conn)
 	if err = conn.Connect(ctx, ep.qp, rt.connectSpec(), rt.hello().marshalCM()); err == nil {
 		var peer hello
 		if peer, err = unmarshalCMHello(conn.PeerData()); err == nil {
@@ -112,11 +112,7 @@ func (rt *Runtime) connectedCM(ep *Endpoint, err error) (*Endpoint, error) {
 		rt.abandon(ep)
 		return nil, err
 	}
-	ep.watched = make(chan struct{})
-	go func() {
-		defer close(ep.watched)
-		ep.watchDisconnect()
-	}()
+	ep.watchPeer()
 	return ep, nil
 }
 
@@ -143,7 +139,7 @@ func (l *Listener) acceptCM(ctx context.Context) (*Endpoint, error) {
 		conn.Close()
 		return nil, err
 	}
-	ep.conn = conn
+	ep.watch.link = newCMLink(conn)
 	// The QP reaches RTS before the accept leaves, and the peer's only
 	// after it, so the peer may send as soon as it is connected; Accept
 	// returns once the peer's RTU (ESTABLISHED) arrived.
@@ -151,23 +147,4 @@ func (l *Listener) acceptCM(ctx context.Context) (*Endpoint, error) {
 		err = ep.run(peer)
 	}
 	return rt.connectedCM(ep, err)
-}
-
-// watchDisconnect ends an endpoint of the connection manager when the
-// connection goes away without a goodbye: the peer's process died (its
-// kernel disconnects for it) or its device went away. It stops when the
-// endpoint is over; Close waits for it (ep.watched) before it releases the
-// CQ that Drain may be polling.
-func (ep *Endpoint) watchDisconnect() {
-	select {
-	case <-ep.conn.Disconnected():
-		// A peer that closed gracefully sent its goodbye before its
-		// disconnect: it is in the CQ if not handled yet.
-		ep.poller.Drain(ep.target)
-		if ep.closing.Load() || ep.Err() != nil {
-			return
-		}
-		ep.fail(fmt.Errorf("%w: rdma_cm reported the connection gone", ErrPeerLost), false)
-	case <-ep.over:
-	}
 }

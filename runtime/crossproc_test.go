@@ -111,7 +111,7 @@ func crossServer(peer string) int {
 	binary.LittleEndian.PutUint64(b, ref.Addr)
 	binary.LittleEndian.PutUint32(b[8:], ref.RKey)
 	binary.LittleEndian.PutUint32(b[12:], ref.Len)
-	if _, err := ep.Send(msg.Slice(0, 16)).Wait(ctx); err != nil {
+	if _, err := ep.Send(ctx, msg.Slice(0, 16)).Wait(ctx); err != nil {
 		return fail("send the region: %v", err)
 	}
 
@@ -142,7 +142,7 @@ func crossServer(peer string) int {
 	}
 	copy(b, verdict+"\x00\x00\x00\x00\x00\x00")
 	binary.LittleEndian.PutUint64(b[8:], uint64(received.Load()))
-	if _, err := ep.Send(msg.Slice(0, 16)).Wait(ctx); err != nil {
+	if _, err := ep.Send(ctx, msg.Slice(0, 16)).Wait(ctx); err != nil {
 		return fail("send the verdict: %v", err)
 	}
 	if verdict != "ok" {
@@ -296,7 +296,7 @@ func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvE
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Read(counters.Slice(0, mixedCounterBytes), remote.At(crossGoroutines*mixedSlot)).Wait(ctx); err != nil {
+	if _, err := cli.Read(ctx, counters.Slice(0, mixedCounterBytes), remote.At(crossGoroutines*mixedSlot)).Wait(ctx); err != nil {
 		t.Fatalf("reading the counters back: %v", err)
 	}
 	checkMixedCounters(t, counters.Bytes()[:mixedCounterBytes], crossGoroutines, &tally)
@@ -304,7 +304,7 @@ func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvE
 	ctl := counters.Bytes()[mixedCounterBytes:]
 	copy(ctl, bytes.Repeat([]byte{0xff}, 8))
 	binary.LittleEndian.PutUint64(ctl[8:], uint64(tally.sends.Load()))
-	if _, err := cli.Send(counters.Slice(mixedCounterBytes, 16)).Wait(ctx); err != nil {
+	if _, err := cli.Send(ctx, counters.Slice(mixedCounterBytes, 16)).Wait(ctx); err != nil {
 		t.Fatalf("sending the count: %v", err)
 	}
 	m, err = cli.Recv(ctx)
@@ -321,24 +321,37 @@ func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvE
 		mode, crossGoroutines*crossOps, crossGoroutines, tally.sends.Load(), tally.casWins.Load())
 }
 
-// TestIBVPeerKilled: a peer process killed with SIGKILL, connected through
-// rdma_cm, is noticed without any traffic: its kernel disconnects for it,
-// the endpoint's Done closes with ErrPeerLost, Recv returns it, and later
-// operations fail instead of waiting.
+// TestIBVPeerKilled: a peer process killed with SIGKILL is noticed by an
+// idle endpoint blocked in Recv, without any traffic, within
+// killedNoticeBound: its kernel closes the handshake's TCP connection
+// (tcp) or disconnects the rdma_cm connection (cm) for it; the endpoint's
+// Done closes with ErrPeerLost, Recv returns it, and later operations fail
+// instead of waiting.
 func TestIBVPeerKilled(t *testing.T) {
+	for _, mode := range []string{"tcp", "cm"} {
+		t.Run(mode, func(t *testing.T) { testIBVPeerKilled(t, mode) })
+	}
+}
+
+func testIBVPeerKilled(t *testing.T, mode string) {
 	devA, devB := ibvDevices(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := startPeer(t, ctx, "cm-hold "+devB)
+	srv := startPeer(t, ctx, mode+"-hold "+devB)
 	addr, br, stderr := srv.addr, srv.out, &srv.stderr
 	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(devA), runtime.WithArenaSize(8<<20))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	cli, err := rt.DialCM(ctx, addr)
+	var cli *runtime.Endpoint
+	if mode == "cm" {
+		cli, err = rt.DialCM(ctx, addr)
+	} else {
+		cli, err = rt.Dial(ctx, addr)
+	}
 	if err != nil {
-		t.Fatalf("DialCM %s: %v; server stderr:\n%s", addr, err, stderr.String())
+		t.Fatalf("dial %s (%s): %v; server stderr:\n%s", addr, mode, err, stderr.String())
 	}
 	defer cli.Close(context.Background())
 	if line, err := br.ReadString('\n'); err != nil || line != "accepted\n" {
@@ -356,8 +369,8 @@ func TestIBVPeerKilled(t *testing.T) {
 	select {
 	case <-cli.Done():
 		t.Logf("Done %v after SIGKILL: %v", time.Since(killed).Round(time.Millisecond), cli.Err())
-	case <-ctx.Done():
-		t.Fatal("the endpoint never noticed its peer was killed")
+	case <-time.After(killedNoticeBound):
+		t.Fatalf("the endpoint did not notice its killed peer within %v", killedNoticeBound)
 	}
 	if !errors.Is(cli.Err(), runtime.ErrPeerLost) {
 		t.Errorf("Err: %v, want ErrPeerLost", cli.Err())
@@ -369,7 +382,7 @@ func TestIBVPeerKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Send(buf.Slice(0, 8)).Wait(ctx); !errors.Is(err, runtime.ErrPeerLost) {
+	if _, err := cli.Send(ctx, buf.Slice(0, 8)).Wait(ctx); !errors.Is(err, runtime.ErrPeerLost) {
 		t.Errorf("Send after the peer was lost: %v, want ErrPeerLost", err)
 	}
 }

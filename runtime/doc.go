@@ -8,8 +8,8 @@
 //	go func() { srv, _ := ln.Accept(ctx); ... }()
 //	ep, _ := rt.Dial(ctx, ln.Addr().String())
 //	buf, _ := rt.Alloc(4096)
-//	f := ep.Write(buf.Local(), peerRef) // returns at once
-//	_, err := f.Wait(ctx)               // or <-f.Done(), or f.Then(fn)
+//	f := ep.Write(ctx, buf.Local(), peerRef) // returns once queued
+//	_, err := f.Wait(ctx)                    // or <-f.Done(), or f.Then(fn)
 //
 // Underneath, every endpoint's QP is owned by a qpactor.Actor, a goroutine
 // locked to its OS thread that drains a lock-free inbox and chains what it
@@ -30,8 +30,9 @@
 // Two ways, between goroutines of one process, processes and hosts alike:
 //
 //   - Listen and Dial: a TCP connection carries the handshake below, then
-//     closes; any provider. The soft provider reaches only runtimes of the
-//     same process (its device is in memory).
+//     stays open, silent, for the endpoint's life: its end tells the
+//     endpoint that the peer is gone; any provider. The soft provider
+//     reaches only runtimes of the same process (its device is in memory).
 //   - ListenCM and DialCM: the provider's connection manager (rdma_cm on the
 //     ibv provider) resolves the address to a device and path, carries the
 //     hello in its private data and moves both QPs to RTS; no TCP. The
@@ -43,20 +44,28 @@
 // An endpoint says when it is over: Done closes and Err says why. Close
 // lets queued and in-flight work finish while its context allows, then
 // sends the peer a goodbye: the peer's Recv returns what arrived before it,
-// then io.EOF, and its Err is ErrPeerClosed. A peer connected through
-// rdma_cm that goes away without closing (its process killed) ends the
-// endpoint with ErrPeerLost as soon as its kernel disconnects. A failure
-// (an asynchronous event, a CQ overrun, a CQ that can no longer be polled:
-// verbs.ErrPollFailed) ends it with that error. In each case what was
-// pending resolves, Recv returns, and no future resolves before the device
-// has given its WR back. One failed operation moves an RC connection to
-// error, which fails the operations after it (the RC transport's rule).
-// Should the device's asynchronous events end before the runtime closes
-// (verbs.ErrEventsLost, as when the device is removed), the runtime logs it
-// at error level, fails every endpoint and starts no new one: nothing would
-// report their failures any more. Not yet noticed: a peer lost without
-// rdma_cm and without traffic (a TCP-handshake endpoint has no keepalive
-// yet).
+// then io.EOF, and its Err is ErrPeerClosed. A peer that goes away without
+// closing ends the endpoint with ErrPeerLost, idle or not:
+//
+//   - its process killed: at once, when its kernel ends the connection the
+//     endpoint keeps beside the QP (it closes the handshake's TCP
+//     connection, or disconnects the rdma_cm one);
+//   - its host unreachable: within 10 s of its last sign of life on an
+//     endpoint of Dial or Listen, whose TCP connection has keepalive (a
+//     probe after 5 s of silence, then every second; the fifth unanswered
+//     ends it). An endpoint of rdma_cm learns it only from its own
+//     traffic: an operation fails with RETRY_EXC_ERR after about half a
+//     second of retries.
+//
+// A failure (an asynchronous event, a CQ overrun, a CQ that can no longer
+// be polled: verbs.ErrPollFailed) ends it with that error. In each case
+// what was pending resolves, Recv returns, and no future resolves before
+// the device has given its WR back. One failed operation moves an RC
+// connection to error, which fails the operations after it (the RC
+// transport's rule). Should the device's asynchronous events end before
+// the runtime closes (verbs.ErrEventsLost, as when the device is removed),
+// the runtime logs it at error level, fails every endpoint and starts no
+// new one: nothing would report their failures any more.
 //
 // # Wire format
 //
@@ -69,7 +78,9 @@
 //     that ibv_rc_pingpong exchanges, plus the receive credits and the
 //     largest message the side accepts. Each then moves its QP to RTS and
 //     writes the line "ready", and waits for the peer's before it returns,
-//     so neither side sends to a QP not yet ready to receive.
+//     so neither side sends to a QP not yet ready to receive. Nothing more
+//     is written: each side keeps the connection open until its endpoint
+//     closes (after the goodbye's acknowledgement) or its process ends.
 //   - Through the connection manager, the hello is 16 bytes of private
 //     data in the connect request and in the accept: "VRTH", the version
 //     (2 bytes), 2 bytes of flags (0), the receive credits (4 bytes) and the

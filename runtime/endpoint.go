@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -27,6 +28,21 @@ type Op = qpactor.Op
 // Endpoint is one end of an RC connection. Every method may be called from
 // any goroutine; operations are posted by the endpoint's actor and complete
 // through its poller.
+//
+// An operation method (Write, Read, CompareAndSwap, FetchAdd, Send,
+// WriteImm, Post) queues the operation and returns its future without
+// waiting for the device. Its ctx bounds the time before the operation is
+// posted: the wait for room when the endpoint's inbox is full, the wait
+// in the inbox, and a Send's wait for the peer's receive credits. If ctx
+// ends first, the operation is removed and never reaches the device; its
+// future fails with ctx.Err(). Once posted, an operation cannot be
+// recalled: its future resolves when the device is done with it, whatever
+// ctx does, and its buffers stay the device's until then. (To stop waiting
+// for a posted operation, give Future.Wait a context of its own.)
+//
+// One failed operation fails the connection: an RC QP moves to the error
+// state on any failed work request, and every operation posted or queued
+// after it fails too (flushed). Done and Err report it.
 type Endpoint struct {
 	rt     *Runtime
 	qp     verbs.QP
@@ -35,12 +51,11 @@ type Endpoint struct {
 	target *cqpoller.Target // ep.cq on poller; nil until start
 	actor  *qpactor.Actor
 	scrat  *Buffer
-	conn   verbs.RCConn // the connection manager's, for an endpoint of ListenCM or DialCM
-	// watched is closed when the goroutine watching conn has stopped.
-	watched chan struct{}
+	watch  peerWatch // the connection beside the QP that says the peer is gone (peerlink.go)
 
 	recv        recvSide
-	peerMsgSize int // the largest message the peer receives (its hello)
+	peerMsgSize int  // the largest message the peer receives (its hello)
+	remote      Addr // the peer's QP
 
 	closeOnce sync.Once
 	failErr   atomic.Error
@@ -124,10 +139,12 @@ func (ep *Endpoint) run(peer hello) error {
 	rt := ep.rt
 	ep.actor.EnablePeerCredits(peer.RecvDepth, &ep.recv)
 	ep.peerMsgSize = peer.MsgSize
+	ep.remote = Addr{GID: peer.gid, QPN: peer.QPN}
+	ep.actor.SetAddrs(ep.LocalAddr(), ep.RemoteAddr())
 	if err := rt.register(ep); err != nil {
 		return err
 	}
-	ep.target = &cqpoller.Target{CQ: ep.cq, Send: ep.actor, Recv: ep.recv.onRecv}
+	ep.target = &cqpoller.Target{CQ: ep.cq, Send: ep.actor, Recv: ep.recv.onRecv, Failed: ep.wcFailed}
 	if err := ep.poller.Add(ep.target); err != nil {
 		return err
 	}
@@ -136,12 +153,10 @@ func (ep *Endpoint) run(peer hello) error {
 	return nil
 }
 
-// release frees what newEndpoint made (and the connection manager's
-// connection, once the QP is gone).
+// release frees what newEndpoint made (and the link to the peer, once
+// the QP is gone).
 func (ep *Endpoint) release() {
-	if ep.conn != nil {
-		defer ep.conn.Close()
-	}
+	defer ep.releaseLink()
 	if ep.qp != nil {
 		ep.qp.Close()
 	}
@@ -153,6 +168,13 @@ func (ep *Endpoint) release() {
 	}
 	ep.recv.release()
 }
+
+// LocalAddr returns this end of the connection: the runtime's GID and the
+// endpoint's QP number.
+func (ep *Endpoint) LocalAddr() net.Addr { return Addr{GID: ep.rt.gid, QPN: ep.qp.QPN()} }
+
+// RemoteAddr returns the peer's end of the connection.
+func (ep *Endpoint) RemoteAddr() net.Addr { return ep.remote }
 
 // QPN returns the endpoint's QP number.
 func (ep *Endpoint) QPN() uint32 { return ep.qp.QPN() }
@@ -167,12 +189,16 @@ func (ep *Endpoint) QP() verbs.QP { return ep.qp }
 // CQ returns the endpoint's CQ, for statistics and fault injection.
 func (ep *Endpoint) CQ() verbs.CQ { return ep.cq }
 
-func (ep *Endpoint) failed(err error) Future { return qpactor.Failed(err, ep.rt.pool) }
+// failed returns a future failed with err, the failure of op (of a batch
+// of that many ops, 0 alone) before it reached the actor's queue.
+func (ep *Endpoint) failed(op *Op, batch int, err error) Future {
+	return qpactor.Failed(ep.actor.OpError(op, batch, err), ep.rt.pool)
+}
 
-func (ep *Endpoint) submit(op *Op) Future {
-	f, err := ep.actor.Submit(context.Background(), op)
+func (ep *Endpoint) submit(ctx context.Context, op *Op) Future {
+	f, err := ep.actor.Submit(ctx, op)
 	if err != nil {
-		return ep.failed(ep.mapErr(err))
+		return ep.failed(op, 0, ep.mapErr(err))
 	}
 	return f
 }
@@ -186,67 +212,71 @@ func (ep *Endpoint) mapErr(err error) error {
 }
 
 // Write copies local to remote (RDMA WRITE).
-func (ep *Endpoint) Write(local Local, remote RemoteRef) Future {
+func (ep *Endpoint) Write(ctx context.Context, local Local, remote RemoteRef) Future {
+	op := &Op{Opcode: verbs.OpWrite, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}
 	if err := checkRemote(local.Length, remote); err != nil {
-		return ep.failed(err)
+		return ep.failed(op, 0, err)
 	}
-	return ep.submit(&Op{Opcode: verbs.OpWrite, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	return ep.submit(ctx, op)
 }
 
 // Read copies remote into local (RDMA READ).
-func (ep *Endpoint) Read(local Local, remote RemoteRef) Future {
+func (ep *Endpoint) Read(ctx context.Context, local Local, remote RemoteRef) Future {
+	op := &Op{Opcode: verbs.OpRead, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}
 	if err := checkRemote(local.Length, remote); err != nil {
-		return ep.failed(err)
+		return ep.failed(op, 0, err)
 	}
-	return ep.submit(&Op{Opcode: verbs.OpRead, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	return ep.submit(ctx, op)
 }
 
 // CompareAndSwap swaps the 8 bytes at remote (host order) for swap when
 // they equal compare. Completion.Value is what it found: the swap happened
 // when that equals compare.
-func (ep *Endpoint) CompareAndSwap(remote RemoteRef, compare, swap uint64) Future {
-	return ep.submit(&Op{Opcode: verbs.OpAtomicCmpSwp, CompareAdd: compare, Swap: swap,
+func (ep *Endpoint) CompareAndSwap(ctx context.Context, remote RemoteRef, compare, swap uint64) Future {
+	return ep.submit(ctx, &Op{Opcode: verbs.OpAtomicCmpSwp, CompareAdd: compare, Swap: swap,
 		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
 }
 
 // FetchAdd adds add to the 8 bytes at remote; Completion.Value is the value
 // before.
-func (ep *Endpoint) FetchAdd(remote RemoteRef, add uint64) Future {
-	return ep.submit(&Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: add,
+func (ep *Endpoint) FetchAdd(ctx context.Context, remote RemoteRef, add uint64) Future {
+	return ep.submit(ctx, &Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: add,
 		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
 }
 
 // Send sends local as one message; the peer gets it from Recv. It uses one
 // of the peer's receive credits: without one it queues, in order, until the
 // peer returns some, so it never meets an empty receive queue.
-func (ep *Endpoint) Send(local Local) Future {
+func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
+	op := &Op{Opcode: verbs.OpSend, Local: local}
 	if int(local.Length) > ep.peerMsgSize {
-		return ep.failed(fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
+		return ep.failed(op, 0, fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, local.Length, ep.peerMsgSize))
 	}
-	return ep.submit(&Op{Opcode: verbs.OpSend, Local: local})
+	return ep.submit(ctx, op)
 }
 
 // WriteImm copies local to remote and delivers imm to the peer's Recv as a
 // message without bytes. Like Send it uses a receive credit.
-func (ep *Endpoint) WriteImm(local Local, remote RemoteRef, imm uint32) Future {
+func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef, imm uint32) Future {
+	op := &Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
+		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}
 	if err := checkRemote(local.Length, remote); err != nil {
-		return ep.failed(err)
+		return ep.failed(op, 0, err)
 	}
-	return ep.submit(&Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
-		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	return ep.submit(ctx, op)
 }
 
 // Post submits ops as one batch with one future: they are chained into one
 // PostSend when credits allow. SIGNALED is the runtime's business and
 // ignored; SEND ops get their immediate data from the runtime (receive
 // credits). ops must not change until the future resolves.
-func (ep *Endpoint) Post(ops []Op) Future {
+func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
-		return ep.failed(fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument))
+		return qpactor.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)
 	}
-	f, err := ep.actor.SubmitBatch(context.Background(), ops)
+	f, err := ep.actor.SubmitBatch(ctx, ops)
 	if err != nil {
-		return ep.failed(ep.mapErr(err))
+		return ep.failed(&ops[0], len(ops), ep.mapErr(err))
 	}
 	return f
 }
@@ -274,9 +304,22 @@ func (ep *Endpoint) fail(err error, lost bool) {
 		ep.actor.Break(err)
 	}
 	ep.toError()
+	ep.hangUp()
 	if lost {
 		ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(err) })
 	}
+}
+
+// wcFailed ends the endpoint when a WR failed: RC moved the QP to the
+// error state, what was outstanding comes back flushed, and later
+// operations fail at once. Err then matches ErrConnFailed and the failure
+// (errors.Is(err, verbs.ErrRetryExceeded) for a peer that stopped
+// answering, ...).
+func (ep *Endpoint) wcFailed(wc *verbs.WC) {
+	if ep.closing.Load() || ep.Err() != nil {
+		return // Close's own doing, or the endpoint is over already
+	}
+	ep.fail(&connFailed{cause: wc.Err().(*verbs.WCError)}, false)
 }
 
 // finish ends the endpoint's life as Done and Err report it, once: err is
@@ -289,9 +332,18 @@ func (ep *Endpoint) finish(err error) {
 }
 
 // Done returns a channel closed once the endpoint is over: Close was
-// called, the peer closed its end (Err is ErrPeerClosed), or the
-// connection failed (Err says how: an *AsyncError, ...). What was pending
-// then resolves, and Recv returns.
+// called, the peer closed its end (Err is ErrPeerClosed), the peer went
+// away without closing (ErrPeerLost), or the connection failed (Err says
+// how: ErrConnFailed with the failure of the operation that ended it, an
+// *AsyncError, ...). What was pending then resolves, and Recv
+// returns.
+//
+// A peer whose process dies is noticed at once: its kernel ends the
+// connection the endpoint keeps beside the QP (the handshake's TCP
+// connection, or rdma_cm's). A peer whose host stops answering is noticed
+// within 10 s of its last sign of life on a TCP-handshake endpoint (TCP
+// keepalive), and through rdma_cm only by the endpoint's own traffic (an
+// operation fails with RETRY_EXC_ERR after about half a second).
 func (ep *Endpoint) Done() <-chan struct{} { return ep.over }
 
 // Err returns nil while the endpoint is open, then why it is over.
@@ -347,9 +399,8 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	} else {
 		ep.waitOutstanding(ctx, 0)
 	}
-	if ep.conn == nil || ep.conn.Disconnect() != nil {
-		ep.toError()
-	}
+	ep.toError()
+	ep.hangUp()
 	// The device gives back what was outstanding as flush completions, and
 	// until then the memory of those WRs is its own: wait for them whatever
 	// ctx says, bounded only for completions a CQ overrun lost, which never
@@ -360,9 +411,7 @@ func (ep *Endpoint) close(ctx context.Context) error {
 	ep.poller.DoTarget(ep.target, func() { ep.actor.FailOutstanding(ErrClosed) })
 	ep.poller.Remove(ep.cq)
 	ep.finish(ErrClosed)
-	if ep.watched != nil {
-		<-ep.watched
-	}
+	ep.stopWatching()
 	ep.rt.unregister(ep)
 	ep.release()
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {

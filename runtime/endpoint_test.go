@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -17,13 +18,13 @@ func TestEndpointOperations(t *testing.T) {
 	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
 	copy(local.Bytes(), "one-sided write, then read back")
 
-	if c, err := cli.Write(local.Slice(0, 31), remote.RemoteRef()).Wait(ctx); err != nil || c.ByteLen != 31 || c.Opcode != verbs.WCRDMAWrite {
+	if c, err := cli.Write(ctx, local.Slice(0, 31), remote.RemoteRef()).Wait(ctx); err != nil || c.ByteLen != 31 || c.Opcode != verbs.WCRDMAWrite {
 		t.Fatalf("write: %+v %v", c, err)
 	}
 	if got := string(remote.Bytes()[:31]); got != "one-sided write, then read back" {
 		t.Fatalf("remote %q", got)
 	}
-	if _, err := cli.Read(local.Slice(100, 31), remote.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Read(ctx, local.Slice(100, 31), remote.RemoteRef()).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(local.Bytes()[100:131], remote.Bytes()[:31]) {
@@ -31,17 +32,17 @@ func TestEndpointOperations(t *testing.T) {
 	}
 
 	binary.LittleEndian.PutUint64(remote.Bytes()[512:], 10)
-	c, err := cli.FetchAdd(remote.RemoteRef().At(512), 5).Wait(ctx)
+	c, err := cli.FetchAdd(ctx, remote.RemoteRef().At(512), 5).Wait(ctx)
 	if err != nil || c.Value != 10 || binary.LittleEndian.Uint64(remote.Bytes()[512:]) != 15 {
 		t.Fatalf("fetch-add: %+v %v", c, err)
 	}
-	c, err = cli.CompareAndSwap(remote.RemoteRef().At(512), 15, 99).Wait(ctx)
+	c, err = cli.CompareAndSwap(ctx, remote.RemoteRef().At(512), 15, 99).Wait(ctx)
 	if err != nil || c.Value != 15 || binary.LittleEndian.Uint64(remote.Bytes()[512:]) != 99 {
 		t.Fatalf("cas: %+v %v", c, err)
 	}
 
 	copy(local.Bytes()[1000:], "a message")
-	if _, err := cli.Send(local.Slice(1000, 9)).Wait(ctx); err != nil {
+	if _, err := cli.Send(ctx, local.Slice(1000, 9)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	m, err := srv.Recv(ctx)
@@ -50,7 +51,7 @@ func TestEndpointOperations(t *testing.T) {
 	}
 	m.Release()
 
-	if _, err := cli.WriteImm(local.Slice(0, 8), remote.RemoteRef().At(2048), 0xabc).Wait(ctx); err != nil {
+	if _, err := cli.WriteImm(ctx, local.Slice(0, 8), remote.RemoteRef().At(2048), 0xabc).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	m, err = srv.Recv(ctx)
@@ -69,5 +70,36 @@ func TestConnManagerNotSupported(t *testing.T) {
 	}
 	if _, err := rt.DialCM(context.Background(), "127.0.0.1:1"); !errors.Is(err, verbs.ErrNotSupported) {
 		t.Errorf("DialCM on soft: %v, want verbs.ErrNotSupported", err)
+	}
+}
+
+// TestDefaultRuntimesReachEachOther: two runtimes made without a provider
+// share the process's soft fabric, so one's endpoint writes into the
+// other's memory (each used to get a fabric of its own, with the same GIDs
+// and QP numbers: the "connection" led to a QP of its own fabric and the
+// write was flushed).
+func TestDefaultRuntimesReachEachOther(t *testing.T) {
+	a, err := runtime.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	b, err := runtime.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	cli, srv := connectRuntimes(t, a, b)
+	ctx := ctxT(t)
+	src, dst := alloc(t, a, 64), alloc(t, b, 64)
+	copy(src.Bytes(), "written from runtime a into runtime b's memory")
+	if _, err := cli.Write(ctx, src.Local(), dst.RemoteRef()).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if string(dst.Bytes()[:46]) != "written from runtime a into runtime b's memory" {
+		t.Errorf("b's memory holds %q", dst.Bytes()[:46])
+	}
+	if cli.RemoteAddr().String() != srv.LocalAddr().String() {
+		t.Errorf("the client's peer is %v, the server is %v", cli.RemoteAddr(), srv.LocalAddr())
 	}
 }

@@ -3,17 +3,27 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// Errors of the runtime. Operation failures on the wire come as
-// *verbs.WCError (errors.Is(err, verbs.ErrFlushed) and so on).
+// Errors of the runtime. An operation's future fails with an *OpError,
+// which says what failed where and wraps the cause: a *verbs.WCError for a
+// failure on the wire (errors.Is(err, verbs.ErrFlushed) and so on), a
+// *verbs.WRError for a rule of ibv_post_send(3) broken, one of the errors
+// below, or the operation's context's error.
 var (
 	// ErrClosed is returned for operations on a closed runtime or endpoint,
 	// and by futures still pending when it closed.
 	ErrClosed = qpactor.ErrClosed
+	// ErrPending is returned by Future.Err and Future.Result while the
+	// operation is in flight.
+	ErrPending = qpactor.ErrPending
+	// ErrReleased is returned by a Future used after it was consumed (by
+	// Wait returning a result, Then or Release).
+	ErrReleased = qpactor.ErrReleased
 	// ErrMessageTooLarge is returned by Send for a message larger than the
 	// peer's receive buffers.
 	ErrMessageTooLarge = errors.New("verbsrt: message larger than the peer's receive buffers")
@@ -33,9 +43,37 @@ var (
 	// pending on it and of Recv, once its peer went away without closing:
 	// its process died or its device or host became unreachable.
 	ErrPeerLost = errors.New("verbsrt: peer gone")
+	// ErrConnFailed is an endpoint's Err, and the error of the operations
+	// refused after it, once an operation failed on the wire: RC moved the
+	// QP to the error state, which ends the connection. errors.Is and
+	// errors.As reach that failure too (a *verbs.WCError:
+	// verbs.ErrRetryExceeded for a peer that stopped answering,
+	// verbs.ErrRemoteAccess, ...).
+	ErrConnFailed = errors.New("verbsrt: connection failed")
 	// ErrProtocol is returned when the connection handshake fails.
 	ErrProtocol = errors.New("verbsrt: connection handshake failed")
 )
+
+// OpError is the error of a failed operation: the operation, the
+// connection's two ends, the remote memory and length where they apply,
+// and the cause (Unwrap).
+type OpError = qpactor.OpError
+
+// Addr is one end of a connection: a GID and a QP number. It is a
+// net.Addr of network "rdma".
+type Addr struct {
+	GID verbs.GID
+	QPN uint32
+}
+
+// Network returns "rdma".
+func (Addr) Network() string { return "rdma" }
+
+// String returns the GID (as an IPv4 address for RoCE's IPv4-mapped GIDs)
+// and the QP number, e.g. "198.18.0.1/qp0x11".
+func (a Addr) String() string {
+	return fmt.Sprintf("%s/qp%#x", netip.AddrFrom16(a.GID).Unmap(), a.QPN)
+}
 
 // AsyncError is the typed error of futures failed by an asynchronous event.
 type AsyncError struct {
@@ -58,3 +96,12 @@ func (e *AsyncError) Is(target error) bool {
 	}
 	return false
 }
+
+// connFailed is ErrConnFailed with the failure that caused it.
+type connFailed struct{ cause *verbs.WCError }
+
+func (e *connFailed) Error() string {
+	return fmt.Sprintf("verbsrt: connection failed: a work request completed with %s (%s)", e.cause.Status, e.cause.Status.Name())
+}
+
+func (e *connFailed) Unwrap() []error { return []error{ErrConnFailed, e.cause} }

@@ -48,7 +48,7 @@ func ExampleFuture() {
 	remote, _ := rt.Alloc(64) // on a real peer: a RemoteRef it handed over
 	n := copy(local.Bytes(), "into the peer's memory")
 
-	f := cli.Write(local.Slice(0, n), remote.RemoteRef())
+	f := cli.Write(ctx, local.Slice(0, n), remote.RemoteRef())
 	c, err := f.Wait(ctx)
 	if err != nil {
 		log.Fatal(err)
@@ -72,7 +72,7 @@ func ExampleFuture_Then() {
 	binary.NativeEndian.PutUint64(counter.Bytes(), 41)
 
 	done := make(chan struct{})
-	cli.FetchAdd(counter.RemoteRef(), 1).Then(func(c runtime.Completion, err error) {
+	cli.FetchAdd(ctx, counter.RemoteRef(), 1).Then(func(c runtime.Completion, err error) {
 		defer close(done)
 		if err != nil {
 			fmt.Println("fetch-add:", err)
@@ -101,7 +101,7 @@ func ExampleFuture_Done() {
 	word, _ := rt.Alloc(8)
 	binary.NativeEndian.PutUint64(word.Bytes(), 7)
 
-	f := cli.CompareAndSwap(word.RemoteRef(), 7, 8)
+	f := cli.CompareAndSwap(ctx, word.RemoteRef(), 7, 8)
 	select {
 	case <-f.Done():
 		c, err := f.Result() // does not consume the future...
@@ -141,7 +141,7 @@ func ExampleEndpoint() {
 		fmt.Printf("server got %q\n", m.Bytes())
 		m.Release() // the receive buffer goes back to the endpoint
 		ack, _ := rt.Alloc(8)
-		srv.Send(ack.Slice(0, copy(ack.Bytes(), "ack"))).Wait(ctx)
+		srv.Send(ctx, ack.Slice(0, copy(ack.Bytes(), "ack"))).Wait(ctx)
 	}()
 
 	cli, err := rt.Dial(ctx, ln.Addr().String())
@@ -150,7 +150,7 @@ func ExampleEndpoint() {
 	}
 	msg, _ := rt.Alloc(64) // Send takes registered memory
 	n := copy(msg.Bytes(), "hello over RDMA SEND")
-	if _, err := cli.Send(msg.Slice(0, n)).Wait(ctx); err != nil {
+	if _, err := cli.Send(ctx, msg.Slice(0, n)).Wait(ctx); err != nil {
 		log.Fatal(err)
 	}
 	reply, err := cli.Recv(ctx)
@@ -178,7 +178,7 @@ func ExampleEndpoint_FetchAdd() {
 	counter, _ := rt.Alloc(8)
 	binary.NativeEndian.PutUint64(counter.Bytes(), 10) // host order, as the device sees it
 
-	c, err := cli.FetchAdd(counter.RemoteRef(), 5).Wait(ctx)
+	c, err := cli.FetchAdd(ctx, counter.RemoteRef(), 5).Wait(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}

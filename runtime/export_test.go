@@ -1,11 +1,50 @@
 package runtime
 
-import "github.com/verbsrt/verbsrt/verbs"
+import (
+	"fmt"
+	"net"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
 
 // SetNextActorID makes the runtime's next endpoint's actor take ID id+1,
 // so tests reach the IDs a long-lived runtime reaches after many
 // connections.
 func SetNextActorID(rt *Runtime, id uint32) { rt.nextID.Store(id) }
+
+// PeerSilenceBound is how long a peer whose host stopped answering may
+// stay unnoticed (TCP keepalive of the handshake's connection).
+const PeerSilenceBound = peerSilenceBound
+
+// KillForTest makes ep's end of its connection vanish as the death of its
+// process would: no goodbye; its QP stops answering (in ERR, the soft
+// provider's responder ignores the peer's requests, as for a destroyed QP:
+// they end in RETRY_EXC_ERR); and its kernel closes the handshake's TCP
+// connection, with a reset when reset is set (a socket closed with unread
+// data), else with a FIN. ep itself is left for its runtime's Close.
+func KillForTest(ep *Endpoint, reset bool) error {
+	link, ok := ep.watch.link.(*tcpLink)
+	if !ok {
+		return fmt.Errorf("endpoint %#x has no TCP link", ep.QPN())
+	}
+	ep.closing.Store(true) // its own watcher is the dead process's
+	ep.toError()
+	if reset {
+		if err := link.c.(*net.TCPConn).SetLinger(0); err != nil {
+			return err
+		}
+	}
+	return link.c.Close()
+}
+
+// LinkConnForTest returns the handshake's TCP connection that ep keeps
+// open, or nil.
+func LinkConnForTest(ep *Endpoint) net.Conn {
+	if link, ok := ep.watch.link.(*tcpLink); ok {
+		return link.c
+	}
+	return nil
+}
 
 // DeviceContext returns the runtime's device context, for fault injection.
 func DeviceContext(rt *Runtime) verbs.Context { return rt.vctx }

@@ -18,9 +18,10 @@ import (
 
 // TestRemoteAccessErrorFlushesLaterOps: a write with a bad rkey in the
 // middle of a stream fails with REM_ACCESS_ERR; the writes queued behind it
-// fail with WR_FLUSH_ERR; those before it succeed.
+// fail with WR_FLUSH_ERR; those before it succeed. The endpoint is over
+// then (Done, Err), and a later write fails without reaching the device.
 func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
-	rt, cli, _ := pair(t)
+	rt, cli, srv := pair(t)
 	ctx := ctxT(t)
 	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
 	// Hold the stream so the bad write is mid-queue when it executes.
@@ -33,7 +34,7 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 		if i == 10 {
 			ref.RKey ^= 0xff00 // a key the peer never issued
 		}
-		fs = append(fs, cli.Write(local.Slice(8*i, 8), ref))
+		fs = append(fs, cli.Write(ctx, local.Slice(8*i, 8), ref))
 	}
 	for i, f := range fs {
 		_, err := f.Wait(ctx)
@@ -46,9 +47,32 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 			t.Errorf("write %d after the bad one: %v, want a flush", i, err)
 		}
 	}
-	// The connection is gone (both QPs in ERR): later operations flush too.
-	if _, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrFlushed) {
-		t.Errorf("write after the error: %v, want a flush", err)
+	// The connection is gone (both QPs in ERR): the endpoint says so, and
+	// later operations fail at once with the same.
+	select {
+	case <-cli.Done():
+	case <-ctx.Done():
+		t.Fatal("Done did not close after an operation failed the connection")
+	}
+	if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
+		t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
+	}
+	// The responder's QP went to ERR too (its receives flushed): its end
+	// is over as well, and its Recv returns.
+	select {
+	case <-srv.Done():
+	case <-ctx.Done():
+		t.Fatal("the responder's Done did not close")
+	}
+	if _, err := srv.Recv(ctx); !errors.Is(err, runtime.ErrConnFailed) {
+		t.Errorf("the responder's Recv: %v, want ErrConnFailed", err)
+	}
+	before, _ := verbs.PostedWRs(cli.QP())
+	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, runtime.ErrConnFailed) {
+		t.Errorf("write after the error: %v, want ErrConnFailed", err)
+	}
+	if after, _ := verbs.PostedWRs(cli.QP()); after != before {
+		t.Errorf("the write after the failure reached the device")
 	}
 }
 
@@ -63,7 +87,7 @@ func TestQPFatalFailsPendingFutures(t *testing.T) {
 	}
 	var fs []runtime.Future
 	for i := range 20 {
-		fs = append(fs, cli.Write(local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
+		fs = append(fs, cli.Write(ctx, local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
 	}
 	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultQPError}); err != nil {
 		t.Fatal(err)
@@ -75,7 +99,7 @@ func TestQPFatalFailsPendingFutures(t *testing.T) {
 		}
 	}
 	// The endpoint is failed for good: new operations fail at once.
-	_, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
+	_, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
 	if !errors.Is(err, runtime.ErrQPFatal) && !errors.Is(err, verbs.ErrFlushed) {
 		t.Errorf("after the fatal error: %v", err)
 	}
@@ -92,13 +116,13 @@ func TestCQOverrunFailsPendingFutures(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One write: its completion is the one the overrun loses.
-	_, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
+	_, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
 	var ae *runtime.AsyncError
 	if !errors.Is(err, runtime.ErrCQOverrun) || !errors.As(err, &ae) || ae.Event != verbs.EventCQErr {
 		t.Fatalf("lost completion: %v, want an *AsyncError matching ErrCQOverrun", err)
 	}
 	for i := range 5 {
-		if _, err := cli.Write(local.Slice(8*i, 8), remote.RemoteRef().At(8*i)).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
+		if _, err := cli.Write(ctx, local.Slice(8*i, 8), remote.RemoteRef().At(8*i)).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
 			t.Errorf("write %d after the overrun: %v, want ErrCQOverrun", i, err)
 		}
 	}
@@ -152,13 +176,13 @@ func TestPollFailureFailsEndpoint(t *testing.T) {
 	if err := soft.InjectCQ(cli.CQ(), soft.Fault{Kind: soft.FaultPollError}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) {
+	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) {
 		t.Fatalf("write whose completion the failing CQ holds: %v, want verbs.ErrPollFailed", err)
 	}
 	if err := waitOver(t, cli, "after the poll failure"); !errors.Is(err, verbs.ErrPollFailed) {
 		t.Errorf("Err: %v, want verbs.ErrPollFailed", err)
 	}
-	if _, err := cli.Write(local.Slice(8, 8), remote.RemoteRef().At(8)).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) &&
+	if _, err := cli.Write(ctx, local.Slice(8, 8), remote.RemoteRef().At(8)).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) &&
 		!errors.Is(err, verbs.ErrFlushed) {
 		t.Errorf("write after the failure: %v, want verbs.ErrPollFailed or a flush", err)
 	}
@@ -181,7 +205,7 @@ func TestEventsLostFailsEveryEndpoint(t *testing.T) {
 	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	f := cli.Write(local.Slice(0, 8), remote.RemoteRef())
+	f := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef())
 	if err := soft.InjectContext(runtime.DeviceContext(rt), soft.Fault{Kind: soft.FaultEventsLost}); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +267,7 @@ func TestBadWRFailsOnlyItsSubmission(t *testing.T) {
 				ops[17] = runtime.Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: 1,
 					Remote: verbs.RDMA{RemoteAddr: remote.Addr() + 4, RKey: remote.RemoteRef().RKey}}
 			}
-			c, err := cli.Post(ops).Wait(ctx)
+			c, err := cli.Post(ctx, ops).Wait(ctx)
 			if err == nil && c.WRs != 64 {
 				err = fmt.Errorf("completion covers %d WRs", c.WRs)
 			}
@@ -265,7 +289,7 @@ func TestBadWRFailsOnlyItsSubmission(t *testing.T) {
 	}
 	// The connection is still good.
 	local := alloc(t, rt, 8)
-	if _, err := cli.Write(local.Local(), remote.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Write(ctx, local.Local(), remote.RemoteRef()).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -313,7 +337,7 @@ func TestNoRNRWithSlowReceiver(t *testing.T) {
 			}
 		}
 		copy(local.Bytes()[8*slot:], fmt.Sprintf("%08d", i))
-		inflight[slot] = cli.Send(local.Slice(8*slot, 8))
+		inflight[slot] = cli.Send(ctx, local.Slice(8*slot, 8))
 	}
 	for i := max(0, n-window); i < n; i++ {
 		if _, err := inflight[i%window].Wait(ctx); err != nil {
@@ -358,9 +382,9 @@ func TestCloseUnderLoad(t *testing.T) {
 			for i := 0; ; i++ {
 				var f runtime.Future
 				if i%2 == 0 {
-					f = cli.Write(local.Local(), remote.RemoteRef().At(64*g))
+					f = cli.Write(ctx, local.Local(), remote.RemoteRef().At(64*g))
 				} else {
-					f = srv.Read(local.Local(), remote.RemoteRef().At(64*g))
+					f = srv.Read(ctx, local.Local(), remote.RemoteRef().At(64*g))
 				}
 				issued.Store([2]int{g, i}, true)
 				_, err := f.Wait(ctx)
@@ -409,7 +433,7 @@ func TestCloseWaitsForTheDevice(t *testing.T) {
 	}
 	var fs []runtime.Future
 	for i := range 20 {
-		fs = append(fs, cli.Write(local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
+		fs = append(fs, cli.Write(context.Background(), local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
 	}
 	for cli.Actor().Outstanding() < 20 {
 		time.Sleep(100 * time.Microsecond)

@@ -32,7 +32,7 @@ func TestCreditsSurviveFullInbox(t *testing.T) {
 			buf := alloc(t, rt, 16)
 			fs := make([]runtime.Future, 0, n)
 			for range n {
-				fs = append(fs, ep.Send(buf.Slice(0, 16)))
+				fs = append(fs, ep.Send(ctx, buf.Slice(0, 16)))
 			}
 			for i, f := range fs {
 				if _, err := f.Wait(ctx); err != nil {
@@ -73,15 +73,15 @@ func TestPostMoreSendsThanPeerWindow(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := a.Post(ops).Wait(ctx)
+	_, err := a.Post(ctx, ops).Wait(ctx)
 	if err == nil || errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Fatalf("a batch of 4 SENDs against a window of 4: %v, want an immediate verbs.ErrInvalidArgument", err)
 	}
 	t.Logf("refused: %v", err)
-	if _, err := a.Post(ops[:3]).Wait(ctx); err != nil {
+	if _, err := a.Post(ctx, ops[:3]).Wait(ctx); err != nil {
 		t.Fatalf("a batch of 3 SENDs: %v", err)
 	}
-	if _, err := a.Send(buf.Slice(0, 16)).Wait(ctx); err != nil {
+	if _, err := a.Send(ctx, buf.Slice(0, 16)).Wait(ctx); err != nil {
 		t.Fatalf("a send after the refused batch: %v", err)
 	}
 	for range 4 {
@@ -109,7 +109,7 @@ func TestSendRacingCloseResolves(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 50 {
-					f := a.Send(buf.Slice(0, 16))
+					f := a.Send(ctx, buf.Slice(0, 16))
 					mu.Lock()
 					fs = append(fs, f)
 					mu.Unlock()
@@ -141,7 +141,7 @@ func TestPeerCloseIsGraceful(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for range 3 {
-		if _, err := a.Send(buf.Slice(0, 16)).Wait(ctx); err != nil {
+		if _, err := a.Send(ctx, buf.Slice(0, 16)).Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func TestPeerCloseIsGraceful(t *testing.T) {
 	if !errors.Is(b.Err(), runtime.ErrPeerClosed) {
 		t.Errorf("Err: %v, want ErrPeerClosed", b.Err())
 	}
-	if _, err := b.Send(buf.Slice(0, 16)).Wait(ctx); !errors.Is(err, runtime.ErrPeerClosed) {
+	if _, err := b.Send(ctx, buf.Slice(0, 16)).Wait(ctx); !errors.Is(err, runtime.ErrPeerClosed) {
 		t.Errorf("Send after the peer closed: %v, want ErrPeerClosed", err)
 	}
 	if !errors.Is(a.Err(), runtime.ErrClosed) {

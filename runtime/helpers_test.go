@@ -6,10 +6,19 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 // pair returns a runtime and two connected endpoints on it (client, server).
 func pair(t testing.TB, opts ...runtime.Option) (*runtime.Runtime, *runtime.Endpoint, *runtime.Endpoint) {
+	t.Helper()
+	rt := newRuntime(t, opts...)
+	cli, srv := connect(t, rt)
+	return rt, cli, srv
+}
+
+// newRuntime returns a runtime that the test's cleanup closes.
+func newRuntime(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
 	t.Helper()
 	rt, err := runtime.New(opts...)
 	if err != nil {
@@ -22,15 +31,33 @@ func pair(t testing.TB, opts ...runtime.Option) (*runtime.Runtime, *runtime.Endp
 			t.Errorf("Close: %v", err)
 		}
 	})
-	cli, srv := connect(t, rt)
-	return rt, cli, srv
+	return rt
+}
+
+// twoHosts returns two runtimes on two devices of one soft fabric, as two
+// hosts on one switch (runtimes reach each other over the soft provider
+// only when they share it); optsB go to the second.
+func twoHosts(t testing.TB, optsB ...runtime.Option) (*runtime.Runtime, *runtime.Runtime) {
+	t.Helper()
+	fabric := soft.New(soft.Config{Devices: 2})
+	t.Cleanup(func() { fabric.Close() }) // after the runtimes: cleanups run last first
+	rtA := newRuntime(t, runtime.WithProvider(fabric), runtime.WithDevice("soft0"))
+	rtB := newRuntime(t, append([]runtime.Option{runtime.WithProvider(fabric), runtime.WithDevice("soft1")}, optsB...)...)
+	return rtA, rtB
 }
 
 // connect returns two more endpoints of rt connected to each other
 // (client, server).
 func connect(t testing.TB, rt *runtime.Runtime) (*runtime.Endpoint, *runtime.Endpoint) {
 	t.Helper()
-	ln, err := rt.Listen("127.0.0.1:0")
+	return connectRuntimes(t, rt, rt)
+}
+
+// connectRuntimes returns an endpoint of cliRT connected with Dial to one
+// of srvRT from Listen (client, server).
+func connectRuntimes(t testing.TB, cliRT, srvRT *runtime.Runtime) (*runtime.Endpoint, *runtime.Endpoint) {
+	t.Helper()
+	ln, err := srvRT.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +73,7 @@ func connect(t testing.TB, rt *runtime.Runtime) (*runtime.Endpoint, *runtime.End
 		ep, err := ln.Accept(ctx)
 		ch <- res{ep, err}
 	}()
-	cli, err := rt.Dial(ctx, ln.Addr().String())
+	cli, err := cliRT.Dial(ctx, ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

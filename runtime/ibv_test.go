@@ -125,7 +125,7 @@ func TestIBVRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 		if i == 10 {
 			ref.RKey ^= 0xff00 // a key the peer never issued
 		}
-		fs = append(fs, cli.Write(local.Slice(8*i, 8), ref))
+		fs = append(fs, cli.Write(ctx, local.Slice(8*i, 8), ref))
 	}
 	for i, f := range fs {
 		_, err := f.Wait(ctx)
@@ -145,9 +145,14 @@ func TestIBVRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 	if got := remote.Bytes()[80:88]; !bytes.Equal(got, make([]byte, 8)) {
 		t.Errorf("the bad write changed the memory it did not address: %x", got)
 	}
-	// The connection is gone (both QPs in ERR): later operations flush too.
-	if _, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrFlushed) {
-		t.Errorf("write after the error: %v, want a flush", err)
+	// The connection is gone (both QPs in ERR): the endpoint says so, and
+	// later operations fail with the same.
+	<-cli.Done()
+	if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
+		t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
+	}
+	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, runtime.ErrConnFailed) {
+		t.Errorf("write after the error: %v, want ErrConnFailed", err)
 	}
 }
 
@@ -169,7 +174,7 @@ func TestIBVOneDoorbellPerBatch(t *testing.T) {
 			Remote: verbs.RDMA{RemoteAddr: ref.Addr, RKey: ref.RKey}}
 	}
 	dev0, act0 := postCalls(t, cli)
-	c, err := cli.Post(ops).Wait(ctx)
+	c, err := cli.Post(ctx, ops).Wait(ctx)
 	if err != nil {
 		t.Fatalf("Post of %d writes: %v", n, err)
 	}
@@ -196,15 +201,15 @@ func TestIBVBadInput(t *testing.T) {
 		name string
 		f    func() runtime.Future
 	}{
-		{"misaligned atomic", func() runtime.Future { return cli.FetchAdd(remote.RemoteRef().At(4), 1) }},
+		{"misaligned atomic", func() runtime.Future { return cli.FetchAdd(ctx, remote.RemoteRef().At(4), 1) }},
 		{"inline READ", func() runtime.Future {
 			ref := remote.RemoteRef()
-			return cli.Post([]runtime.Op{{Opcode: verbs.OpRead, Flags: verbs.SendInline, Local: local.Slice(0, 8),
+			return cli.Post(ctx, []runtime.Op{{Opcode: verbs.OpRead, Flags: verbs.SendInline, Local: local.Slice(0, 8),
 				Remote: verbs.RDMA{RemoteAddr: ref.Addr, RKey: ref.RKey}}})
 		}},
 		{"batch with a misaligned atomic", func() runtime.Future {
 			ref := remote.RemoteRef()
-			return cli.Post([]runtime.Op{
+			return cli.Post(ctx, []runtime.Op{
 				{Opcode: verbs.OpWrite, Local: local.Slice(0, 8), Remote: verbs.RDMA{RemoteAddr: ref.Addr, RKey: ref.RKey}},
 				{Opcode: verbs.OpAtomicCmpSwp, Remote: verbs.RDMA{RemoteAddr: ref.Addr + 12, RKey: ref.RKey}},
 			})
@@ -223,14 +228,14 @@ func TestIBVBadInput(t *testing.T) {
 		}
 	}
 	// The endpoint still works.
-	if _, err := cli.Write(local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); err != nil {
 		t.Fatalf("write after the refused ones: %v", err)
 	}
 
 	dev0, _ := postCalls(t, cli)
 	bad := local.Slice(0, 8)
 	bad.LKey ^= 0x5a5a00 // a key this side never issued
-	_, err := cli.Write(bad, remote.RemoteRef()).Wait(ctx)
+	_, err := cli.Write(ctx, bad, remote.RemoteRef()).Wait(ctx)
 	var wce *verbs.WCError
 	if !errors.As(err, &wce) || (wce.Status != verbs.WCLocProtErr && wce.Status != verbs.WCLocQPOpErr) ||
 		!errors.Is(err, verbs.ErrQPError) {

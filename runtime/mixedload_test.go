@@ -104,8 +104,8 @@ func runMixed(t *testing.T, ctx context.Context, rtCli *runtime.Runtime, cli *ru
 					for k := range p {
 						p[k] = byte(g + i + k)
 					}
-					if _, err = cli.Write(local.Slice(0, slot), mine).Wait(ctx); err == nil {
-						_, err = cli.Read(local.Slice(slot, slot), mine).Wait(ctx)
+					if _, err = cli.Write(ctx, local.Slice(0, slot), mine).Wait(ctx); err == nil {
+						_, err = cli.Read(ctx, local.Slice(slot, slot), mine).Wait(ctx)
 						if err == nil && !bytes.Equal(local.Bytes()[slot:2*slot], p) {
 							err = fmt.Errorf("read back differs")
 						}
@@ -115,20 +115,20 @@ func runMixed(t *testing.T, ctx context.Context, rtCli *runtime.Runtime, cli *ru
 					for k := range m {
 						m[k] = byte(g)
 					}
-					if _, err = cli.Send(local.Slice(0, 16)).Wait(ctx); err == nil {
+					if _, err = cli.Send(ctx, local.Slice(0, 16)).Wait(ctx); err == nil {
 						tally.sends.Inc()
 					}
 				case 2:
-					if _, err = cli.FetchAdd(faaRef, uint64(g+1)).Wait(ctx); err == nil {
+					if _, err = cli.FetchAdd(ctx, faaRef, uint64(g+1)).Wait(ctx); err == nil {
 						tally.faaTotal.Add(int64(g + 1))
 					}
 				case 4:
 					// Read the counter with a CAS that cannot match, then
 					// try to increment it.
 					var c runtime.Completion
-					if c, err = cli.CompareAndSwap(casRef, ^uint64(0), 0).Wait(ctx); err == nil {
+					if c, err = cli.CompareAndSwap(ctx, casRef, ^uint64(0), 0).Wait(ctx); err == nil {
 						old := c.Value
-						if c, err = cli.CompareAndSwap(casRef, old, old+1).Wait(ctx); err == nil && c.Value == old {
+						if c, err = cli.CompareAndSwap(ctx, casRef, old, old+1).Wait(ctx); err == nil && c.Value == old {
 							tally.casWins.Inc()
 						}
 					}

@@ -75,7 +75,10 @@ func WithSignalEvery(k int) Option { return func(c *config) { c.signalEvery = k 
 func WithRingSize(n int) Option { return func(c *config) { c.ringSize = n } }
 
 // WithPoolSize sets the size of the worker pool that runs Then callbacks
-// (default 256).
+// (default 256). When every worker is busy, further callbacks wait in a
+// queue that one more goroutine runs in order: callbacks never start more
+// than n+1 goroutines, and never stall the pollers that resolve futures.
+// A callback must not wait for another future's Then callback.
 func WithPoolSize(n int) Option { return func(c *config) { c.poolSize = n } }
 
 // WithRecvDepth sets how many receives each endpoint keeps posted, which is

@@ -168,7 +168,11 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 		return
 	}
 	if wc.Status != verbs.WCSuccess {
-		r.putFree(idx) // flushed: the endpoint is closing or failed
+		r.putFree(idx)
+		// A receive flushed while the endpoint is open: the QP went to
+		// the error state without a failure of its own (the peer's
+		// operation failed on its side of the connection).
+		r.ep.wcFailed(wc)
 		return
 	}
 	m := &r.messages[idx]

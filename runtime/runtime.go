@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/panjf2000/ants/v2"
 	"go.uber.org/atomic"
 
 	"github.com/verbsrt/verbsrt/cqpoller"
@@ -32,7 +31,7 @@ type Runtime struct {
 	mtu      verbs.MTU
 	arena    *verbs.Arena
 	alloc    allocator
-	pool     *ants.Pool
+	pool     *callbackRunner
 	pollers  []*cqpoller.Poller
 	chans    []verbs.CompChannel
 
@@ -75,7 +74,7 @@ func New(opts ...Option) (rt *Runtime, err error) {
 		}
 	}()
 	if rt.prov = cfg.provider; rt.prov == nil {
-		rt.ownProv = soft.New(soft.Config{})
+		rt.ownProv = acquireDefaultSoft()
 		rt.prov = rt.ownProv
 	}
 	dev, err := pickDevice(rt.prov, cfg.device)
@@ -104,9 +103,7 @@ func New(opts ...Option) (rt *Runtime, err error) {
 	if rt.alloc.mr, err = rt.pd.RegMR(rt.alloc.mem, verbs.AccessAllRemote); err != nil {
 		return nil, err
 	}
-	if rt.pool, err = ants.NewPool(cfg.poolSize, ants.WithNonblocking(true),
-		ants.WithPanicHandler(func(p any) { rt.log.Error("verbsrt: Then callback panicked", "panic", p) }),
-		ants.WithLogger(slogAnts{rt.log})); err != nil {
+	if rt.pool, err = newCallbackRunner(cfg.poolSize, rt.log); err != nil {
 		return nil, err
 	}
 	for range max(cfg.pollers, 1) {
@@ -302,11 +299,10 @@ func (rt *Runtime) teardown() {
 		p.Close()
 	}
 	if rt.pool != nil {
-		// Waits for running callbacks and ants' own purge and ticker
-		// goroutines; a callback stuck past the bound is logged, not waited.
-		if err := rt.pool.ReleaseTimeout(5 * time.Second); err != nil {
-			rt.log.Warn("verbsrt: worker pool did not stop", "err", err)
-		}
+		// Waits for queued and running callbacks and ants' own purge and
+		// ticker goroutines; a callback stuck past the bound is logged, not
+		// waited for.
+		rt.pool.close(5 * time.Second)
 	}
 	if rt.vctx != nil {
 		rt.vctx.Close() // destroys the MR, channels and PD; ends the event watcher
@@ -316,7 +312,8 @@ func (rt *Runtime) teardown() {
 		rt.arena.Close()
 	}
 	if rt.ownProv != nil {
-		rt.ownProv.Close()
+		releaseDefaultSoft()
+		rt.ownProv = nil
 	}
 }
 

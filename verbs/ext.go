@@ -34,6 +34,8 @@ func QueryDeviceEx(c Context) (DeviceAttrEx, error) {
 type PostCounter interface {
 	// PostCalls returns how many PostSend calls reached the device.
 	PostCalls() uint64
+	// PostedWRs returns how many send WRs the device accepted.
+	PostedWRs() uint64
 }
 
 // PostCalls returns qp's doorbell count, ok=false when the provider does not
@@ -41,6 +43,15 @@ type PostCounter interface {
 func PostCalls(qp QP) (n uint64, ok bool) {
 	if c, ok := qp.(PostCounter); ok {
 		return c.PostCalls(), true
+	}
+	return 0, false
+}
+
+// PostedWRs returns how many send WRs qp's device accepted, ok=false when
+// the provider does not count them.
+func PostedWRs(qp QP) (n uint64, ok bool) {
+	if c, ok := qp.(PostCounter); ok {
+		return c.PostedWRs(), true
 	}
 	return 0, false
 }

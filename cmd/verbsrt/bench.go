@@ -710,13 +710,13 @@ func (p *benchPair) op(test string, q, size int) func() vrt.Future {
 	remote := p.remote
 	switch test {
 	case "read":
-		return func() vrt.Future { return ep.Read(local, remote) }
+		return func() vrt.Future { return ep.Read(context.Background(), local, remote) }
 	case "send":
-		return func() vrt.Future { return ep.Send(local) }
+		return func() vrt.Future { return ep.Send(context.Background(), local) }
 	case "atomic":
-		return func() vrt.Future { return ep.FetchAdd(remote, 1) }
+		return func() vrt.Future { return ep.FetchAdd(context.Background(), remote, 1) }
 	}
-	return func() vrt.Future { return ep.Write(local, remote) }
+	return func() vrt.Future { return ep.Write(context.Background(), local, remote) }
 }
 
 // runWindow issues n operations, keeping depth in flight, and counts each

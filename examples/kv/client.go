@@ -129,7 +129,7 @@ func (c *client) rounds(ctx context.Context) error {
 		// flight together, and the endpoint's actor chains what it finds
 		// queued into one PostSend.
 		for i, s := range picks {
-			futs[i] = c.ep.Read(c.buf.Slice(i*ss, ss), c.info.slot(s))
+			futs[i] = c.ep.Read(ctx, c.buf.Slice(i*ss, ss), c.info.slot(s))
 		}
 		if err := waitAll(ctx, futs); err != nil {
 			return fmt.Errorf("client %d: read: %w", c.id, err)
@@ -198,8 +198,8 @@ func (c *client) update(ctx context.Context, s int, v uint64) error {
 		// The READ goes out right behind the CAS on the same QP, and the
 		// responder runs them in order: when the CAS wins, the READ has
 		// seen the slot under our lock, and the update saves a round trip.
-		cas := c.ep.CompareAndSwap(ref, expect, expect+1)
-		rd := c.ep.Read(c.buf.Slice(c.lockedOff, ss), ref)
+		cas := c.ep.CompareAndSwap(ctx, ref, expect, expect+1)
+		rd := c.ep.Read(ctx, c.buf.Slice(c.lockedOff, ss), ref)
 		// Done in a select rather than Wait: the select is where a client
 		// would also watch its other channels. Here it gives up when the
 		// run is cancelled (another client failed).
@@ -248,7 +248,7 @@ func (c *client) commit(ctx context.Context, s int, v uint64, locked []byte) err
 	putValue(value, s, v+2, ne.Uint64(locked[offCounter:])+1)
 	// Wait for the WRITE: the value must be in place before the version
 	// says it is.
-	if _, err := c.ep.Write(c.buf.Slice(c.valueOff+offStamp, ss-offStamp), ref.At(offStamp)).Wait(ctx); err != nil {
+	if _, err := c.ep.Write(ctx, c.buf.Slice(c.valueOff+offStamp, ss-offStamp), ref.At(offStamp)).Wait(ctx); err != nil {
 		return fmt.Errorf("client %d: write slot %d: %w", c.id, s, err)
 	}
 	// Publish with FETCH_ADD, not a WRITE: every change of the version
@@ -257,7 +257,7 @@ func (c *client) commit(ctx context.Context, s int, v uint64, locked []byte) err
 	// wait: a Then callback checks and counts it, and run waits for all
 	// the callbacks before it reports.
 	c.publishing.Add(1)
-	c.ep.FetchAdd(ref, 1).Then(func(comp runtime.Completion, err error) {
+	c.ep.FetchAdd(ctx, ref, 1).Then(func(comp runtime.Completion, err error) {
 		defer c.publishing.Done()
 		switch {
 		case err != nil:

@@ -197,7 +197,7 @@ func serve(ctx context.Context, rt *runtime.Runtime, ln *runtime.Listener, info 
 		if err != nil {
 			return fmt.Errorf("server: accept %d: %w", i, err)
 		}
-		if _, err := ep.Send(msg.Local()).Wait(ctx); err != nil {
+		if _, err := ep.Send(ctx, msg.Local()).Wait(ctx); err != nil {
 			return fmt.Errorf("server: send region info: %w", err)
 		}
 	}

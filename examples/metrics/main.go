@@ -199,13 +199,13 @@ func worker(ctx context.Context, rt *runtime.Runtime, c conn, blocks, seq runtim
 		var f runtime.Future
 		switch {
 		case i%8 == 3:
-			f = c.cli.Read(buf.Slice(blockSize, blockSize), blocks.At(i%2*blockSize))
+			f = c.cli.Read(ctx, buf.Slice(blockSize, blockSize), blocks.At(i%2*blockSize))
 		case i%8 == 5:
-			f = c.cli.FetchAdd(seq, 1)
+			f = c.cli.FetchAdd(ctx, seq, 1)
 		case i%8 == 7:
-			f = c.cli.Send(buf.Slice(0, 64))
+			f = c.cli.Send(ctx, buf.Slice(0, 64))
 		default:
-			f = c.cli.Write(buf.Slice(0, blockSize), blocks.At(i%2*blockSize))
+			f = c.cli.Write(ctx, buf.Slice(0, blockSize), blocks.At(i%2*blockSize))
 		}
 		if _, err := f.Wait(context.Background()); err != nil {
 			return err

@@ -200,7 +200,7 @@ func serve(ctx context.Context, ep *runtime.Endpoint, buf *runtime.Buffer, iters
 		// replying, so it is free again when the next ping arrives.
 		n := copy(buf.Bytes(), m.Bytes())
 		m.Release()
-		if _, err := ep.Send(buf.Slice(0, n)).Wait(ctx); err != nil {
+		if _, err := ep.Send(ctx, buf.Slice(0, n)).Wait(ctx); err != nil {
 			return fmt.Errorf("server: echo %d: %w", i, err)
 		}
 	}
@@ -211,7 +211,7 @@ func serve(ctx context.Context, ep *runtime.Endpoint, buf *runtime.Buffer, iters
 func ping(ctx context.Context, ep *runtime.Endpoint, tx *runtime.Buffer, cfg config) error {
 	for i := range cfg.iters {
 		fill(tx.Bytes(), i)
-		if _, err := ep.Send(tx.Local()).Wait(ctx); err != nil {
+		if _, err := ep.Send(ctx, tx.Local()).Wait(ctx); err != nil {
 			return fmt.Errorf("client: send %d: %w", i, err)
 		}
 		m, err := ep.Recv(ctx)

@@ -229,9 +229,13 @@ func TestBatchOneDoorbell(t *testing.T) {
 		wrs[i] = verbs.SendWR{ID: uint64(100 + i), Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
 			SGL: a.sgl(i*8, 8), RDMA: b.rdma(20000 + i*8)}
 	}
+	wrsBefore, _ := verbs.PostedWRs(qa)
 	post(t, qa, wrs...)
 	if after, _ := verbs.PostCalls(qa); after != before+1 {
 		t.Errorf("PostCalls went from %d to %d for one batch of 64, want +1", before, after)
+	}
+	if after, _ := verbs.PostedWRs(qa); after != wrsBefore+64 {
+		t.Errorf("PostedWRs went from %d to %d for one batch of 64, want +64", wrsBefore, after)
 	}
 	for i, wc := range waitOK(t, a.cq, 64) {
 		if wc.WRID != uint64(100+i) {
@@ -275,8 +279,12 @@ func TestInvalidWRInBatch(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before, _ := verbs.PostCalls(qa)
+			wrsBefore, _ := verbs.PostedWRs(qa)
 			wrs := []verbs.SendWR{write(1, 0), write(2, 8), c.bad, write(4, 24)}
 			n, err := qa.PostSend(wrs)
+			if after, _ := verbs.PostedWRs(qa); after != wrsBefore+2 {
+				t.Errorf("PostedWRs went from %d to %d, want +2 (the prefix only)", wrsBefore, after)
+			}
 			if n != 2 {
 				t.Errorf("posted %d, want 2", n)
 			}

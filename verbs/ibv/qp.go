@@ -36,6 +36,7 @@ type qp struct {
 	// tracked, and needs not be: posting is allowed there.
 	state     atomic.Uint32
 	postCalls atomic.Uint64
+	postedWRs atomic.Uint64
 
 	sqMu sync.Mutex
 	sq   *sendQueue // nil for XRC_RECV or a QP granted no send WRs
@@ -161,6 +162,7 @@ func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) {
 func (q *qp) QPN() uint32             { return q.qpn }
 func (q *qp) Type() verbs.QPType      { return q.typ }
 func (q *qp) PostCalls() uint64       { return q.postCalls.Load() }
+func (q *qp) PostedWRs() uint64       { return q.postedWRs.Load() }
 func (q *qp) curState() verbs.QPState { return verbs.QPState(q.state.Load()) }
 
 // PostSend checks every WR (verbs.SendLimits from the granted caps), writes
@@ -210,9 +212,11 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 			// Counted before the call: the device may complete the WRs, and
 			// a caller may read the counter, before ibv_post_send returns.
 			q.postCalls.Add(1)
+			q.postedWRs.Add(uint64(n))
 			rc := C.vrt_post_send(q.c, &s.wrs[0], C.int(n), s.scratch, C.int(s.maxInline), s.bad)
 			if rc != 0 {
 				bad := int(*s.bad)
+				q.postedWRs.Add(-uint64(n - max(bad, 0))) // bad_wr and those after it were not posted
 				at := posted + max(bad, 0)
 				return at, postError("ibv_post_send", syscall.Errno(rc), bad, at, wrs[at].ID)
 			}

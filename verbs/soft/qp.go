@@ -70,6 +70,7 @@ type qp struct {
 
 	queued    atomic.Bool // on the engine's run queue
 	postCalls atomic.Uint64
+	postedWRs atomic.Uint64
 }
 
 func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
@@ -189,6 +190,7 @@ func (q *qp) rank() int          { return rankQP }
 func (q *qp) QPN() uint32        { return q.qpn }
 func (q *qp) Type() verbs.QPType { return q.typ }
 func (q *qp) PostCalls() uint64  { return q.postCalls.Load() }
+func (q *qp) PostedWRs() uint64  { return q.postedWRs.Load() }
 func (q *qp) timerFired()        { q.mu.Lock(); q.stalled = false; q.mu.Unlock(); q.ctx.eng.schedule(q) }
 func (q *qp) stallFor(d time.Duration) {
 	q.stalled = true
@@ -213,6 +215,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 		// Counted while the WRs are still invisible to the engine: a
 		// caller that sees their completions sees the count too.
 		q.postCalls.Add(1)
+		q.postedWRs.Add(uint64(n))
 	}
 	flush := q.state == verbs.QPStateErr || q.state == verbs.QPStateSQE
 	if flush && n > 0 {
