@@ -47,6 +47,15 @@ type Config struct {
 	Yield   time.Duration // adaptive: then yield between polls this long (0: 200 µs)
 	Batch   int           // WCs per Poll call, 1..32 (0: 32)
 	Logger  *slog.Logger
+	// CQFailed is called once for a target whose CQ's Poll failed (a
+	// provider's ibv_poll_cq failing: verbs.ErrPollFailed), with that
+	// error, on a goroutine of its own: the caller may then call
+	// DoTarget and Remove. The CQ is polled no more, since polling a CQ
+	// that fails would spin on the error and a CQ that failed once can
+	// no longer be trusted; its completions are lost, so the owner
+	// should fail what waits for them (the runtime fails the endpoint).
+	// Nil: the failure is only logged, at error level.
+	CQFailed func(cq verbs.CQ, err error)
 }
 
 // Target is a CQ and who its completions go to.
@@ -70,6 +79,8 @@ type Target struct {
 	// driven is set while the actor of Send polls the CQ itself: the
 	// poller then neither polls nor arms it.
 	driven atomic.Bool
+	// failed is set once Poll failed: nobody polls or arms the CQ again.
+	failed atomic.Bool
 }
 
 // Stats are the poller's counters, for metrics. PollsHit counts the
@@ -82,6 +93,7 @@ type Stats struct {
 	Sleeps      atomic.Uint64
 	Completions [32]atomic.Uint64 // by verbs.WCStatus
 	Stale       atomic.Uint64
+	Failed      atomic.Uint64 // CQs whose Poll failed (Config.CQFailed)
 }
 
 // ErrClosed is returned by Add on a closed poller.
@@ -261,9 +273,10 @@ func (p *Poller) count(got int) {
 // completions it handled.
 func (p *Poller) pollLocked(t *Target) int {
 	got := 0
-	for {
+	for !t.failed.Load() {
 		n, err := t.CQ.Poll(t.wcs)
 		if err != nil {
+			p.cqFailed(t, err)
 			break
 		}
 		for i := range t.wcs[:n] {
@@ -283,6 +296,21 @@ func (p *Poller) pollLocked(t *Target) int {
 		}
 	}
 	return got
+}
+
+// cqFailed marks t failed and reports err once, on a goroutine of its own:
+// the caller holds t.mu, and the report's handler takes it (DoTarget), or
+// is the poller goroutine, whose Do the handler waits for.
+func (p *Poller) cqFailed(t *Target, err error) {
+	if !t.failed.CompareAndSwap(false, true) {
+		return
+	}
+	p.stats.Failed.Inc()
+	if p.cfg.CQFailed == nil {
+		p.log.Error("cqpoller: polling a CQ failed; it is polled no more", "err", err)
+		return
+	}
+	go p.cfg.CQFailed(t.CQ, err)
 }
 
 // DoTarget runs fn on the poller goroutine while nobody handles t's
@@ -332,13 +360,16 @@ func (d targetDriver) Drive(on bool) {
 	d.t.driven.Store(false)
 	// Arm the CQ for the poller, then poll once more (a completion that
 	// came before the arming raises no event): a sleeping poller wakes on
-	// the CQ's next completion, without being woken now for nothing.
-	if err := d.t.CQ.ReqNotify(false); err != nil {
-		// Cannot arm: have the poller go round and take the CQ back.
-		d.p.mu.Lock()
-		d.p.targetsV++
-		d.p.wakeLocked()
-		d.p.mu.Unlock()
+	// the CQ's next completion, without being woken now for nothing. A
+	// failed CQ is armed by nobody.
+	if !d.t.failed.Load() {
+		if err := d.t.CQ.ReqNotify(false); err != nil {
+			// Cannot arm: have the poller go round and take the CQ back.
+			d.p.mu.Lock()
+			d.p.targetsV++
+			d.p.wakeLocked()
+			d.p.mu.Unlock()
+		}
 	}
 	// Wait for the CQ: the poller, having seen driven go false, may be
 	// polling it right now, in the last poll before its sleep. A
@@ -442,8 +473,8 @@ func (p *Poller) sleep() {
 	armedV := p.targetsV
 	p.mu.Unlock()
 	for _, t := range *p.targets.Load() {
-		if t.driven.Load() {
-			continue // its actor polls it, and arms it when it parks
+		if t.driven.Load() || t.failed.Load() {
+			continue // its actor polls it and arms it when it parks; or it failed
 		}
 		if err := t.CQ.ReqNotify(false); err != nil {
 			p.log.Debug("cqpoller: ReqNotify", "err", err)

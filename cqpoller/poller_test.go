@@ -1,8 +1,14 @@
 package cqpoller_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,3 +231,113 @@ func TestDriveHandOffLosesNothing(t *testing.T) {
 		}
 	}
 }
+
+// countingCQ counts the Polls of the CQ it wraps.
+type countingCQ struct {
+	verbs.CQ
+	polls atomic.Int64
+}
+
+func (c *countingCQ) Poll(wcs []verbs.WC) (int, error) {
+	c.polls.Add(1)
+	return c.CQ.Poll(wcs)
+}
+
+// TestPollFailureReported: a CQ whose Poll fails is reported once through
+// Config.CQFailed, with the error, and polled no more, under every policy:
+// not ignored, not spun on. Its later completions stay where they are, and
+// the poller keeps serving Do and Remove.
+func TestPollFailureReported(t *testing.T) {
+	for _, policy := range []cqpoller.Policy{cqpoller.Busy, cqpoller.Adaptive, cqpoller.Event} {
+		t.Run(policy.String(), func(t *testing.T) {
+			l := newLoop(t)
+			type report struct {
+				cq  verbs.CQ
+				err error
+			}
+			reports := make(chan report, 4)
+			cfg := cqpoller.Config{Policy: policy, Spin: 10 * time.Microsecond, Yield: 10 * time.Microsecond,
+				CQFailed: func(cq verbs.CQ, err error) { reports <- report{cq, err} }}
+			if policy != cqpoller.Busy {
+				cfg.Channel = l.ch
+			}
+			p, err := cqpoller.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Start()
+			defer p.Close()
+			cq := &countingCQ{CQ: l.cq}
+			got := make(chan verbs.WC, 4)
+			if err := p.Add(&cqpoller.Target{CQ: cq, Recv: func(wc *verbs.WC) { got <- *wc }}); err != nil {
+				t.Fatal(err)
+			}
+			if err := soft.InjectCQ(l.cq, soft.Fault{Kind: soft.FaultPollError}); err != nil {
+				t.Fatal(err)
+			}
+			l.write(qpactor.RecvBit | 1)
+			select {
+			case r := <-reports:
+				if r.cq != cq || !errors.Is(r.err, verbs.ErrPollFailed) {
+					t.Fatalf("CQFailed(%v, %v), want the target's CQ and verbs.ErrPollFailed", r.cq, r.err)
+				}
+			case wc := <-got:
+				t.Fatalf("completion %+v handled, want the Poll failure reported", wc)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the Poll failure was never reported")
+			}
+			polls := cq.polls.Load()
+			l.write(qpactor.RecvBit | 2)
+			time.Sleep(20 * time.Millisecond)
+			select {
+			case r := <-reports:
+				t.Fatalf("reported twice: %v", r.err)
+			case wc := <-got:
+				t.Fatalf("completion %+v handled on the failed CQ", wc)
+			default:
+			}
+			if n := cq.polls.Load() - polls; n != 0 {
+				t.Errorf("the failed CQ was polled %d more times", n)
+			}
+			if n := p.Stats().Failed.Load(); n != 1 {
+				t.Errorf("Stats().Failed = %d, want 1", n)
+			}
+			ran := false
+			p.Do(func() { ran = true })
+			p.Remove(cq)
+			if !ran {
+				t.Error("Do did not run after the failure")
+			}
+		})
+	}
+}
+
+// TestPollFailureLoggedWithoutHandler: with no CQFailed, the failure is
+// logged at error level, not dropped.
+func TestPollFailureLoggedWithoutHandler(t *testing.T) {
+	l := newLoop(t)
+	var mu sync.Mutex
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(b)
+	}), &slog.HandlerOptions{Level: slog.LevelError}))
+	p, _ := cqpoller.New(cqpoller.Config{Policy: cqpoller.Busy, Logger: log})
+	p.Start()
+	defer p.Close()
+	if err := soft.InjectCQ(l.cq, soft.Fault{Kind: soft.FaultPollError}); err != nil {
+		t.Fatal(err)
+	}
+	p.Add(&cqpoller.Target{CQ: l.cq, Recv: func(*verbs.WC) {}})
+	l.write(qpactor.RecvBit | 1)
+	eventually(t, "the failure logged", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logged.String(), "level=ERROR") && strings.Contains(logged.String(), "polling the CQ failed")
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

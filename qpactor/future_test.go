@@ -3,6 +3,7 @@ package qpactor
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -144,6 +145,10 @@ func TestFutureReadersRaceWait(t *testing.T) {
 				case <-f.Done():
 				default:
 				}
+				// Back off: on one P, Fail and Wait run only when this
+				// loop yields, or else at each preemption (some 40 ms under
+				// -race: 80 s for the test with GOMAXPROCS=1).
+				runtime.Gosched()
 			}
 		}()
 		go p.Fail(ErrClosed)

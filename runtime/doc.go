@@ -57,14 +57,20 @@
 //     traffic: an operation fails with RETRY_EXC_ERR after about half a
 //     second of retries.
 //
-// A failure (an asynchronous event, a CQ overrun, an operation that failed
-// on the wire: ErrConnFailed) ends it with that error, and the endpoint
-// hangs up the connection beside its QP at once, so its peer ends too
-// (ErrPeerLost).
-// In each case what was pending resolves, Recv returns, and no future
-// resolves before the device has given its WR back. One failed operation
-// moves an RC connection to error, which fails the operations after it
-// (the RC transport's rule).
+// A failure (an asynchronous event, a CQ overrun, a CQ that can no longer
+// be polled: verbs.ErrPollFailed, an operation that failed on the wire:
+// ErrConnFailed) ends it with that error, and the endpoint hangs up the
+// connection beside its QP at once, so its peer ends too (ErrPeerLost). In
+// each case what was pending resolves and Recv returns. No future resolves
+// before the device has given its WR back, except where the device's
+// completions were lost (a CQ overrun, a failed poll, lost events): those
+// futures fail at once, and their buffers should not be reused before the
+// endpoint's Close returns. One failed operation moves an RC connection to
+// error, which fails the operations after it (the RC transport's rule).
+// Should the device's asynchronous events end before the runtime closes
+// (verbs.ErrEventsLost, as when the device is removed), the runtime logs it
+// at error level, fails every endpoint and starts no new one: nothing would
+// report their failures any more.
 //
 // # Backpressure
 //

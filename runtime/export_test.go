@@ -3,6 +3,8 @@ package runtime
 import (
 	"fmt"
 	"net"
+
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // SetNextActorID makes the runtime's next endpoint's actor take ID id+1,
@@ -43,3 +45,6 @@ func LinkConnForTest(ep *Endpoint) net.Conn {
 	}
 	return nil
 }
+
+// DeviceContext returns the runtime's device context, for fault injection.
+func DeviceContext(rt *Runtime) verbs.Context { return rt.vctx }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -123,6 +125,129 @@ func TestCQOverrunFailsPendingFutures(t *testing.T) {
 		if _, err := cli.Write(ctx, local.Slice(8*i, 8), remote.RemoteRef().At(8*i)).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
 			t.Errorf("write %d after the overrun: %v, want ErrCQOverrun", i, err)
 		}
+	}
+}
+
+// logBuffer collects a runtime's log lines, for tests that check what is
+// logged at which level.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+// waitOver waits for ep's Done and returns its Err.
+func waitOver(t *testing.T, ep *runtime.Endpoint, what string) error {
+	t.Helper()
+	select {
+	case <-ep.Done():
+		return ep.Err()
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: the endpoint is not over", what)
+		return nil
+	}
+}
+
+// TestPollFailureFailsEndpoint: a CQ whose Poll fails (a provider's
+// ibv_poll_cq returning a negative value) fails its endpoint with an error
+// matching verbs.ErrPollFailed, logged at error level: the future whose
+// completion sits in that CQ resolves, later operations fail at once, and
+// nothing spins on the failing CQ.
+func TestPollFailureFailsEndpoint(t *testing.T) {
+	var log logBuffer
+	rt, cli, _ := pair(t, runtime.WithLogger(log.logger()))
+	ctx := ctxT(t)
+	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
+	if err := soft.InjectCQ(cli.CQ(), soft.Fault{Kind: soft.FaultPollError}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) {
+		t.Fatalf("write whose completion the failing CQ holds: %v, want verbs.ErrPollFailed", err)
+	}
+	if err := waitOver(t, cli, "after the poll failure"); !errors.Is(err, verbs.ErrPollFailed) {
+		t.Errorf("Err: %v, want verbs.ErrPollFailed", err)
+	}
+	if _, err := cli.Write(ctx, local.Slice(8, 8), remote.RemoteRef().At(8)).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) &&
+		!errors.Is(err, verbs.ErrFlushed) {
+		t.Errorf("write after the failure: %v, want verbs.ErrPollFailed or a flush", err)
+	}
+	if s := log.String(); !strings.Contains(s, "level=ERROR") || !strings.Contains(s, "polling the CQ failed") {
+		t.Errorf("the failure is not logged at error level; log:\n%s", s)
+	}
+}
+
+// TestEventsLostFailsEveryEndpoint: the device's asynchronous events
+// ending before the runtime closes (the ibv provider's reader failing for
+// good) is logged at error level and fails every endpoint, pending work
+// included, with an error matching verbs.ErrEventsLost (its peer, seeing
+// that first, may end with ErrPeerLost); no endpoint starts
+// after it, since nothing would report its failures.
+func TestEventsLostFailsEveryEndpoint(t *testing.T) {
+	var log logBuffer
+	rt, cli, srv := pair(t, runtime.WithLogger(log.logger()))
+	ctx := ctxT(t)
+	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
+	// Hold the write on the wire: it is pending when the events end.
+	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	f := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef())
+	if err := soft.InjectContext(runtime.DeviceContext(rt), soft.Fault{Kind: soft.FaultEventsLost}); err != nil {
+		t.Fatal(err)
+	}
+	// The two ends are on the one runtime, and the first to fail hangs up
+	// the link to the other, which may notice that first: ErrPeerLost is
+	// the right end for it too. The first failed by the lost events cannot
+	// have seen anything else.
+	if _, err := f.Wait(ctx); !errors.Is(err, verbs.ErrEventsLost) && !errors.Is(err, verbs.ErrFlushed) &&
+		!errors.Is(err, runtime.ErrPeerLost) {
+		t.Errorf("pending write: %v, want verbs.ErrEventsLost, a flush or ErrPeerLost", err)
+	}
+	lost := 0
+	for _, ep := range []*runtime.Endpoint{cli, srv} {
+		switch err := waitOver(t, ep, "after the events ended"); {
+		case errors.Is(err, verbs.ErrEventsLost):
+			lost++
+		case !errors.Is(err, runtime.ErrPeerLost):
+			t.Errorf("Err: %v, want verbs.ErrEventsLost (or ErrPeerLost, its peer's failure seen first)", err)
+		}
+	}
+	if lost == 0 {
+		t.Error("no endpoint failed with verbs.ErrEventsLost")
+	}
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if ep, err := ln.Accept(ctx); err == nil {
+			ep.Close(ctx)
+		}
+	}()
+	if ep, err := rt.Dial(ctx, ln.Addr().String()); !errors.Is(err, verbs.ErrEventsLost) {
+		if err == nil {
+			ep.Close(ctx)
+		}
+		t.Errorf("Dial after the events ended: %v, want verbs.ErrEventsLost", err)
+	}
+	if s := log.String(); !strings.Contains(s, "level=ERROR") || !strings.Contains(s, "asynchronous events can no longer be read") {
+		t.Errorf("the end of the events is not logged at error level; log:\n%s", s)
 	}
 }
 

@@ -135,8 +135,10 @@ func TestIBVRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 			t.Errorf("write %d before the bad one: %v", i, err)
 		case i == 10 && (!errors.Is(err, verbs.ErrRemoteAccess) || !errors.As(err, &wce)):
 			t.Errorf("bad write: %v, want a *verbs.WCError for REM_ACCESS_ERR", err)
-		case i > 10 && !errors.Is(err, verbs.ErrFlushed):
-			t.Errorf("write %d after the bad one: %v, want a flush", i, err)
+		case i > 10 && !errors.Is(err, verbs.ErrFlushed) && !errors.Is(err, runtime.ErrConnFailed):
+			// Posted before the failure: flushed by the device; still
+			// queued (nothing holds the stream here): refused at once.
+			t.Errorf("write %d after the bad one: %v, want a flush or ErrConnFailed", i, err)
 		}
 	}
 	if got, want := remote.Bytes()[:80], local.Bytes()[:80]; !bytes.Equal(got, want) {

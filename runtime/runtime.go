@@ -44,6 +44,9 @@ type Runtime struct {
 	byQPN     map[uint32]*Endpoint
 	byCQ      map[verbs.CQ]*Endpoint
 	listeners map[*Listener]struct{}
+	// eventsErr is set once the device's asynchronous events can no
+	// longer be read: no endpoint may start after it (watchEvents).
+	eventsErr error
 
 	eventsDone chan struct{}
 	counters   counters // for Stats (stats.go)
@@ -111,7 +114,8 @@ func New(opts ...Option) (rt *Runtime, err error) {
 			}
 			rt.chans = append(rt.chans, ch)
 		}
-		p, err := cqpoller.New(cqpoller.Config{Policy: cfg.policy, Channel: ch, Spin: cfg.spin, Logger: rt.log})
+		p, err := cqpoller.New(cqpoller.Config{Policy: cfg.policy, Channel: ch, Spin: cfg.spin, Logger: rt.log,
+			CQFailed: rt.cqFailed})
 		if err != nil {
 			return nil, err
 		}
@@ -175,9 +179,15 @@ func (rt *Runtime) isClosed() bool {
 }
 
 // watchEvents turns asynchronous events into failed futures: nothing waits
-// for a completion that cannot come.
+// for a completion that cannot come. The same holds when the events end
+// before the device is closed (eventsLost).
 func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
 	defer close(rt.eventsDone)
+	defer func() {
+		if err := rt.vctx.AsyncErr(); err != nil {
+			rt.eventsLost(err)
+		}
+	}()
 	for ev := range events {
 		rt.log.Warn("verbsrt: asynchronous event", "event", ev.Type.String())
 		rt.counters.events[ev.Type&31].Inc()
@@ -207,6 +217,41 @@ func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
 			ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()}, lost)
 		}
 	}
+}
+
+// eventsLost handles the end of the device's asynchronous events before
+// Close (the device removed, most likely): from now on nothing would tell
+// the runtime of a CQ overrun, a QP's fatal error or the device's death,
+// and futures would wait for completions that never come. So it fails
+// every endpoint, as a fatal device error does, and no endpoint starts
+// after it; each error matches verbs.ErrEventsLost.
+func (rt *Runtime) eventsLost(err error) {
+	rt.log.Error("verbsrt: the device's asynchronous events can no longer be read; every endpoint fails", "err", err)
+	rt.mu.Lock()
+	rt.eventsErr = err
+	eps := make([]*Endpoint, 0, len(rt.endpoints))
+	for ep := range rt.endpoints {
+		eps = append(eps, ep)
+	}
+	rt.mu.Unlock()
+	for _, ep := range eps {
+		ep.fail(fmt.Errorf("verbsrt: QP %#x: %w", ep.qp.QPN(), err), true)
+	}
+}
+
+// cqFailed is the pollers' Config.CQFailed: an endpoint whose CQ cannot
+// be polled fails, with its outstanding WRs (their completions are lost,
+// as in an overrun); the poller no longer polls that CQ.
+func (rt *Runtime) cqFailed(cq verbs.CQ, err error) {
+	rt.mu.Lock()
+	ep := rt.byCQ[cq]
+	rt.mu.Unlock()
+	if ep == nil {
+		rt.log.Error("verbsrt: polling the CQ of no endpoint failed", "err", err)
+		return
+	}
+	rt.log.Error("verbsrt: polling an endpoint's CQ failed; the endpoint fails", "qpn", ep.qp.QPN(), "err", err)
+	ep.fail(fmt.Errorf("verbsrt: QP %#x: %w", ep.qp.QPN(), err), true)
 }
 
 // Close closes every listener and endpoint (each drains its queued work
@@ -277,6 +322,9 @@ func (rt *Runtime) register(ep *Endpoint) error {
 	defer rt.mu.Unlock()
 	if rt.closed {
 		return ErrClosed
+	}
+	if rt.eventsErr != nil {
+		return fmt.Errorf("verbsrt: no endpoint can start: %w", rt.eventsErr)
 	}
 	rt.endpoints[ep] = struct{}{}
 	rt.byQPN[ep.qp.QPN()] = ep

@@ -39,6 +39,16 @@ var (
 	// not return it; layers above use it for the innocent WRs after a bad
 	// one.
 	ErrNotPosted = errors.New("work request not posted")
+	// ErrEventsLost is matched by Context.AsyncErr once a provider closed
+	// AsyncEvents because it could no longer read the device's
+	// asynchronous events: ibv_get_async_event failed with an errno other
+	// than EINTR or EAGAIN, as it does once the device is removed.
+	ErrEventsLost = errors.New("asynchronous events can no longer be read")
+	// ErrPollFailed is returned by CQ.Poll when the provider's poll failed:
+	// ibv_poll_cq returned a negative value, which ibv_poll_cq(3) gives no
+	// errno (mlx4 and mlx5 return -2 for a CQE they cannot parse). The
+	// CQ can no longer be trusted: completions may have been lost.
+	ErrPollFailed = errors.New("polling the CQ failed")
 
 	// ErrQPError matches every *WCError: an error completion means the QP
 	// left RTS (or, on UD, that the WR failed).

@@ -34,10 +34,18 @@ type Context interface {
 	// has no XRC (DeviceXRC not in DeviceCapFlags).
 	OpenXRCD() (XRCD, error)
 	// AsyncEvents delivers the context's asynchronous events
-	// (ibv_get_async_event). The channel is closed when the context is.
-	// Events are acknowledged on delivery; a consumer that falls behind a
-	// provider's buffer loses the oldest.
+	// (ibv_get_async_event). The channel is closed when the context is,
+	// or before, when the provider can no longer read the device's events;
+	// AsyncErr then says why. Events are acknowledged on delivery; a
+	// consumer that falls behind a provider's buffer loses the oldest.
 	AsyncEvents() <-chan AsyncEvent
+	// AsyncErr returns why AsyncEvents was closed before the context: an
+	// error matching ErrEventsLost (and the errno, where there is one).
+	// It is nil while the channel is open and when Close closed it. A
+	// consumer calls it once the channel is closed: from then on nothing
+	// reports CQ overruns, QP fatal errors or the device's death, so what
+	// waits for completions on the context may wait for good.
+	AsyncErr() error
 	Close() error
 }
 

@@ -255,6 +255,18 @@ func (x *devContext) OpenXRCD() (verbs.XRCD, error) {
 
 func (x *devContext) AsyncEvents() <-chan verbs.AsyncEvent { return x.async.ch }
 
+// AsyncErr is why the event reader ended before Close (an error matching
+// verbs.ErrEventsLost), once AsyncEvents is closed; nil before and after
+// Close.
+func (x *devContext) AsyncErr() error {
+	select {
+	case <-x.async.done:
+		return x.async.err
+	default:
+		return nil
+	}
+}
+
 // Close stops the asynchronous event goroutine, destroys every object of the
 // context still open (in dependency order) and closes the device. Closing
 // twice is a no-op.

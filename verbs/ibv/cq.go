@@ -111,7 +111,7 @@ func (q *cq) Poll(wcs []verbs.WC) (int, error) {
 	}
 	got := int(C.vrt_poll_cq(q.c, C.int(n), q.wcs))
 	if got < 0 {
-		return 0, verbs.FromErrno("ibv_poll_cq", errnoOf(syscall.Errno(-got), syscall.EIO), "")
+		return 0, pollError(got)
 	}
 	for i, c := range unsafe.Slice(q.wcs, got) {
 		wcs[i] = verbs.WC{
@@ -132,6 +132,15 @@ func (q *cq) Poll(wcs []verbs.WC) (int, error) {
 		}
 	}
 	return got, nil
+}
+
+// pollError is the error of ibv_poll_cq's negative return ret. That is no
+// errno: ibv_poll_cq(3) says only that it failed, and providers return
+// their own codes (mlx4 and mlx5 return -2, CQ_POLL_ERR, for a CQE they
+// cannot parse; taken for an errno it would read ENOENT). Built when it
+// happens: a CQ fails once, its owner stops polling it.
+func pollError(ret int) error {
+	return verbs.Errorf("ibv_poll_cq", verbs.ErrPollFailed, "returned %d (a provider failure, not an errno)", ret)
 }
 
 func (q *cq) ReqNotify(solicitedOnly bool) error {

@@ -66,7 +66,9 @@
 //     the caller's slice. PostCalls counts the ibv_post_send calls.
 //   - PostRecv does the same with ibv_post_recv and ibv_post_srq_recv.
 //   - Poll runs ibv_poll_cq once into a struct ibv_wc array malloc'd per CQ
-//     and copies it into the caller's []verbs.WC.
+//     and copies it into the caller's []verbs.WC. A negative return is no
+//     errno (ibv_poll_cq(3): failure, nothing more; mlx5 returns -2): Poll
+//     reports it as an error matching verbs.ErrPollFailed, with the value.
 //
 // The C helpers in shim.c each do the work of several crossings (or stand
 // for a verb that verbs.h defines as a static inline or a macro); their
@@ -90,7 +92,9 @@
 // netpoller: no OS thread blocks in a read. GetCQEvent honours its
 // context.Context. Each open context runs one goroutine that reads
 // asynchronous events, acknowledges them and delivers them on AsyncEvents;
-// Context.Close stops it.
+// Context.Close stops it. It reads again after EINTR (and EAGAIN); any
+// other failure ends it, and it closes AsyncEvents with AsyncErr saying why
+// (verbs.ErrEventsLost and the errno: EIO once the device is removed).
 //
 // # Where this provider adds rules to libibverbs
 //

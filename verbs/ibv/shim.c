@@ -189,6 +189,10 @@ int vrt_get_async_events(struct ibv_context *ctx, struct vrt_async *out, int max
 	int n = 0;
 	while (n < max) {
 		struct vrt_async *a = &out[n];
+		// libibverbs fails a short read (or end of file) without setting
+		// errno: a stale EAGAIN would pass for "none pending", and the
+		// caller would wait on an fd that stays readable, spinning.
+		errno = 0;
 		if (vrt_ibv.get_async_event(ctx, &a->ev)) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK || n > 0)
 				break;

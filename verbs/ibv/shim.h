@@ -92,8 +92,10 @@ struct vrt_async {
 };
 
 // vrt_get_async_events reads up to max events from the context's
-// non-blocking async fd: how many (0: none pending), or -errno. One crossing
-// per burst (rxe raises one CQ_ERR per lost completion).
+// non-blocking async fd: how many (0: none pending), or -errno (-EIO when
+// libibverbs set none). An error after the first event ends the batch and
+// comes back from the next call. One crossing per burst (rxe raises one
+// CQ_ERR per lost completion).
 int vrt_get_async_events(struct ibv_context *ctx, struct vrt_async *out, int max);
 
 // vrt_ack_async_events acknowledges n events read by vrt_get_async_events.

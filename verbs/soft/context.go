@@ -30,6 +30,7 @@ type context struct {
 
 	evMu          sync.Mutex
 	evClosed      bool
+	evErr         error // why events closed before the context (InjectContext)
 	events        chan verbs.AsyncEvent
 	droppedEvents atomic.Uint64
 }
@@ -114,6 +115,25 @@ func (c *context) OpenXRCD() (verbs.XRCD, error) {
 
 func (c *context) AsyncEvents() <-chan verbs.AsyncEvent { return c.events }
 
+// AsyncErr is nil unless FaultEventsLost ended the events: the soft device
+// itself always delivers them.
+func (c *context) AsyncErr() error {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	return c.evErr
+}
+
+// endEvents closes AsyncEvents with err as AsyncErr, once.
+func (c *context) endEvents(err error) {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	if c.evClosed {
+		return
+	}
+	c.evClosed, c.evErr = true, err
+	close(c.events)
+}
+
 // raise queues an async event; it never blocks the engine.
 func (c *context) raise(ev verbs.AsyncEvent) {
 	c.evMu.Lock()
@@ -149,10 +169,7 @@ func (c *context) Close() error {
 		r.destroy()
 	}
 	c.eng.stop()
-	c.evMu.Lock()
-	c.evClosed = true
-	close(c.events)
-	c.evMu.Unlock()
+	c.endEvents(nil)
 	c.dev.forget(c)
 	return nil
 }

@@ -47,6 +47,9 @@ type cq struct {
 	// forcedOverruns makes the next pushes behave as if the CQ were full
 	// (fault injection).
 	forcedOverruns atomic.Int64
+	// forcedPollErrors makes the next Polls that find completions fail
+	// (fault injection).
+	forcedPollErrors atomic.Int64
 	// lost counts completions dropped by overruns.
 	lost atomic.Uint64
 }
@@ -109,6 +112,12 @@ func (q *cq) Poll(wcs []verbs.WC) (int, error) {
 	if q.ready.Load() == 0 {
 		return 0, nil
 	}
+	// After the empty fast path, which spinning pollers take: an injected
+	// failure costs them nothing, and it fails a Poll with a completion to
+	// report, as a provider fails on a CQE it cannot parse.
+	if q.forcedPollErrors.Load() > 0 && q.forcedPollErrors.Add(-1) >= 0 {
+		return 0, errPollFault
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -127,7 +136,10 @@ func (q *cq) Poll(wcs []verbs.WC) (int, error) {
 	return n, nil
 }
 
-var errCQClosed = verbs.NewError("ibv_poll_cq", verbs.ErrClosed, "CQ")
+var (
+	errCQClosed  = verbs.NewError("ibv_poll_cq", verbs.ErrClosed, "CQ")
+	errPollFault = verbs.NewError("ibv_poll_cq", verbs.ErrPollFailed, "fault injected")
+)
 
 func (q *cq) ReqNotify(solicitedOnly bool) error {
 	q.mu.Lock()

@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"syscall"
 	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -28,6 +29,16 @@ const (
 	// FaultCQOverrun (InjectCQ only) loses the CQ's next Count completions
 	// as if it were full: each raises IBV_EVENT_CQ_ERR.
 	FaultCQOverrun
+	// FaultPollError (InjectCQ only) fails the CQ's next Count Polls that
+	// find completions, as a hardware provider's ibv_poll_cq fails on a
+	// CQE it cannot parse: with verbs.ErrPollFailed, the completions left
+	// in the CQ.
+	FaultPollError
+	// FaultEventsLost (InjectContext only) closes the context's
+	// AsyncEvents as the ibv provider does when it can no longer read the
+	// device's events; AsyncErr then returns an error matching
+	// verbs.ErrEventsLost and EIO.
+	FaultEventsLost
 )
 
 // Fault is one fault to inject.
@@ -71,15 +82,39 @@ func Inject(qpv verbs.QP, f Fault) error {
 	return nil
 }
 
-// InjectCQ arms a fault on a CQ of the soft provider (FaultCQOverrun).
+// InjectCQ arms a fault on a CQ of the soft provider (FaultCQOverrun,
+// FaultPollError).
 func InjectCQ(cqv verbs.CQ, f Fault) error {
 	q, isSoft := cqv.(*cq)
 	if !isSoft {
 		return errNotSoft
 	}
-	if f.Kind != FaultCQOverrun {
+	switch f.Kind {
+	case FaultCQOverrun:
+		q.forcedOverruns.Add(int64(max(f.Count, 1)))
+	case FaultPollError:
+		q.forcedPollErrors.Add(int64(max(f.Count, 1)))
+	default:
 		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a CQ", f.Kind)
 	}
-	q.forcedOverruns.Add(int64(max(f.Count, 1)))
+	return nil
+}
+
+// errEventsLost is what FaultEventsLost leaves in AsyncErr: what the ibv
+// provider reports when the device is gone (its async fd reads EIO).
+var errEventsLost = &verbs.Error{Op: "ibv_get_async_event", Err: verbs.ErrEventsLost,
+	Errno: syscall.EIO, Detail: "fault injected"}
+
+// InjectContext injects a fault into a context of the soft provider
+// (FaultEventsLost).
+func InjectContext(cv verbs.Context, f Fault) error {
+	c, isSoft := cv.(*context)
+	if !isSoft {
+		return errNotSoft
+	}
+	if f.Kind != FaultEventsLost {
+		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a context", f.Kind)
+	}
+	c.endEvents(errEventsLost)
 	return nil
 }

@@ -3,6 +3,7 @@ package soft_test
 import (
 	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
@@ -201,6 +202,73 @@ func TestCQOverrunWhenFull(t *testing.T) {
 	mustPost(t, a.qp, write(100, a, b, 0, 8))
 	if wc := pollN(t, a.cq, 1)[0]; wc.WRID != 100 || wc.Status != verbs.WCSuccess {
 		t.Fatalf("%+v", wc)
+	}
+}
+
+// TestFaultPollError: a Poll that finds a completion fails with
+// ErrPollFailed, leaving it in the CQ; an empty Poll is untouched.
+func TestFaultPollError(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	if err := soft.InjectCQ(a.cq, soft.Fault{Kind: soft.FaultPollError}); err != nil {
+		t.Fatal(err)
+	}
+	wcs := make([]verbs.WC, 4)
+	if n, err := a.cq.Poll(wcs); n != 0 || err != nil {
+		t.Fatalf("Poll of the empty CQ: %d, %v; want 0, nil", n, err)
+	}
+	mustPost(t, a.qp, write(1, a, b, 0, 8))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := a.cq.Poll(wcs)
+		if err != nil {
+			if !errors.Is(err, verbs.ErrPollFailed) {
+				t.Fatalf("Poll: %v, want verbs.ErrPollFailed", err)
+			}
+			break
+		}
+		if n != 0 {
+			t.Fatalf("Poll returned %d completions, want the injected failure", n)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no completion to fail the Poll on")
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	if wc := pollN(t, a.cq, 1)[0]; wc.WRID != 1 {
+		t.Fatalf("after the failure: %+v, want the completion of WR 1", wc)
+	}
+}
+
+// TestFaultEventsLost: AsyncEvents closes before the context, and AsyncErr
+// says why (nil before, and nil after a plain Close).
+func TestFaultEventsLost(t *testing.T) {
+	a, _ := newPair(t, pairOpts{})
+	if err := a.ctx.AsyncErr(); err != nil {
+		t.Fatalf("AsyncErr of an open context: %v", err)
+	}
+	if err := soft.InjectContext(a.ctx, soft.Fault{Kind: soft.FaultEventsLost}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev, ok := <-a.ctx.AsyncEvents():
+		if ok {
+			t.Fatalf("event %v, want AsyncEvents closed", ev.Type)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("AsyncEvents still open")
+	}
+	if err := a.ctx.AsyncErr(); !errors.Is(err, verbs.ErrEventsLost) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("AsyncErr: %v, want verbs.ErrEventsLost and EIO", err)
+	}
+	// Events raised after the end go nowhere, and Close still works.
+	if err := soft.Inject(a.qp, soft.Fault{Kind: soft.FaultQPError}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := soft.InjectContext(a.ctx, soft.Fault{Kind: soft.FaultQPError}); !errors.Is(err, verbs.ErrInvalidArgument) {
+		t.Fatalf("InjectContext of a QP fault: %v, want verbs.ErrInvalidArgument", err)
 	}
 }
 

@@ -202,8 +202,8 @@ func testResReverseClose(t *testing.T, s *suite) {
 }
 
 // Resources/ContextCloseEndsAsyncEvents: closing a context closes its
-// AsyncEvents channel, and the closed context refuses new objects with
-// ErrClosed.
+// AsyncEvents channel with no AsyncErr (the end was asked for, nothing was
+// lost), and the closed context refuses new objects with ErrClosed.
 func testResContextClose(t *testing.T, s *suite) {
 	ctx, err := s.devA.Open()
 	if err != nil {
@@ -220,6 +220,9 @@ func testResContextClose(t *testing.T, s *suite) {
 		case <-timer.C:
 			t.Fatalf("AsyncEvents still open %v after Close", s.cfg.Timeout)
 		}
+	}
+	if err := ctx.AsyncErr(); err != nil {
+		t.Errorf("AsyncErr after Close: %v, want nil", err)
 	}
 	if pd, err := ctx.AllocPD(); !errors.Is(err, verbs.ErrClosed) {
 		if err == nil {
