@@ -26,13 +26,13 @@ staticcheck:
 	$(GO) tool staticcheck ./...
 
 race:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # The actor, poller and runtime tests with GOMAXPROCS=1: spin slots, actors
 # that drive their own CQ and yielding pollers must make progress where no
 # second P exists to spin on, and a test must not assume one.
 race-1p:
-	GOMAXPROCS=1 $(GO) test -race -count=1 ./qpactor/ ./cqpoller/ ./runtime/
+	GOMAXPROCS=1 $(GO) test -race -count=1 -timeout 30m ./qpactor/ ./cqpoller/ ./runtime/
 
 # Runs every fuzz target of every package for FUZZTIME each.
 fuzz:
