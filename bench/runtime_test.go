@@ -65,25 +65,7 @@ func newViaRuntime(tb testing.TB, slots int, opts ...vrt.Option) *viaRuntime {
 // closes.
 func (v *viaRuntime) connect(tb testing.TB) *vrt.Endpoint {
 	tb.Helper()
-	ln, err := v.rt.Listen("127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	accepted := make(chan error, 1)
-	go func() {
-		_, err := ln.Accept(ctx)
-		accepted <- err
-	}()
-	cli, err := v.rt.Dial(ctx, ln.Addr().String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := <-accepted; err != nil {
-		tb.Fatal(err)
-	}
+	cli, _ := connectPair(tb, v.rt)
 	return cli
 }
 

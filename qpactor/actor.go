@@ -281,11 +281,12 @@ func (a *Actor) Start() {
 //
 // ctx also bounds the wait in the inbox: if it ends before the actor takes
 // op, op is removed and never reaches the QP, and its future fails with
-// ctx.Err() at once. Once taken, op is posted and its future resolves with
-// its completion, whatever ctx does: a posted WR cannot be recalled, and
-// its memory is the device's until it completes. A context that cannot
-// end (context.Background) costs nothing; one that can costs a
-// registration (context.AfterFunc) per operation.
+// ctx.Err(). Once taken, op is posted and its future resolves with its
+// completion, whatever ctx does: a posted WR cannot be recalled, and its
+// memory is the device's until it completes. The actor checks ctx when it
+// takes op, and watches it (context.AfterFunc, so the future fails as
+// soon as ctx ends) only while it sleeps with op still queued: an op taken
+// without waiting costs nothing more.
 func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
 	return a.submitNew(ctx, submission{one: [1]Op{*op}}, 1, true)
 }
@@ -339,7 +340,7 @@ func (a *Actor) take(s *submission) bool {
 		return taken
 	}
 	if err := s.ctx.Err(); err != nil {
-		f.failN(a.opError(infoOf(&s.ops()[0]), len(s.ops()), err), len(s.ops()))
+		f.failN(a.submissionError(s, err), len(s.ops()))
 		return false
 	}
 	return true
@@ -912,11 +913,14 @@ func (s *futState) failN(err error, n int) (resolved bool) {
 func (a *Actor) failQueued(err error) int {
 	n := 0
 	for s := a.inbox.Peek(); s != nil; s = a.inbox.Peek() {
-		fut, k, mine := s.fut, len(s.ops()), a.take(s)
-		info := infoOf(&s.ops()[0])
+		fut, k := s.fut, len(s.ops())
+		var failure error // nil: its context's end resolved it
+		if a.take(s) {
+			failure = a.submissionError(s, err)
+		}
 		a.pop()
-		if mine {
-			fut.failN(a.opError(info, k, err), k)
+		if failure != nil {
+			fut.failN(failure, k)
 		}
 		n++
 	}

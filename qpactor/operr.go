@@ -135,6 +135,13 @@ func (a *Actor) opError(op opInfo, wrs int, err error) error {
 	return e
 }
 
+// submissionError wraps err as the *OpError of the queued submission s
+// (its first op, and its size when a batch).
+func (a *Actor) submissionError(s *submission, err error) error {
+	ops := s.ops()
+	return a.opError(infoOf(&ops[0]), len(ops), err)
+}
+
 // OpError wraps err as the *OpError of op, submitted alone (batch 0) or
 // in a batch of that many WRs: for failures found before op reaches the
 // actor.
