@@ -42,7 +42,7 @@
 // A CQ whose Poll fails (a provider's ibv_poll_cq returning a negative
 // value: verbs.ErrPollFailed) is neither ignored nor spun on: the poller
 // stops polling and arming it and reports it once through
-// Config.CQFailed, whose owner fails what waits for its completions (the
+// Target.PollFailed, whose owner fails what waits for its completions (the
 // runtime fails the endpoint). An actor already abandoned on that CQ
 // still has its outstanding WRs failed every round, as on a healthy one.
 //

@@ -47,15 +47,6 @@ type Config struct {
 	Yield   time.Duration // adaptive: then yield between polls this long (0: 200 µs)
 	Batch   int           // WCs per Poll call, 1..32 (0: 32)
 	Logger  *slog.Logger
-	// CQFailed is called once for a target whose CQ's Poll failed (a
-	// provider's ibv_poll_cq failing: verbs.ErrPollFailed), with that
-	// error, on a goroutine of its own: the caller may then call
-	// DoTarget and Remove. The CQ is polled no more, since polling a CQ
-	// that fails would spin on the error and a CQ that failed once can
-	// no longer be trusted; its completions are lost, so the owner
-	// should fail what waits for them (the runtime fails the endpoint).
-	// Nil: the failure is only logged, at error level.
-	CQFailed func(cq verbs.CQ, err error)
 }
 
 // Target is a CQ and who its completions go to.
@@ -70,6 +61,15 @@ type Target struct {
 	// other than WR_FLUSH_ERR (a WR that moved its QP to the error state),
 	// before Send or Recv handles it.
 	Failed func(wc *verbs.WC)
+	// PollFailed, when set, is called once if the CQ's Poll fails (a
+	// provider's ibv_poll_cq failing: verbs.ErrPollFailed), with that
+	// error, on a goroutine of its own: it may call DoTarget and Remove.
+	// The CQ is polled no more, since polling a CQ that fails would spin
+	// on the error and a CQ that failed once can no longer be trusted;
+	// its completions are lost, so the owner should fail what waits for
+	// them (the runtime fails the endpoint). Nil: the failure is only
+	// logged, at error level.
+	PollFailed func(err error)
 
 	// mu is held by whoever handles the CQ's completions: the poller, or
 	// the actor of Send while it drives them (Driver). One handler at a
@@ -93,7 +93,7 @@ type Stats struct {
 	Sleeps      atomic.Uint64
 	Completions [32]atomic.Uint64 // by verbs.WCStatus
 	Stale       atomic.Uint64
-	Failed      atomic.Uint64 // CQs whose Poll failed (Config.CQFailed)
+	Failed      atomic.Uint64 // CQs whose Poll failed (Target.PollFailed)
 }
 
 // ErrClosed is returned by Add on a closed poller.
@@ -306,11 +306,11 @@ func (p *Poller) cqFailed(t *Target, err error) {
 		return
 	}
 	p.stats.Failed.Inc()
-	if p.cfg.CQFailed == nil {
+	if t.PollFailed == nil {
 		p.log.Error("cqpoller: polling a CQ failed; it is polled no more", "err", err)
 		return
 	}
-	go p.cfg.CQFailed(t.CQ, err)
+	go t.PollFailed(err)
 }
 
 // DoTarget runs fn on the poller goroutine while nobody handles t's

@@ -244,7 +244,7 @@ func (c *countingCQ) Poll(wcs []verbs.WC) (int, error) {
 }
 
 // TestPollFailureReported: a CQ whose Poll fails is reported once through
-// Config.CQFailed, with the error, and polled no more, under every policy:
+// Target.PollFailed, with the error, and polled no more, under every policy:
 // not ignored, not spun on. Its later completions stay where they are, and
 // the poller keeps serving Do and Remove.
 func TestPollFailureReported(t *testing.T) {
@@ -256,8 +256,7 @@ func TestPollFailureReported(t *testing.T) {
 				err error
 			}
 			reports := make(chan report, 4)
-			cfg := cqpoller.Config{Policy: policy, Spin: 10 * time.Microsecond, Yield: 10 * time.Microsecond,
-				CQFailed: func(cq verbs.CQ, err error) { reports <- report{cq, err} }}
+			cfg := cqpoller.Config{Policy: policy, Spin: 10 * time.Microsecond, Yield: 10 * time.Microsecond}
 			if policy != cqpoller.Busy {
 				cfg.Channel = l.ch
 			}
@@ -269,7 +268,8 @@ func TestPollFailureReported(t *testing.T) {
 			defer p.Close()
 			cq := &countingCQ{CQ: l.cq}
 			got := make(chan verbs.WC, 4)
-			if err := p.Add(&cqpoller.Target{CQ: cq, Recv: func(wc *verbs.WC) { got <- *wc }}); err != nil {
+			if err := p.Add(&cqpoller.Target{CQ: cq, Recv: func(wc *verbs.WC) { got <- *wc },
+				PollFailed: func(err error) { reports <- report{cq, err} }}); err != nil {
 				t.Fatal(err)
 			}
 			if err := soft.InjectCQ(l.cq, soft.Fault{Kind: soft.FaultPollError}); err != nil {
@@ -279,7 +279,7 @@ func TestPollFailureReported(t *testing.T) {
 			select {
 			case r := <-reports:
 				if r.cq != cq || !errors.Is(r.err, verbs.ErrPollFailed) {
-					t.Fatalf("CQFailed(%v, %v), want the target's CQ and verbs.ErrPollFailed", r.cq, r.err)
+					t.Fatalf("PollFailed for %v: %v, want the target's CQ and verbs.ErrPollFailed", r.cq, r.err)
 				}
 			case wc := <-got:
 				t.Fatalf("completion %+v handled, want the Poll failure reported", wc)
@@ -312,7 +312,7 @@ func TestPollFailureReported(t *testing.T) {
 	}
 }
 
-// TestPollFailureLoggedWithoutHandler: with no CQFailed, the failure is
+// TestPollFailureLoggedWithoutHandler: with no PollFailed, the failure is
 // logged at error level, not dropped.
 func TestPollFailureLoggedWithoutHandler(t *testing.T) {
 	l := newLoop(t)

@@ -42,8 +42,9 @@ type Op = qpactor.Op
 // own.)
 //
 // One failed operation fails the connection: an RC QP moves to the error
-// state on any failed work request, and every operation posted or queued
-// after it fails too (flushed). Done and Err report it.
+// state on any failed work request. The operations posted after it come
+// back flushed, those still queued or submitted later fail at once with
+// ErrConnFailed, and Done and Err report it.
 type Endpoint struct {
 	rt     *Runtime
 	qp     verbs.QP
@@ -158,7 +159,8 @@ func (ep *Endpoint) run(peer hello) error {
 	if err := rt.register(ep); err != nil {
 		return err
 	}
-	ep.target = &cqpoller.Target{CQ: ep.cq, Send: ep.actor, Recv: ep.recv.onRecv, Failed: ep.wcFailed}
+	ep.target = &cqpoller.Target{CQ: ep.cq, Send: ep.actor, Recv: ep.recv.onRecv, Failed: ep.wcFailed,
+		PollFailed: ep.pollFailed}
 	if err := ep.poller.Add(ep.target); err != nil {
 		return err
 	}
@@ -359,6 +361,14 @@ func (ep *Endpoint) wcFailed(wc *verbs.WC) {
 		return // Close's own doing, or the endpoint is over already
 	}
 	ep.fail(&connFailed{cause: wc.Err().(*verbs.WCError)}, false)
+}
+
+// pollFailed is the target's PollFailed: an endpoint whose CQ cannot be
+// polled fails, with its outstanding WRs (their completions are lost, as
+// in an overrun); the poller no longer polls that CQ.
+func (ep *Endpoint) pollFailed(err error) {
+	ep.rt.log.Error("verbsrt: polling an endpoint's CQ failed; the endpoint fails", "qpn", ep.qp.QPN(), "err", err)
+	ep.fail(fmt.Errorf("verbsrt: QP %#x: %w", ep.qp.QPN(), err), true)
 }
 
 // finish ends the endpoint's life as Done and Err report it, once: err is

@@ -114,8 +114,7 @@ func New(opts ...Option) (rt *Runtime, err error) {
 			}
 			rt.chans = append(rt.chans, ch)
 		}
-		p, err := cqpoller.New(cqpoller.Config{Policy: cfg.policy, Channel: ch, Spin: cfg.spin, Logger: rt.log,
-			CQFailed: rt.cqFailed})
+		p, err := cqpoller.New(cqpoller.Config{Policy: cfg.policy, Channel: ch, Spin: cfg.spin, Logger: rt.log})
 		if err != nil {
 			return nil, err
 		}
@@ -237,21 +236,6 @@ func (rt *Runtime) eventsLost(err error) {
 	for _, ep := range eps {
 		ep.fail(fmt.Errorf("verbsrt: QP %#x: %w", ep.qp.QPN(), err), true)
 	}
-}
-
-// cqFailed is the pollers' Config.CQFailed: an endpoint whose CQ cannot
-// be polled fails, with its outstanding WRs (their completions are lost,
-// as in an overrun); the poller no longer polls that CQ.
-func (rt *Runtime) cqFailed(cq verbs.CQ, err error) {
-	rt.mu.Lock()
-	ep := rt.byCQ[cq]
-	rt.mu.Unlock()
-	if ep == nil {
-		rt.log.Error("verbsrt: polling the CQ of no endpoint failed", "err", err)
-		return
-	}
-	rt.log.Error("verbsrt: polling an endpoint's CQ failed; the endpoint fails", "qpn", ep.qp.QPN(), "err", err)
-	ep.fail(fmt.Errorf("verbsrt: QP %#x: %w", ep.qp.QPN(), err), true)
 }
 
 // Close closes every listener and endpoint (each drains its queued work
