@@ -36,12 +36,23 @@ type Op struct {
 	// Local is the local buffer (gather list of one). Length 0 means no
 	// local data. Atomics leave it zero: the actor supplies the 8 bytes
 	// their result lands in and reports it as Completion.Value.
-	Local      verbs.SGE
+	Local verbs.SGE
+	// Gather, when set, is the op's gather list (a READ's scatter list)
+	// instead of Local: at most MaxGather entries.
+	Gather     []verbs.SGE
 	Remote     verbs.RDMA // RDMA READ/WRITE, and the target of atomics
 	CompareAdd uint64
 	Swap       uint64
 	Imm        uint32
+	// Hold, when set, is a use of the op's memory the caller took
+	// (Hold.Acquire). Submitting the op hands it over: it is given back
+	// once the device is done with the op, before its future resolves, or
+	// at once when the op never reaches the device (Submit's error too).
+	Hold *Hold
 }
+
+// MaxGather is the longest gather list an op may carry (Op.Gather).
+const MaxGather = 4
 
 // Scratch is registered memory the actor owns: 8 bytes per send-queue slot
 // where atomics write the value they found.
@@ -95,8 +106,8 @@ const (
 	// result, or a SEND's header (peercredits.go).
 	scratchSlot = 8
 	// sgesPerWR is the gather list room of a chained WR: a SEND's header
-	// and the caller's buffer.
-	sgesPerWR = 2
+	// and the caller's gather list.
+	sgesPerWR = MaxGather + 1
 )
 
 func shadowSize(maxSendWR int) int {
@@ -310,18 +321,47 @@ func (a *Actor) TrySubmit(op *Op) (Future, error) {
 // never reached the inbox gives its future's state back to the pool.
 func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool) (Future, error) {
 	if err := ctx.Err(); err != nil {
+		if h := sub.hold(); h != nil {
+			h.Release()
+		}
 		return Future{}, err
 	}
 	p, f := NewPromise(n, a.exec)
 	sub.fut = p.s
+	p.s.hold = sub.hold()
 	if ctx.Done() != nil {
 		sub.ctx = ctx
 	}
 	if err := a.push(ctx, sub, n, wait); err != nil {
+		if h := p.s.hold; h != nil {
+			p.s.hold = nil
+			h.Release()
+		}
 		p.s.release()
 		return Future{}, err
 	}
 	return f, nil
+}
+
+// hold returns the one hold standing for the uses of memory the
+// submission's ops took (Op.Hold).
+func (s *submission) hold() *Hold {
+	if s.batch == nil {
+		return s.one[0].Hold
+	}
+	var hs []*Hold
+	for i := range s.batch {
+		if h := s.batch[i].Hold; h != nil {
+			hs = append(hs, h)
+		}
+	}
+	switch len(hs) {
+	case 0:
+		return nil
+	case 1:
+		return hs[0]
+	}
+	return holdAll(hs)
 }
 
 // take claims the submission s at the head of the inbox for the actor,
@@ -751,6 +791,12 @@ func (a *Actor) appendOps(sub *submission) error {
 	start := len(a.chain)
 	ops := sub.ops()
 	for i, op := range ops {
+		if len(op.Gather) > MaxGather {
+			a.chain = a.chain[:start]
+			a.owners = a.owners[:start]
+			return a.opError(infoOf(&ops[i]), len(ops), fmt.Errorf("%w: gather list of %d entries, at most %d",
+				verbs.ErrInvalidArgument, len(op.Gather), MaxGather))
+		}
 		wr := a.buildWR(&op, len(a.chain))
 		if err := a.limits.Check(i, &wr); err != nil {
 			a.chain = a.chain[:start]
@@ -775,11 +821,18 @@ func (a *Actor) buildWR(op *Op, pos int) verbs.SendWR {
 		wr.RDMA = verbs.RDMA{}
 		a.chainSGE[sge] = verbs.SGE{Length: 8, LKey: a.scratch.LKey} // Addr set in post
 		wr.SGL = a.chainSGE[sge : sge+1 : sge+1]
-	} else if a.peer.on && op.Opcode.IsSend() {
-		wr.SGL = a.withHeader(pos, op.Local)
-	} else if op.Local.Length > 0 {
-		a.chainSGE[sge] = op.Local
-		wr.SGL = a.chainSGE[sge : sge+1 : sge+1]
+		return wr
+	}
+	// op's gather list: Gather, or Local when it has bytes.
+	sgl, one := op.Gather, [1]verbs.SGE{op.Local}
+	if sgl == nil && op.Local.Length > 0 {
+		sgl = one[:]
+	}
+	if a.peer.on && op.Opcode.IsSend() {
+		wr.SGL = a.withHeader(pos, sgl)
+	} else if len(sgl) > 0 {
+		n := copy(a.chainSGE[sge:sge+MaxGather], sgl)
+		wr.SGL = a.chainSGE[sge : sge+n : sge+n]
 	}
 	return wr
 }
@@ -807,7 +860,7 @@ func (a *Actor) post() {
 			// posted can go out either.
 			a.unusePeer(posted, len(a.chain))
 			for i := posted; i < len(a.chain); i++ {
-				if f := a.owners[i].fut; f != nil && f.completeOne(verbs.WC{}, a.opError(wrInfo(&a.chain[i]), f.wrs, err), 0) {
+				if f := a.owners[i].fut; f != nil && f.completeOne(verbs.WC{}, a.opError(wrInfo(&a.chain[i]), int(f.wrs), err), 0) {
 					a.stats.Ops.ResolvedByActor.Inc()
 				}
 			}
@@ -819,7 +872,7 @@ func (a *Actor) post() {
 			n++
 		}
 		a.unusePeer(posted, posted+n)
-		if failed.fut != nil && failed.fut.failN(a.opError(wrInfo(&a.chain[posted]), failed.fut.wrs, err), n) {
+		if failed.fut != nil && failed.fut.failN(a.opError(wrInfo(&a.chain[posted]), int(failed.fut.wrs), err), n) {
 			a.stats.Ops.ResolvedByActor.Inc()
 		}
 		if a.peer.on {
@@ -1025,7 +1078,7 @@ func (a *Actor) resolve(done []retiredWR, err error) {
 		if e == nil {
 			e = r.wc.Err()
 		}
-		if r.fut != nil && r.fut.completeOne(r.wc, a.opError(r.info, r.fut.wrs, e), r.value) { // nil: a credit-only SEND
+		if r.fut != nil && r.fut.completeOne(r.wc, a.opError(r.info, int(r.fut.wrs), e), r.value) { // nil: a credit-only SEND
 			resolved++
 		}
 		*r = retiredWR{}

@@ -71,10 +71,16 @@ type futState struct {
 	failed  stdatomic.Bool  // err is set (first error wins)
 	opcode  verbs.WCOpcode
 	waiter  bool // Wait is parked on wake
-	err     error
+	// unpooled: cancellation resolved the state while the actor may still
+	// hold its submission, so release leaves it to the collector instead
+	// of recycling it under the actor. (Here for the room.)
+	unpooled bool
+	err      error
 
 	// Second line: per state, or on demand.
-	wrs  int
+	// hold is the use of the operation's memory given back when its last
+	// WR is done (Op.Hold), before the future resolves.
+	hold *Hold
 	done chan struct{}
 	wake chan struct{} // one slot, made once per state: Wait's parking spot
 	then func(Completion, error)
@@ -83,12 +89,8 @@ type futState struct {
 	// watched (stopCancel set), who resolves it: the actor taking it
 	// (claimTaken) or the context's end (claimCancelled), whichever comes
 	// first.
-	claim stdatomic.Uint32
-	// unpooled: cancellation resolved the state while the actor may still
-	// hold its submission, so release leaves it to the collector instead
-	// of recycling it under the actor.
-	unpooled   bool
-	_          [3]byte
+	claim      stdatomic.Uint32
+	wrs        int32       // beside claim, for the room
 	stopCancel func() bool // unwatches the context (context.AfterFunc's stop)
 }
 
@@ -108,8 +110,8 @@ func newFuture(n int, exec Executor) (*futState, Future) {
 	if s.exec != exec {
 		s.exec = exec
 	}
-	if s.wrs != n {
-		s.wrs = n
+	if int(s.wrs) != n {
+		s.wrs = int32(n)
 	}
 	return s, Future{s: s, gen: s.gen.Load()}
 }
@@ -175,6 +177,12 @@ func (s *futState) completeOne(wc verbs.WC, err error, value uint64) bool {
 	if s.pending.Add(-1) != 0 {
 		return false
 	}
+	// The device is done with the memory: its owner may have it back
+	// before anyone learns of the outcome.
+	if h := s.hold; h != nil {
+		s.hold = nil
+		h.Release()
+	}
 	// Publish "done" under mu: a waiter that sees it may release the state
 	// at once, and release takes mu, so it waits until this goroutine no
 	// longer touches the state (the Done channel is not closed on a
@@ -201,7 +209,7 @@ func (s *futState) result() (Completion, error) {
 	if s.failed.Load() {
 		return Completion{}, s.err
 	}
-	return Completion{Opcode: s.opcode, ByteLen: s.byteLen, Value: s.value, WRs: s.wrs}, nil
+	return Completion{Opcode: s.opcode, ByteLen: s.byteLen, Value: s.value, WRs: int(s.wrs)}, nil
 }
 
 func (s *futState) runThen(fn func(Completion, error)) {

@@ -90,9 +90,9 @@ type peerUse struct {
 // receive side's credits through r, in a header in front of each SEND's
 // data: the QP needs max_send_sge 2. Call it before Start.
 func (a *Actor) EnablePeerCredits(window int, r CreditReporter) error {
-	if a.limits.MaxSendSGE < sgesPerWR {
-		return fmt.Errorf("qpactor: peer credits need max_send_sge %d (a header and the data), the QP has %d: %w",
-			sgesPerWR, a.limits.MaxSendSGE, verbs.ErrInvalidArgument)
+	if a.limits.MaxSendSGE < 2 {
+		return fmt.Errorf("qpactor: peer credits need max_send_sge 2 (a header and the data), the QP has %d: %w",
+			a.limits.MaxSendSGE, verbs.ErrInvalidArgument)
 	}
 	a.peer.on, a.peer.window, a.peer.rep = true, int64(window), r
 	a.peer.credits.Store(int64(window))
@@ -127,14 +127,11 @@ func consumesPeer(op verbs.Opcode) bool { return op.IsSend() || op == verbs.OpWr
 // chain that carries a header in front of local (none when its length is
 // 0): the header's scratch slot is the WR's send-queue slot, whose address
 // placeHeader sets once post has assigned it.
-func (a *Actor) withHeader(pos int, local verbs.SGE) []verbs.SGE {
+func (a *Actor) withHeader(pos int, local []verbs.SGE) []verbs.SGE {
 	sgl := a.chainSGE[sgesPerWR*pos : sgesPerWR*pos+sgesPerWR : sgesPerWR*pos+sgesPerWR]
 	sgl[0] = verbs.SGE{Length: HeaderSize, LKey: a.scratch.LKey}
-	if local.Length == 0 {
-		return sgl[:1]
-	}
-	sgl[1] = local
-	return sgl
+	n := 1 + copy(sgl[1:], local)
+	return sgl[:n:n]
 }
 
 // placeHeader writes the header of the chain's SEND i into the scratch
@@ -204,7 +201,7 @@ func (a *Actor) appendReport(sqCredits int, peerLeft int64) {
 // appendCreditOnly chains a SEND of header h alone (reporting n credits),
 // which consumes one of the peer's receives; nobody waits for it.
 func (a *Actor) appendCreditOnly(h Header, n uint32) {
-	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSend, SGL: a.withHeader(len(a.chain), verbs.SGE{})})
+	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSend, SGL: a.withHeader(len(a.chain), nil)})
 	a.owners = append(a.owners, &a.peer.reportSub)
 	a.peer.uses = append(a.peer.uses, peerUse{credit: true, stamped: n, hdr: h})
 	a.peer.credits.Dec()
