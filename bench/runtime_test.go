@@ -53,9 +53,13 @@ func newViaRuntime(tb testing.TB, slots int, opts ...vrt.Option) *viaRuntime {
 	if v.dst, err = rt.Alloc(slots * opSize); err != nil {
 		tb.Fatal(err)
 	}
+	exp, err := v.dst.Expose(vrt.RemoteRead | vrt.RemoteWrite)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	for i := range slots {
 		v.locals = append(v.locals, v.src.Slice(i*opSize, opSize))
-		v.remotes = append(v.remotes, v.dst.RemoteRef().At(i*opSize))
+		v.remotes = append(v.remotes, exp.RemoteRef().Slice(i*opSize, opSize))
 	}
 	return v
 }

@@ -248,8 +248,13 @@ func writes(t *testing.T, rt *runtime.Runtime, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	exp, err := buf.Expose(runtime.RemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Close()
 	for i := range n {
-		if _, err := ep.Write(ctx, buf.Slice(0, 64), buf.RemoteRef().At(64*(i%32+1))).Wait(ctx); err != nil {
+		if _, err := ep.Write(ctx, buf.Slice(0, 64), exp.RemoteRef().Slice(64*(i%32+1), 64)).Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -361,7 +361,7 @@ func (s *submission) hold() *Hold {
 	case 1:
 		return hs[0]
 	}
-	return holdAll(hs)
+	return HoldAll(hs)
 }
 
 // take claims the submission s at the head of the inbox for the actor,

@@ -65,9 +65,9 @@ func (h *Hold) Closed() bool { return h.state.Load()&holdClosed != 0 }
 // Uses returns the uses taken and not yet given back.
 func (h *Hold) Uses() int { return int(h.state.Load() >> 1) }
 
-// holdAll returns one hold standing for the uses of several (taken
-// already): released once, it releases each.
-func holdAll(hs []*Hold) *Hold {
+// HoldAll returns one hold standing for uses of several holds, taken
+// already: given back once, it gives back each.
+func HoldAll(hs []*Hold) *Hold {
 	all := &Hold{}
 	all.Init(func() {
 		for _, h := range hs {

@@ -13,7 +13,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 	}
 	rt, cli, srv := pair(t)
 	ctx := ctxT(t)
-	local, remote := alloc(t, rt, 64), alloc(t, rt, 64)
+	local, remote := alloc(t, rt, 64), refOf(t, alloc(t, rt, 64))
 	go func() {
 		for {
 			m, err := srv.Recv(ctx)
@@ -24,11 +24,11 @@ func TestSteadyStateAllocs(t *testing.T) {
 		}
 	}()
 	for range 1000 { // warm the pools
-		cli.Write(ctx, local.Local(), remote.RemoteRef()).Wait(ctx)
+		cli.Write(ctx, local.Local(), remote).Wait(ctx)
 		cli.Send(ctx, local.Slice(0, 8)).Wait(ctx)
 	}
 	write := testing.AllocsPerRun(2000, func() {
-		if _, err := cli.Write(ctx, local.Local(), remote.RemoteRef()).Wait(ctx); err != nil {
+		if _, err := cli.Write(ctx, local.Local(), remote).Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -1,124 +1,313 @@
 package runtime
 
 import (
-	"math/bits"
+	"fmt"
 	"sync"
 
-	"go.uber.org/atomic"
-
+	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// Local is a piece of registered memory on this side: the scatter/gather
-// entry an operation reads from or writes into.
-type Local = verbs.SGE
-
-// RemoteRef names registered memory on the peer: hand it to the peer
-// (address, rkey, length) and it can READ, WRITE and run atomics there.
-type RemoteRef struct {
-	Addr uint64
-	RKey uint32
-	Len  uint32
-}
-
-// At returns the reference n bytes further in.
-func (r RemoteRef) At(off int) RemoteRef {
-	return RemoteRef{Addr: r.Addr + uint64(off), RKey: r.RKey, Len: r.Len - uint32(min(off, int(r.Len)))}
-}
-
-// Buffer is registered memory from the runtime's arena. Its bytes live
-// outside the Go heap, so the device may use them after a call returns.
-// A Buffer may be used from any goroutine; Free it once no operation uses
-// it.
+// Buffer is registered memory: a block of the runtime's arena (Alloc) or
+// memory of the application's own (Register). Its bytes live outside the
+// Go heap, so the device may use them after a call returns. Who owns it
+// when is said in the package documentation ("Memory"): in short, the
+// application until Free, and any operation using it until the device is
+// done with that operation. A Buffer may be used from any goroutine.
 type Buffer struct {
+	// hold counts the operations in flight on the buffer (and, for a
+	// receive pool, the messages the application holds); Free closes it,
+	// and the memory goes back once the last use is given back.
+	hold qpactor.Hold
+	mem  []byte
+	addr uint64 // of mem[0], in the device's address space
+	lkey uint32
+
 	a     *allocator
-	off   int
-	n     int
-	class int
-	freed atomic.Bool
+	ch    *chunk     // the arena chunk of the block (nil for Register's memory)
+	off   int        // the block's offset in ch
+	class int        // the block's size class
+	mr    verbs.MR   // Register's own registration (nil for arena blocks)
+	mu    sync.Mutex // exposures
+	exps  map[*Exposure]struct{}
 }
 
-// Bytes returns the buffer's memory.
-func (b *Buffer) Bytes() []byte { return b.a.mem[b.off : b.off+b.n : b.off+b.n] }
+func (b *Buffer) String() string {
+	return fmt.Sprintf("buffer of %d bytes at %#x", len(b.mem), b.addr)
+}
+
+// usedAfterFree panics, recoverably, with an error naming b and the call.
+func (b *Buffer) usedAfterFree(call string) {
+	panic(fmt.Errorf("verbsrt: Buffer.%s: %v: %w", call, b, ErrFreed))
+}
+
+// Bytes returns the buffer's memory. The slice is valid until Free; a
+// buffer used after Free panics (with an error matching ErrFreed).
+func (b *Buffer) Bytes() []byte {
+	if b.hold.Closed() {
+		b.usedAfterFree("Bytes")
+	}
+	return b.mem
+}
 
 // Len returns the buffer's length.
-func (b *Buffer) Len() int { return b.n }
+func (b *Buffer) Len() int { return len(b.mem) }
 
-// Addr returns the address of the first byte, as SGEs and peers use it.
-func (b *Buffer) Addr() uint64 { return b.a.mr.Addr() + uint64(b.off) }
+// Local returns the whole buffer as an operation's local memory.
+func (b *Buffer) Local() Local { return b.Slice(0, len(b.mem)) }
 
-// LKey returns the local key of the memory.
-func (b *Buffer) LKey() uint32 { return b.a.mr.LKey() }
-
-// Local returns the whole buffer as a local SGE.
-func (b *Buffer) Local() Local { return b.Slice(0, b.n) }
-
-// Slice returns bytes [off, off+n) of the buffer as a local SGE.
+// Slice returns bytes [off, off+n) of the buffer as an operation's local
+// memory. It panics when the range is outside the buffer or the buffer
+// was freed.
 func (b *Buffer) Slice(off, n int) Local {
-	if off < 0 || n < 0 || off+n > b.n {
-		panic("verbsrt: Buffer.Slice out of range")
+	if b.hold.Closed() {
+		b.usedAfterFree("Slice")
 	}
-	return Local{Addr: b.Addr() + uint64(off), Length: uint32(n), LKey: b.LKey()}
+	if off < 0 || n < 0 || off > len(b.mem)-n {
+		panic(fmt.Sprintf("verbsrt: Buffer.Slice(%d, %d) outside the %v", off, n, b))
+	}
+	return Local{b: b, off: off, n: n}
 }
 
-// RemoteRef returns the reference a peer needs to access the buffer.
-func (b *Buffer) RemoteRef() RemoteRef {
-	return RemoteRef{Addr: b.Addr(), RKey: b.a.mr.RKey(), Len: uint32(b.n)}
+// Expose grants peers the rights given over the whole buffer; see
+// ExposeRange.
+func (b *Buffer) Expose(rights Rights) (*Exposure, error) {
+	return b.ExposeRange(0, len(b.mem), rights)
 }
 
-// Free returns the buffer to the arena. Freeing twice is a no-op.
+// ExposeRange grants peers the rights given over bytes [off, off+n) of the
+// buffer, and nothing more: the Exposure's RemoteRef carries a key of its
+// own (a memory region registered for that range and those rights), so
+// the device refuses any access outside the range or needing another
+// right (the peer's operation fails with REM_ACCESS_ERR and touches
+// nothing), and no other memory of the runtime is reachable with it.
+// Exposure.Close revokes the key; Free revokes every exposure of the
+// buffer before its memory can be reused.
+func (b *Buffer) ExposeRange(off, n int, rights Rights) (*Exposure, error) {
+	if rights == 0 || rights&^allRights != 0 {
+		return nil, fmt.Errorf("verbsrt: expose %v: rights %v: want a combination of RemoteRead, RemoteWrite and RemoteAtomic: %w",
+			b, rights, verbs.ErrInvalidArgument)
+	}
+	if off < 0 || n <= 0 || off > len(b.mem)-n {
+		return nil, fmt.Errorf("verbsrt: expose [%d, %d+%d) outside the %v: %w", off, off, n, b, verbs.ErrInvalidArgument)
+	}
+	// The buffer stays in use while it is being exposed, so a Free racing
+	// this call waits for it, and then revokes what it made.
+	if !b.hold.Acquire() {
+		return nil, fmt.Errorf("verbsrt: expose %v: %w", b, ErrFreed)
+	}
+	defer b.hold.Release()
+	if err := b.a.usable(); err != nil {
+		return nil, fmt.Errorf("verbsrt: expose %v: %w", b, err)
+	}
+	mr, err := b.a.pd.RegMR(b.mem[off:off+n], rights.access())
+	if err != nil {
+		return nil, fmt.Errorf("verbsrt: expose %v: %w", b, err)
+	}
+	e := &Exposure{b: b, mr: mr, rights: rights}
+	b.mu.Lock()
+	if b.exps == nil {
+		b.exps = make(map[*Exposure]struct{})
+	}
+	b.exps[e] = struct{}{}
+	b.mu.Unlock()
+	return e, nil
+}
+
+// Free gives the buffer back: it revokes the buffer's exposures at once,
+// and its memory returns to the arena (or, for Register's memory, is
+// deregistered) as soon as no operation uses it any more: an operation
+// still in flight keeps it until the device is done with it, even if its
+// waiter gave up. Using the buffer after Free panics, and operations
+// given a part of it fail with ErrFreed. Freeing twice is a no-op.
 func (b *Buffer) Free() {
-	if b.freed.CompareAndSwap(false, true) {
-		b.a.free(b.off, b.class)
+	if b.hold.Closed() {
+		return
+	}
+	b.mu.Lock()
+	exps := b.exps
+	b.exps = nil
+	b.mu.Unlock()
+	for e := range exps {
+		e.revoke()
+	}
+	b.hold.Close() // idle (giveBack) runs once the last operation is done
+}
+
+// giveBack runs once the buffer is freed and idle.
+func (b *Buffer) giveBack() {
+	if b.mr != nil {
+		if err := b.a.deregister(b.mr); err != nil {
+			b.a.log.Warn("verbsrt: deregistering freed memory", "buffer", b.String(), "err", err)
+		}
+		return
+	}
+	b.a.free(b.ch, b.off, b.class)
+}
+
+// Local is a byte range of a Buffer: the local memory of an operation
+// (Buffer.Local, Buffer.Slice). The zero Local is no memory, for a message
+// without data.
+type Local struct {
+	b      *Buffer
+	off, n int
+}
+
+// Len returns the range's length in bytes.
+func (l Local) Len() int { return l.n }
+
+// Buffer returns the buffer the range is part of (nil for the zero Local).
+func (l Local) Buffer() *Buffer { return l.b }
+
+func (l Local) sge() verbs.SGE {
+	if l.b == nil {
+		return verbs.SGE{}
+	}
+	return verbs.SGE{Addr: l.b.addr + uint64(l.off), Length: uint32(l.n), LKey: l.b.lkey}
+}
+
+// maxOpBytes is the most one operation moves: the IB spec's 2^31.
+const maxOpBytes = 1 << 31
+
+// useOne takes a use of l's memory for an operation: the hold the actor
+// gives back when the device is done with it (nil for no memory).
+func useOne(l Local) (*qpactor.Hold, error) {
+	if l.b == nil {
+		return nil, nil
+	}
+	if !l.b.hold.Acquire() {
+		return nil, fmt.Errorf("verbsrt: %v: %w", l.b, ErrFreed)
+	}
+	return &l.b.hold, nil
+}
+
+// use is useOne for a gather list: one hold for every buffer in it.
+func use(locals []Local) (*qpactor.Hold, error) {
+	var hs []*qpactor.Hold
+	total := 0
+	for i, l := range locals {
+		if l.b == nil {
+			continue
+		}
+		total += l.n
+		if total > maxOpBytes {
+			release(hs)
+			return nil, fmt.Errorf("verbsrt: %d bytes in one operation, at most %d: %w", total, maxOpBytes, verbs.ErrInvalidArgument)
+		}
+		if held(locals[:i], l.b) {
+			continue
+		}
+		h, err := useOne(l)
+		if err != nil {
+			release(hs)
+			return nil, err
+		}
+		hs = append(hs, h)
+	}
+	switch len(hs) {
+	case 0:
+		return nil, nil
+	case 1:
+		return hs[0], nil
+	}
+	return qpactor.HoldAll(hs), nil
+}
+
+// held reports whether one of locals is part of b already.
+func held(locals []Local, b *Buffer) bool {
+	for _, l := range locals {
+		if l.b == b {
+			return true
+		}
+	}
+	return false
+}
+
+func release(hs []*qpactor.Hold) {
+	for _, h := range hs {
+		h.Release()
 	}
 }
 
-// allocator hands out power-of-two blocks (64 B and up) of one registered
-// arena: free lists per size class over a bump pointer.
-type allocator struct {
-	mem []byte
-	mr  verbs.MR
+// Rights are what a peer may do with exposed memory.
+type Rights uint8
 
-	mu        sync.Mutex
-	next      int
-	freeLists [48][]int // offsets of free blocks by class (block size 64 << class)
+// Rights.
+const (
+	RemoteRead   Rights = 1 << iota // RDMA READ from it
+	RemoteWrite                     // RDMA WRITE into it
+	RemoteAtomic                    // compare-and-swap and fetch-and-add on its 8-byte words
+
+	allRights = RemoteRead | RemoteWrite | RemoteAtomic
+)
+
+func (r Rights) access() verbs.Access {
+	a := verbs.AccessLocalWrite // the IB spec: remote write and atomics need it
+	if r&RemoteRead != 0 {
+		a |= verbs.AccessRemoteRead
+	}
+	if r&RemoteWrite != 0 {
+		a |= verbs.AccessRemoteWrite
+	}
+	if r&RemoteAtomic != 0 {
+		a |= verbs.AccessRemoteAtomic
+	}
+	return a
 }
 
-const minBlock = 64
-
-func classOf(n int) int {
-	if n <= minBlock {
-		return 0
+func (r Rights) String() string {
+	s := ""
+	for _, n := range []struct {
+		r    Rights
+		name string
+	}{{RemoteRead, "RemoteRead"}, {RemoteWrite, "RemoteWrite"}, {RemoteAtomic, "RemoteAtomic"}} {
+		if r&n.r != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += n.name
+		}
 	}
-	return bits.Len(uint(n-1)) - 6
+	if rest := r &^ allRights; rest != 0 || s == "" {
+		if s != "" {
+			s += "|"
+		}
+		s += fmt.Sprintf("%#x", uint8(rest))
+	}
+	return s
 }
 
-func (a *allocator) alloc(n int) (*Buffer, error) {
-	if n <= 0 {
-		return nil, ErrNoMemory
-	}
-	c := classOf(n)
-	size := minBlock << c
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if l := a.freeLists[c]; len(l) > 0 {
-		off := l[len(l)-1]
-		a.freeLists[c] = l[:len(l)-1]
-		return &Buffer{a: a, off: off, n: n, class: c}, nil
-	}
-	// Blocks are aligned to their size (up to a page), so atomics on
-	// 8-byte words of a buffer are aligned too.
-	align := min(size, 4096)
-	off := (a.next + align - 1) &^ (align - 1)
-	if off+size > len(a.mem) {
-		return nil, ErrNoMemory
-	}
-	a.next = off + size
-	return &Buffer{a: a, off: off, n: n, class: c}, nil
+// Exposure is remote access to a range of a Buffer, with the rights
+// granted, under a key of its own (Buffer.ExposeRange). Hand its
+// RemoteRef to a peer; Close revokes it.
+type Exposure struct {
+	b      *Buffer
+	mr     verbs.MR
+	rights Rights
+	once   sync.Once
+	err    error
 }
 
-func (a *allocator) free(off, class int) {
-	a.mu.Lock()
-	a.freeLists[class] = append(a.freeLists[class], off)
-	a.mu.Unlock()
+// RemoteRef returns the reference a peer needs: the range's address, its
+// key and its length.
+func (e *Exposure) RemoteRef() RemoteRef {
+	return RemoteRef{Addr: e.mr.Addr(), RKey: e.mr.RKey(), Len: uint64(len(e.mr.Bytes()))}
+}
+
+// Rights returns the rights the exposure grants.
+func (e *Exposure) Rights() Rights { return e.rights }
+
+// Close revokes the exposure: once it returns, the device refuses every
+// access with its key (REM_ACCESS_ERR at the peer), whatever becomes of
+// the memory. Closing twice is a no-op.
+func (e *Exposure) Close() error {
+	e.b.mu.Lock()
+	delete(e.b.exps, e)
+	e.b.mu.Unlock()
+	return e.revoke()
+}
+
+func (e *Exposure) revoke() error {
+	e.once.Do(func() { e.err = e.b.a.deregister(e.mr) })
+	return e.err
 }

@@ -22,7 +22,7 @@ func TestThenCallbacksBounded(t *testing.T) {
 	done := make(chan struct{})
 	base := runtime.NumGoroutine()
 	for range n {
-		cli.Write(ctx, buf.Local(), buf.RemoteRef()).Then(func(_ vrt.Completion, err error) {
+		cli.Write(ctx, buf.Local(), refOf(t, buf)).Then(func(_ vrt.Completion, err error) {
 			if err != nil {
 				t.Error(err)
 			}

@@ -50,7 +50,7 @@ func TestCancelTenThousandQueued(t *testing.T) {
 		if isSend(i) {
 			fs[i] = cli.Send(opCtx, src.Slice(8*i, 8))
 		} else {
-			fs[i] = cli.Write(opCtx, src.Slice(8*i, 8), dst.RemoteRef().At(8*i))
+			fs[i] = cli.Write(opCtx, src.Slice(8*i, 8), refOf(t, dst).At(8*i))
 		}
 	}
 	for i := 0; i < n; i += 2 {
@@ -154,10 +154,10 @@ func TestOperationWithEndedContext(t *testing.T) {
 	cancel()
 	before, _ := verbs.PostedWRs(cli.QP())
 	for name, f := range map[string]runtime.Future{
-		"Write": cli.Write(ended, buf.Local(), buf.RemoteRef()),
-		"Read":  cli.Read(ended, buf.Local(), buf.RemoteRef()),
+		"Write": cli.Write(ended, buf.Local(), refOf(t, buf)),
+		"Read":  cli.Read(ended, buf.Local(), refOf(t, buf)),
 		"Send":  cli.Send(ended, buf.Slice(0, 8)),
-		"Post":  cli.Post(ended, []runtime.Op{{Opcode: verbs.OpWrite, Local: buf.Local()}}),
+		"Post":  cli.Post(ended, []runtime.Op{{Opcode: verbs.OpWrite, Local: []runtime.Local{buf.Local()}, Remote: refOf(t, buf)}}),
 	} {
 		if _, err := f.Wait(ctx); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s with an ended context: %v, want context.Canceled", name, err)

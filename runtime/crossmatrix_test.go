@@ -5,7 +5,6 @@ package runtime_test
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -47,7 +46,7 @@ func matrixServer(peer string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(dev),
-		runtime.WithArenaSize(8<<20), runtime.WithRecvDepth(matrixRecvDepth))
+		runtime.WithMemoryLimit(8<<20), runtime.WithRecvDepth(matrixRecvDepth))
 	if err != nil {
 		return fail("runtime.New on %s: %v", dev, err)
 	}
@@ -73,15 +72,13 @@ func matrixServer(peer string) int {
 	if err != nil {
 		return fail("alloc: %v", err)
 	}
-	msg, err := rt.Alloc(16)
+	exp, err := region.Expose(allRights)
 	if err != nil {
-		return fail("alloc: %v", err)
+		return fail("expose: %v", err)
 	}
-	ref := region.RemoteRef()
-	binary.LittleEndian.PutUint64(msg.Bytes(), ref.Addr)
-	binary.LittleEndian.PutUint32(msg.Bytes()[8:], ref.RKey)
-	binary.LittleEndian.PutUint32(msg.Bytes()[12:], ref.Len)
-	if _, err := ep.Send(ctx, msg.Slice(0, 16)).Wait(ctx); err != nil {
+	defer exp.Close()
+	ref, _ := exp.RemoteRef().MarshalBinary()
+	if _, err := ep.SendBytes(ctx, ref).Wait(ctx); err != nil {
 		return fail("send the region: %v", err)
 	}
 	say("accepted")
@@ -158,7 +155,7 @@ func TestIBVFailureMatrix(t *testing.T) {
 				defer cancel()
 				srv := startPeer(t, ctx, "matrix-tcp "+devB)
 				rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(devA),
-					runtime.WithArenaSize(8<<20), runtime.WithRecvDepth(matrixRecvDepth))
+					runtime.WithMemoryLimit(8<<20), runtime.WithRecvDepth(matrixRecvDepth))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -171,9 +168,10 @@ func TestIBVFailureMatrix(t *testing.T) {
 				if err != nil {
 					t.Fatalf("the peer's region: %v", err)
 				}
-				b := msg.Bytes()
-				remote := runtime.RemoteRef{Addr: binary.LittleEndian.Uint64(b), RKey: binary.LittleEndian.Uint32(b[8:]),
-					Len: binary.LittleEndian.Uint32(b[12:])}
+				var remote runtime.RemoteRef
+				if err := remote.UnmarshalBinary(msg.Bytes()); err != nil {
+					t.Fatalf("the peer's region: %v", err)
+				}
 				msg.Release()
 				if line, err := srv.out.ReadString('\n'); err != nil || line != "accepted\n" {
 					t.Fatalf("peer printed %q (%v); stderr:\n%s", line, err, srv.stderr.String())

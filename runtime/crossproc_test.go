@@ -72,7 +72,7 @@ func crossServer(peer string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(dev), runtime.WithArenaSize(8<<20))
+	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(dev), runtime.WithMemoryLimit(8<<20))
 	if err != nil {
 		return fail("runtime.New on %s: %v", dev, err)
 	}
@@ -109,16 +109,17 @@ func crossServer(peer string) int {
 	if err != nil {
 		return fail("alloc: %v", err)
 	}
-	ref := region.RemoteRef()
+	exp, err := region.Expose(allRights)
+	if err != nil {
+		return fail("expose: %v", err)
+	}
+	defer exp.Close()
+	ref, _ := exp.RemoteRef().MarshalBinary()
 	msg, err := rt.Alloc(16)
 	if err != nil {
 		return fail("alloc: %v", err)
 	}
-	b := msg.Bytes()
-	binary.LittleEndian.PutUint64(b, ref.Addr)
-	binary.LittleEndian.PutUint32(b[8:], ref.RKey)
-	binary.LittleEndian.PutUint32(b[12:], ref.Len)
-	if _, err := ep.Send(ctx, msg.Slice(0, 16)).Wait(ctx); err != nil {
+	if _, err := ep.SendBytes(ctx, ref).Wait(ctx); err != nil {
 		return fail("send the region: %v", err)
 	}
 
@@ -147,6 +148,7 @@ func crossServer(peer string) int {
 	if received.Load() != n {
 		verdict = "bad"
 	}
+	b := msg.Bytes()
 	copy(b, verdict+"\x00\x00\x00\x00\x00\x00")
 	binary.LittleEndian.PutUint64(b[8:], uint64(received.Load()))
 	if _, err := ep.Send(ctx, msg.Slice(0, 16)).Wait(ctx); err != nil {
@@ -275,7 +277,7 @@ func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvE
 		}
 		return "; server stderr:\n" + srvErr.String()
 	}
-	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(dev), runtime.WithArenaSize(8<<20))
+	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(dev), runtime.WithMemoryLimit(8<<20))
 	if err != nil {
 		t.Fatalf("runtime.New on %s: %v", dev, err)
 	}
@@ -296,9 +298,10 @@ func crossClient(t *testing.T, ctx context.Context, mode, dev, addr string, srvE
 	if err != nil {
 		t.Fatalf("receiving the server's region: %v%s", err, serverSaid())
 	}
-	b := m.Bytes()
-	remote := runtime.RemoteRef{Addr: binary.LittleEndian.Uint64(b), RKey: binary.LittleEndian.Uint32(b[8:]),
-		Len: binary.LittleEndian.Uint32(b[12:])}
+	var remote runtime.RemoteRef
+	if err := remote.UnmarshalBinary(m.Bytes()); err != nil {
+		t.Fatalf("the server's region: %v", err)
+	}
 	m.Release()
 
 	var tally mixedTally
@@ -350,7 +353,7 @@ func testIBVPeerKilled(t *testing.T, mode string) {
 	defer cancel()
 	srv := startPeer(t, ctx, mode+"-hold "+devB)
 	addr, br, stderr := srv.addr, srv.out, &srv.stderr
-	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(devA), runtime.WithArenaSize(8<<20))
+	rt, err := runtime.New(runtime.WithProvider(ibv.New()), runtime.WithDevice(devA), runtime.WithMemoryLimit(8<<20))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,6 @@ type Future = qpactor.Future
 // Completion is what a successful operation reports.
 type Completion = qpactor.Completion
 
-// Op is one operation of a batch given to Endpoint.Post.
-type Op = qpactor.Op
-
 // Endpoint is one end of an RC connection. Every method may be called from
 // any goroutine; operations are posted by the endpoint's actor and complete
 // through its poller.
@@ -90,8 +87,9 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 		return nil, err
 	}
 	if ep.qp, err = rt.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: ep.cq, RecvCQ: ep.cq,
-		// Two SGEs each way: a SEND's header and its data (recv.go).
-		Caps: verbs.QPCaps{MaxSendWR: cfg.sqDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 2, MaxRecvSGE: recvSGEs}}); err != nil {
+		// A SEND's header and a gather list of MaxGather; a receive's
+		// header and data (recv.go).
+		Caps: verbs.QPCaps{MaxSendWR: cfg.sqDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 1 + MaxGather, MaxRecvSGE: recvSGEs}}); err != nil {
 		ep.cq.Close()
 		return nil, err
 	}
@@ -122,7 +120,7 @@ func (ep *Endpoint) setup(nbufs int) error {
 	}
 	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: qpactor.ActorID(rt.nextID.Inc()),
 		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Executor: rt.pool,
-		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.Bytes(), Addr: ep.scrat.Addr(), LKey: ep.scrat.LKey()}})
+		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
 	if err != nil {
 		return err
 	}
@@ -207,11 +205,11 @@ func (ep *Endpoint) CQ() verbs.CQ { return ep.cq }
 
 // failed returns a future failed with err, the failure of op (of a batch
 // of that many ops, 0 alone) before it reached the actor's queue.
-func (ep *Endpoint) failed(op *Op, batch int, err error) Future {
+func (ep *Endpoint) failed(op *qpactor.Op, batch int, err error) Future {
 	return qpactor.Failed(ep.actor.OpError(op, batch, err), ep.rt.pool)
 }
 
-func (ep *Endpoint) submit(ctx context.Context, op *Op) Future {
+func (ep *Endpoint) submit(ctx context.Context, op *qpactor.Op) Future {
 	f, err := ep.actor.Submit(ctx, op)
 	if err != nil {
 		return ep.failed(op, 0, ep.mapErr(err))
@@ -229,104 +227,216 @@ func (ep *Endpoint) mapErr(err error) error {
 
 // Write copies local to remote (RDMA WRITE).
 func (ep *Endpoint) Write(ctx context.Context, local Local, remote RemoteRef) Future {
-	op := &Op{Opcode: verbs.OpWrite, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}
-	if err := checkRemote(local.Length, remote); err != nil {
-		return ep.failed(op, 0, err)
-	}
-	return ep.submit(ctx, op)
+	return ep.one(ctx, verbs.OpWrite, local, remote, 0)
+}
+
+// WriteV is Write of a gather list: the ranges of locals, in order, land
+// one after the other at remote (a header and a block in one WRITE). At
+// most MaxGather ranges.
+func (ep *Endpoint) WriteV(ctx context.Context, locals []Local, remote RemoteRef) Future {
+	return ep.gather(ctx, verbs.OpWrite, locals, remote, 0)
 }
 
 // Read copies remote into local (RDMA READ).
 func (ep *Endpoint) Read(ctx context.Context, local Local, remote RemoteRef) Future {
-	op := &Op{Opcode: verbs.OpRead, Local: local, Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}
-	if err := checkRemote(local.Length, remote); err != nil {
-		return ep.failed(op, 0, err)
-	}
-	return ep.submit(ctx, op)
+	return ep.one(ctx, verbs.OpRead, local, remote, 0)
+}
+
+// ReadV is Read into a scatter list: remote's bytes fill the ranges of
+// locals in order. At most MaxGather ranges.
+func (ep *Endpoint) ReadV(ctx context.Context, locals []Local, remote RemoteRef) Future {
+	return ep.gather(ctx, verbs.OpRead, locals, remote, 0)
 }
 
 // CompareAndSwap swaps the 8 bytes at remote (host order) for swap when
 // they equal compare. Completion.Value is what it found: the swap happened
 // when that equals compare.
 func (ep *Endpoint) CompareAndSwap(ctx context.Context, remote RemoteRef, compare, swap uint64) Future {
-	return ep.submit(ctx, &Op{Opcode: verbs.OpAtomicCmpSwp, CompareAdd: compare, Swap: swap,
-		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	op := qpactor.Op{Opcode: verbs.OpAtomicCmpSwp, CompareAdd: compare, Swap: swap, Remote: remote.rdma()}
+	return ep.atomic(ctx, &op, remote)
 }
 
 // FetchAdd adds add to the 8 bytes at remote; Completion.Value is the value
 // before.
 func (ep *Endpoint) FetchAdd(ctx context.Context, remote RemoteRef, add uint64) Future {
-	return ep.submit(ctx, &Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: add,
-		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}})
+	op := qpactor.Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: add, Remote: remote.rdma()}
+	return ep.atomic(ctx, &op, remote)
+}
+
+func (ep *Endpoint) atomic(ctx context.Context, op *qpactor.Op, remote RemoteRef) Future {
+	if err := checkRemote(op.Opcode, 8, remote); err != nil {
+		return ep.failed(op, 0, err)
+	}
+	return ep.submit(ctx, op)
 }
 
 // Send sends local as one message; the peer gets it from Recv. It uses one
 // of the peer's receive credits: without one it queues, in order, until the
 // peer returns some, so it never meets an empty receive queue.
 func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
-	op := &Op{Opcode: verbs.OpSend, Local: local}
-	if err := ep.checkMessage(op); err != nil {
-		return ep.failed(op, 0, err)
+	return ep.one(ctx, verbs.OpSend, local, RemoteRef{}, 0)
+}
+
+// SendV is Send of a gather list: one message of the ranges of locals, in
+// order. At most MaxGather ranges.
+func (ep *Endpoint) SendV(ctx context.Context, locals []Local) Future {
+	return ep.gather(ctx, verbs.OpSend, locals, RemoteRef{}, 0)
+}
+
+// SendBytes sends a copy of p as one message: the runtime copies it into
+// registered memory of its own, given back when the send is done. For
+// small messages; larger ones are better sent from a Buffer.
+func (ep *Endpoint) SendBytes(ctx context.Context, p []byte) Future {
+	if len(p) == 0 {
+		return ep.Send(ctx, Local{})
 	}
-	return ep.submit(ctx, op)
+	b, err := ep.rt.Alloc(len(p))
+	if err != nil {
+		op := qpactor.Op{Opcode: verbs.OpSend, Local: verbs.SGE{Length: uint32(min(len(p), maxOpBytes))}}
+		return ep.failed(&op, 0, err)
+	}
+	copy(b.mem, p)
+	f := ep.Send(ctx, b.Local())
+	b.Free() // once the send is done with it
+	return f
 }
 
 // SendImm is Send with immediate data (SEND_WITH_IMM): the peer's Recv
 // returns a message whose Imm is imm, all 32 bits.
 func (ep *Endpoint) SendImm(ctx context.Context, local Local, imm uint32) Future {
-	op := &Op{Opcode: verbs.OpSendImm, Local: local, Imm: imm}
-	if err := ep.checkMessage(op); err != nil {
-		return ep.failed(op, 0, err)
-	}
-	return ep.submit(ctx, op)
+	return ep.one(ctx, verbs.OpSendImm, local, RemoteRef{}, imm)
 }
 
 // WriteImm copies local to remote and delivers imm to the peer's Recv as a
 // message without bytes. Like Send it uses a receive credit.
 func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef, imm uint32) Future {
-	op := &Op{Opcode: verbs.OpWriteImm, Local: local, Imm: imm,
-		Remote: verbs.RDMA{RemoteAddr: remote.Addr, RKey: remote.RKey}}
-	if err := checkRemote(local.Length, remote); err != nil {
-		return ep.failed(op, 0, err)
+	return ep.one(ctx, verbs.OpWriteImm, local, remote, imm)
+}
+
+// one submits an operation on one local range.
+func (ep *Endpoint) one(ctx context.Context, opcode verbs.Opcode, local Local, remote RemoteRef, imm uint32) Future {
+	op := qpactor.Op{Opcode: opcode, Local: local.sge(), Remote: remote.rdma(), Imm: imm}
+	if err := ep.check(opcode, local.n, remote); err != nil {
+		return ep.failed(&op, 0, err)
 	}
-	return ep.submit(ctx, op)
+	h, err := useOne(local)
+	if err != nil {
+		return ep.failed(&op, 0, err)
+	}
+	op.Hold = h
+	return ep.submit(ctx, &op)
+}
+
+// gather submits an operation on a gather (or scatter) list.
+func (ep *Endpoint) gather(ctx context.Context, opcode verbs.Opcode, locals []Local, remote RemoteRef, imm uint32) Future {
+	op, err := ep.toOp(&Op{Opcode: opcode, Local: locals, Remote: remote, Imm: imm})
+	if err != nil {
+		return ep.failed(&op, 0, err)
+	}
+	return ep.submit(ctx, &op)
+}
+
+// Op is one operation of a batch given to Endpoint.Post.
+type Op struct {
+	Opcode verbs.Opcode
+	// Flags may hold FENCE, SOLICITED and INLINE; SIGNALED is the
+	// runtime's business and ignored.
+	Flags verbs.SendFlags
+	// Local is the operation's local memory, in order: what a WRITE or a
+	// SEND gathers, what a READ scatters into; at most MaxGather ranges.
+	// None for an atomic (its result is Completion.Value) or a message
+	// without data.
+	Local []Local
+	// Remote is the peer's memory a READ, WRITE or atomic acts on.
+	Remote     RemoteRef
+	CompareAdd uint64
+	Swap       uint64
+	Imm        uint32
+}
+
+// MaxGather is the most ranges one operation gathers or scatters.
+const MaxGather = qpactor.MaxGather
+
+// toOp checks op and turns it into the actor's, holding its memory (the
+// hold goes with it to the actor).
+func (ep *Endpoint) toOp(op *Op) (qpactor.Op, error) {
+	q := qpactor.Op{Opcode: op.Opcode, Flags: op.Flags, Remote: op.Remote.rdma(), CompareAdd: op.CompareAdd,
+		Swap: op.Swap, Imm: op.Imm}
+	if len(op.Local) > MaxGather {
+		return q, fmt.Errorf("verbsrt: a gather list of %d ranges, at most %d (MaxGather): %w", len(op.Local), MaxGather, verbs.ErrInvalidArgument)
+	}
+	n := 0
+	if len(op.Local) == 1 {
+		q.Local = op.Local[0].sge()
+	} else if len(op.Local) > 1 {
+		q.Gather = make([]verbs.SGE, 0, len(op.Local))
+		for _, l := range op.Local {
+			if l.n > 0 {
+				q.Gather = append(q.Gather, l.sge())
+			}
+		}
+	}
+	for _, l := range op.Local {
+		n += l.n
+	}
+	if n > maxOpBytes {
+		return q, fmt.Errorf("verbsrt: %d bytes in one operation, at most %d: %w", n, maxOpBytes, verbs.ErrInvalidArgument)
+	}
+	if op.Opcode.IsAtomic() {
+		n = 8
+	}
+	if err := ep.check(op.Opcode, n, op.Remote); err != nil {
+		return q, err
+	}
+	h, err := use(op.Local)
+	q.Hold = h
+	return q, err
 }
 
 // Post submits ops as one batch with one future: they are chained into one
-// PostSend when credits allow. SIGNALED is the runtime's business and
-// ignored. A SEND op reaches the peer's Recv as Send's message does, and
-// a SEND_WITH_IMM as SendImm's, with its Imm whole. Each of them, and
-// each WRITE_WITH_IMM, waits for one of the peer's receives (receive
-// credits). ops must not change until the future resolves.
+// PostSend when credits allow. A SEND op reaches the peer's Recv as Send's
+// message does, and a SEND_WITH_IMM as SendImm's, with its Imm whole. Each
+// of them, and each WRITE_WITH_IMM, waits for one of the peer's receives
+// (receive credits).
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
 		return qpactor.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)
 	}
+	qops := make([]qpactor.Op, len(ops))
 	for i := range ops {
-		if err := ep.checkMessage(&ops[i]); err != nil {
-			return ep.failed(&ops[i], len(ops), err)
+		var err error
+		if qops[i], err = ep.toOp(&ops[i]); err != nil {
+			for _, q := range qops[:i] {
+				if q.Hold != nil {
+					q.Hold.Release()
+				}
+			}
+			return ep.failed(&qops[i], len(ops), err)
 		}
 	}
-	f, err := ep.actor.SubmitBatch(ctx, ops)
+	f, err := ep.actor.SubmitBatch(ctx, qops)
 	if err != nil {
-		return ep.failed(&ops[0], len(ops), ep.mapErr(err))
+		return ep.failed(&qops[0], len(ops), ep.mapErr(err))
 	}
 	return f
 }
 
-// checkMessage refuses a SEND larger than the peer's receive buffers: it
-// would fail the connection at the peer (and a WRITE_WITH_IMM, which
-// needs no buffer, is not one).
-func (ep *Endpoint) checkMessage(op *Op) error {
-	if op.Opcode.IsSend() && int(op.Local.Length) > ep.peerMsgSize {
-		return fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, op.Local.Length, ep.peerMsgSize)
+// check refuses what would fail the connection: a SEND larger than the
+// peer's receive buffers (a WRITE_WITH_IMM needs none), and n bytes that
+// do not fit the remote reference of a READ, WRITE or atomic.
+func (ep *Endpoint) check(opcode verbs.Opcode, n int, remote RemoteRef) error {
+	if opcode.IsSend() {
+		if n > ep.peerMsgSize {
+			return fmt.Errorf("%w: %d > %d bytes", ErrMessageTooLarge, n, ep.peerMsgSize)
+		}
+		return nil
 	}
-	return nil
+	return checkRemote(opcode, n, remote)
 }
 
-func checkRemote(n uint32, r RemoteRef) error {
-	if r.Len != 0 && n > r.Len {
-		return fmt.Errorf("verbsrt: %d bytes do not fit the remote reference of %d: %w", n, r.Len, verbs.ErrInvalidArgument)
+func checkRemote(opcode verbs.Opcode, n int, r RemoteRef) error {
+	if uint64(n) > r.Len {
+		return fmt.Errorf("verbsrt: %d bytes do not fit the remote reference %v: %w", n, r, verbs.ErrInvalidArgument)
 	}
 	return nil
 }

@@ -18,13 +18,13 @@ func TestEndpointOperations(t *testing.T) {
 	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
 	copy(local.Bytes(), "one-sided write, then read back")
 
-	if c, err := cli.Write(ctx, local.Slice(0, 31), remote.RemoteRef()).Wait(ctx); err != nil || c.ByteLen != 31 || c.Opcode != verbs.WCRDMAWrite {
+	if c, err := cli.Write(ctx, local.Slice(0, 31), refOf(t, remote)).Wait(ctx); err != nil || c.ByteLen != 31 || c.Opcode != verbs.WCRDMAWrite {
 		t.Fatalf("write: %+v %v", c, err)
 	}
 	if got := string(remote.Bytes()[:31]); got != "one-sided write, then read back" {
 		t.Fatalf("remote %q", got)
 	}
-	if _, err := cli.Read(ctx, local.Slice(100, 31), remote.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Read(ctx, local.Slice(100, 31), refOf(t, remote)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(local.Bytes()[100:131], remote.Bytes()[:31]) {
@@ -32,11 +32,11 @@ func TestEndpointOperations(t *testing.T) {
 	}
 
 	binary.LittleEndian.PutUint64(remote.Bytes()[512:], 10)
-	c, err := cli.FetchAdd(ctx, remote.RemoteRef().At(512), 5).Wait(ctx)
+	c, err := cli.FetchAdd(ctx, refOf(t, remote).At(512), 5).Wait(ctx)
 	if err != nil || c.Value != 10 || binary.LittleEndian.Uint64(remote.Bytes()[512:]) != 15 {
 		t.Fatalf("fetch-add: %+v %v", c, err)
 	}
-	c, err = cli.CompareAndSwap(ctx, remote.RemoteRef().At(512), 15, 99).Wait(ctx)
+	c, err = cli.CompareAndSwap(ctx, refOf(t, remote).At(512), 15, 99).Wait(ctx)
 	if err != nil || c.Value != 15 || binary.LittleEndian.Uint64(remote.Bytes()[512:]) != 99 {
 		t.Fatalf("cas: %+v %v", c, err)
 	}
@@ -51,7 +51,7 @@ func TestEndpointOperations(t *testing.T) {
 	}
 	m.Release()
 
-	if _, err := cli.WriteImm(ctx, local.Slice(0, 8), remote.RemoteRef().At(2048), 0xabc).Wait(ctx); err != nil {
+	if _, err := cli.WriteImm(ctx, local.Slice(0, 8), refOf(t, remote).At(2048), 0xabc).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	m, err = srv.Recv(ctx)
@@ -93,7 +93,7 @@ func TestDefaultRuntimesReachEachOther(t *testing.T) {
 	ctx := ctxT(t)
 	src, dst := alloc(t, a, 64), alloc(t, b, 64)
 	copy(src.Bytes(), "written from runtime a into runtime b's memory")
-	if _, err := cli.Write(ctx, src.Local(), dst.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Write(ctx, src.Local(), refOf(t, dst)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if string(dst.Bytes()[:46]) != "written from runtime a into runtime b's memory" {

@@ -27,8 +27,14 @@ var (
 	// ErrMessageTooLarge is returned by Send for a message larger than the
 	// peer's receive buffers.
 	ErrMessageTooLarge = errors.New("verbsrt: message larger than the peer's receive buffers")
-	// ErrNoMemory is returned by Alloc when the arena has no room.
-	ErrNoMemory = errors.New("verbsrt: registered arena exhausted")
+	// ErrNoMemory is returned by Alloc, and by Dial and Accept for a
+	// connection's receive buffers, when registered memory would exceed
+	// its limit (WithMemoryLimit).
+	ErrNoMemory = errors.New("verbsrt: out of registered memory")
+	// ErrFreed is the error of an operation given memory that was freed
+	// (Buffer.Free), and of the panic of a Buffer or Message used after
+	// Free or Release.
+	ErrFreed = errors.New("verbsrt: memory used after it was given back")
 	// ErrCQOverrun matches the error of futures failed because their
 	// endpoint's CQ overflowed and completions were lost.
 	ErrCQOverrun = errors.New("verbsrt: completion queue overrun")

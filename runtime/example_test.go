@@ -45,10 +45,12 @@ func ExampleFuture() {
 	cli, _ := examplePair(ctx, rt)
 
 	local, _ := rt.Alloc(64)
-	remote, _ := rt.Alloc(64) // on a real peer: a RemoteRef it handed over
+	remote, _ := rt.Alloc(64) // on a real peer: memory it exposed
+	exp, _ := remote.Expose(runtime.RemoteWrite)
+	defer exp.Close()
 	n := copy(local.Bytes(), "into the peer's memory")
 
-	f := cli.Write(ctx, local.Slice(0, n), remote.RemoteRef())
+	f := cli.Write(ctx, local.Slice(0, n), exp.RemoteRef())
 	c, err := f.Wait(ctx)
 	if err != nil {
 		log.Fatal(err)
@@ -70,9 +72,11 @@ func ExampleFuture_Then() {
 
 	counter, _ := rt.Alloc(8) // atomics need an 8-byte aligned word; Alloc's are
 	binary.NativeEndian.PutUint64(counter.Bytes(), 41)
+	exp, _ := counter.Expose(runtime.RemoteAtomic)
+	defer exp.Close()
 
 	done := make(chan struct{})
-	cli.FetchAdd(ctx, counter.RemoteRef(), 1).Then(func(c runtime.Completion, err error) {
+	cli.FetchAdd(ctx, exp.RemoteRef(), 1).Then(func(c runtime.Completion, err error) {
 		defer close(done)
 		if err != nil {
 			fmt.Println("fetch-add:", err)
@@ -100,8 +104,10 @@ func ExampleFuture_Done() {
 
 	word, _ := rt.Alloc(8)
 	binary.NativeEndian.PutUint64(word.Bytes(), 7)
+	exp, _ := word.Expose(runtime.RemoteAtomic)
+	defer exp.Close()
 
-	f := cli.CompareAndSwap(ctx, word.RemoteRef(), 7, 8)
+	f := cli.CompareAndSwap(ctx, exp.RemoteRef(), 7, 8)
 	select {
 	case <-f.Done():
 		c, err := f.Result() // does not consume the future...
@@ -177,8 +183,10 @@ func ExampleEndpoint_FetchAdd() {
 
 	counter, _ := rt.Alloc(8)
 	binary.NativeEndian.PutUint64(counter.Bytes(), 10) // host order, as the device sees it
+	exp, _ := counter.Expose(runtime.RemoteAtomic)
+	defer exp.Close()
 
-	c, err := cli.FetchAdd(ctx, counter.RemoteRef(), 5).Wait(ctx)
+	c, err := cli.FetchAdd(ctx, exp.RemoteRef(), 5).Wait(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}

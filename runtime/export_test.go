@@ -7,6 +7,16 @@ import (
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
+// WithLKey returns l with its local key XORed with x: memory the runtime's
+// API cannot name, for tests of what the device does with a bad lkey.
+func WithLKey(l Local, x uint32) Local {
+	b := &Buffer{a: l.b.a, mem: l.b.mem, addr: l.b.addr, lkey: l.b.lkey ^ x}
+	return Local{b: b, off: l.off, n: l.n}
+}
+
+// SGE returns l as the device sees it.
+func SGE(l Local) verbs.SGE { return l.sge() }
+
 // SetNextActorID makes the runtime's next endpoint's actor take ID id+1,
 // so tests reach the IDs a long-lived runtime reaches after many
 // connections.

@@ -30,7 +30,7 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 	}
 	var fs []runtime.Future
 	for i := range 30 {
-		ref := remote.RemoteRef().At(8 * i)
+		ref := refOf(t, remote).At(8 * i)
 		if i == 10 {
 			ref.RKey ^= 0xff00 // a key the peer never issued
 		}
@@ -68,7 +68,7 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 		t.Errorf("the responder's Recv: %v, want ErrConnFailed", err)
 	}
 	before, _ := verbs.PostedWRs(cli.QP())
-	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, runtime.ErrConnFailed) {
+	if _, err := cli.Write(ctx, local.Slice(0, 8), refOf(t, remote)).Wait(ctx); !errors.Is(err, runtime.ErrConnFailed) {
 		t.Errorf("write after the error: %v, want ErrConnFailed", err)
 	}
 	if after, _ := verbs.PostedWRs(cli.QP()); after != before {
@@ -87,7 +87,7 @@ func TestQPFatalFailsPendingFutures(t *testing.T) {
 	}
 	var fs []runtime.Future
 	for i := range 20 {
-		fs = append(fs, cli.Write(ctx, local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
+		fs = append(fs, cli.Write(ctx, local.Slice(8*i, 8), refOf(t, remote).At(8*i)))
 	}
 	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultQPError}); err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestQPFatalFailsPendingFutures(t *testing.T) {
 		}
 	}
 	// The endpoint is failed for good: new operations fail at once.
-	_, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
+	_, err := cli.Write(ctx, local.Slice(0, 8), refOf(t, remote)).Wait(ctx)
 	if !errors.Is(err, runtime.ErrQPFatal) && !errors.Is(err, verbs.ErrFlushed) {
 		t.Errorf("after the fatal error: %v", err)
 	}
@@ -116,13 +116,13 @@ func TestCQOverrunFailsPendingFutures(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One write: its completion is the one the overrun loses.
-	_, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx)
+	_, err := cli.Write(ctx, local.Slice(0, 8), refOf(t, remote)).Wait(ctx)
 	var ae *runtime.AsyncError
 	if !errors.Is(err, runtime.ErrCQOverrun) || !errors.As(err, &ae) || ae.Event != verbs.EventCQErr {
 		t.Fatalf("lost completion: %v, want an *AsyncError matching ErrCQOverrun", err)
 	}
 	for i := range 5 {
-		if _, err := cli.Write(ctx, local.Slice(8*i, 8), remote.RemoteRef().At(8*i)).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
+		if _, err := cli.Write(ctx, local.Slice(8*i, 8), refOf(t, remote).At(8*i)).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
 			t.Errorf("write %d after the overrun: %v, want ErrCQOverrun", i, err)
 		}
 	}
@@ -176,13 +176,13 @@ func TestPollFailureFailsEndpoint(t *testing.T) {
 	if err := soft.InjectCQ(cli.CQ(), soft.Fault{Kind: soft.FaultPollError}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) {
+	if _, err := cli.Write(ctx, local.Slice(0, 8), refOf(t, remote)).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) {
 		t.Fatalf("write whose completion the failing CQ holds: %v, want verbs.ErrPollFailed", err)
 	}
 	if err := waitOver(t, cli, "after the poll failure"); !errors.Is(err, verbs.ErrPollFailed) {
 		t.Errorf("Err: %v, want verbs.ErrPollFailed", err)
 	}
-	if _, err := cli.Write(ctx, local.Slice(8, 8), remote.RemoteRef().At(8)).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) &&
+	if _, err := cli.Write(ctx, local.Slice(8, 8), refOf(t, remote).At(8)).Wait(ctx); !errors.Is(err, verbs.ErrPollFailed) &&
 		!errors.Is(err, verbs.ErrFlushed) {
 		t.Errorf("write after the failure: %v, want verbs.ErrPollFailed or a flush", err)
 	}
@@ -206,7 +206,7 @@ func TestEventsLostFailsEveryEndpoint(t *testing.T) {
 	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	f := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef())
+	f := cli.Write(ctx, local.Slice(0, 8), refOf(t, remote))
 	if err := soft.InjectContext(runtime.DeviceContext(rt), soft.Fault{Kind: soft.FaultEventsLost}); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestEventsLostFailsEveryEndpoint(t *testing.T) {
 func TestBadWRFailsOnlyItsSubmission(t *testing.T) {
 	rt, cli, _ := pair(t)
 	ctx := ctxT(t)
-	remote := alloc(t, rt, 8*64*8)
+	remote := refOf(t, alloc(t, rt, 8*64*8))
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for g := range 8 {
@@ -272,13 +272,12 @@ func TestBadWRFailsOnlyItsSubmission(t *testing.T) {
 			defer local.Free()
 			ops := make([]runtime.Op, 64)
 			for i := range ops {
-				ref := remote.RemoteRef().At(8 * (64*g + i))
-				ops[i] = runtime.Op{Opcode: verbs.OpWrite, Local: local.Slice(8*i, 8),
-					Remote: verbs.RDMA{RemoteAddr: ref.Addr, RKey: ref.RKey}}
+				ref := remote.Slice(8*(64*g+i), 8)
+				ops[i] = runtime.Op{Opcode: verbs.OpWrite, Local: []runtime.Local{local.Slice(8*i, 8)}, Remote: ref}
 			}
 			if g == 3 {
 				ops[17] = runtime.Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: 1,
-					Remote: verbs.RDMA{RemoteAddr: remote.Addr() + 4, RKey: remote.RemoteRef().RKey}}
+					Remote: remote.At(4)}
 			}
 			c, err := cli.Post(ctx, ops).Wait(ctx)
 			if err == nil && c.WRs != 64 {
@@ -302,7 +301,7 @@ func TestBadWRFailsOnlyItsSubmission(t *testing.T) {
 	}
 	// The connection is still good.
 	local := alloc(t, rt, 8)
-	if _, err := cli.Write(ctx, local.Local(), remote.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Write(ctx, local.Local(), remote.Slice(0, 8)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -381,7 +380,7 @@ func TestCloseUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := <-acc
-	remote, _ := rt.Alloc(64 * 64)
+	remote := refOf(t, alloc(t, rt, 64*64))
 	var wg sync.WaitGroup
 	var resolved, issued sync.Map
 	for g := range 64 {
@@ -395,9 +394,9 @@ func TestCloseUnderLoad(t *testing.T) {
 			for i := 0; ; i++ {
 				var f runtime.Future
 				if i%2 == 0 {
-					f = cli.Write(ctx, local.Local(), remote.RemoteRef().At(64*g))
+					f = cli.Write(ctx, local.Local(), remote.Slice(64*g, 64))
 				} else {
-					f = srv.Read(ctx, local.Local(), remote.RemoteRef().At(64*g))
+					f = srv.Read(ctx, local.Local(), remote.Slice(64*g, 64))
 				}
 				issued.Store([2]int{g, i}, true)
 				_, err := f.Wait(ctx)
@@ -446,7 +445,7 @@ func TestCloseWaitsForTheDevice(t *testing.T) {
 	}
 	var fs []runtime.Future
 	for i := range 20 {
-		fs = append(fs, cli.Write(context.Background(), local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
+		fs = append(fs, cli.Write(context.Background(), local.Slice(8*i, 8), refOf(t, remote).At(8*i)))
 	}
 	for cli.Actor().Outstanding() < 20 {
 		time.Sleep(100 * time.Microsecond)

@@ -69,7 +69,7 @@ func TestPostMoreSendsThanPeerWindow(t *testing.T) {
 	buf := alloc(t, rt, 16)
 	ops := make([]runtime.Op, 4)
 	for i := range ops {
-		ops[i] = runtime.Op{Opcode: verbs.OpSend, Local: buf.Slice(0, 16)}
+		ops[i] = runtime.Op{Opcode: verbs.OpSend, Local: []runtime.Local{buf.Slice(0, 16)}}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

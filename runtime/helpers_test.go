@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,6 +92,31 @@ func alloc(t testing.TB, rt *runtime.Runtime, n int) *runtime.Buffer {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// allRights is every right a peer may be granted.
+const allRights = runtime.RemoteRead | runtime.RemoteWrite | runtime.RemoteAtomic
+
+// exposed holds refOf's exposures, one per buffer.
+var exposed sync.Map // *runtime.Buffer -> runtime.RemoteRef
+
+// refOf exposes the whole of b with every right, once for the test, and
+// returns the reference a peer needs.
+func refOf(t testing.TB, b *runtime.Buffer) runtime.RemoteRef {
+	t.Helper()
+	if ref, ok := exposed.Load(b); ok {
+		return ref.(runtime.RemoteRef)
+	}
+	e, err := b.Expose(allRights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		exposed.Delete(b)
+		e.Close()
+	})
+	exposed.Store(b, e.RemoteRef())
+	return e.RemoteRef()
 }
 
 func ctxT(t testing.TB) context.Context {

@@ -35,7 +35,7 @@ func ibvPair(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime, c
 	}
 	newRT := func(dev verbs.Device) *runtime.Runtime {
 		rt, err := runtime.New(append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev.Name()),
-			runtime.WithArenaSize(8 << 20)}, opts...)...)
+			runtime.WithMemoryLimit(8 << 20)}, opts...)...)
 		if err != nil {
 			t.Fatalf("runtime.New on %s: %v", dev.Name(), err)
 		}
@@ -121,7 +121,7 @@ func TestIBVRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 	}
 	var fs []runtime.Future
 	for i := range 30 {
-		ref := remote.RemoteRef().At(8 * i)
+		ref := refOf(t, remote).At(8 * i)
 		if i == 10 {
 			ref.RKey ^= 0xff00 // a key the peer never issued
 		}
@@ -153,7 +153,7 @@ func TestIBVRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 	if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
 		t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
 	}
-	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, runtime.ErrConnFailed) {
+	if _, err := cli.Write(ctx, local.Slice(0, 8), refOf(t, remote)).Wait(ctx); !errors.Is(err, runtime.ErrConnFailed) {
 		t.Errorf("write after the error: %v, want ErrConnFailed", err)
 	}
 }
@@ -171,9 +171,9 @@ func TestIBVOneDoorbellPerBatch(t *testing.T) {
 	}
 	ops := make([]runtime.Op, n)
 	for i := range ops {
-		ref := remote.RemoteRef().At(8 * i)
-		ops[i] = runtime.Op{Opcode: verbs.OpWrite, Local: local.Slice(8*i, 8),
-			Remote: verbs.RDMA{RemoteAddr: ref.Addr, RKey: ref.RKey}}
+		ref := refOf(t, remote).At(8 * i)
+		ops[i] = runtime.Op{Opcode: verbs.OpWrite, Local: []runtime.Local{local.Slice(8*i, 8)},
+			Remote: ref}
 	}
 	dev0, act0 := postCalls(t, cli)
 	c, err := cli.Post(ctx, ops).Wait(ctx)
@@ -203,17 +203,17 @@ func TestIBVBadInput(t *testing.T) {
 		name string
 		f    func() runtime.Future
 	}{
-		{"misaligned atomic", func() runtime.Future { return cli.FetchAdd(ctx, remote.RemoteRef().At(4), 1) }},
+		{"misaligned atomic", func() runtime.Future { return cli.FetchAdd(ctx, refOf(t, remote).At(4), 1) }},
 		{"inline READ", func() runtime.Future {
-			ref := remote.RemoteRef()
-			return cli.Post(ctx, []runtime.Op{{Opcode: verbs.OpRead, Flags: verbs.SendInline, Local: local.Slice(0, 8),
-				Remote: verbs.RDMA{RemoteAddr: ref.Addr, RKey: ref.RKey}}})
+			ref := refOf(t, remote)
+			return cli.Post(ctx, []runtime.Op{{Opcode: verbs.OpRead, Flags: verbs.SendInline,
+				Local: []runtime.Local{local.Slice(0, 8)}, Remote: ref}})
 		}},
 		{"batch with a misaligned atomic", func() runtime.Future {
-			ref := remote.RemoteRef()
+			ref := refOf(t, remote)
 			return cli.Post(ctx, []runtime.Op{
-				{Opcode: verbs.OpWrite, Local: local.Slice(0, 8), Remote: verbs.RDMA{RemoteAddr: ref.Addr, RKey: ref.RKey}},
-				{Opcode: verbs.OpAtomicCmpSwp, Remote: verbs.RDMA{RemoteAddr: ref.Addr + 12, RKey: ref.RKey}},
+				{Opcode: verbs.OpWrite, Local: []runtime.Local{local.Slice(0, 8)}, Remote: ref},
+				{Opcode: verbs.OpAtomicCmpSwp, Remote: ref.At(12)},
 			})
 		}},
 	} {
@@ -230,14 +230,13 @@ func TestIBVBadInput(t *testing.T) {
 		}
 	}
 	// The endpoint still works.
-	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Write(ctx, local.Slice(0, 8), refOf(t, remote)).Wait(ctx); err != nil {
 		t.Fatalf("write after the refused ones: %v", err)
 	}
 
 	dev0, _ := postCalls(t, cli)
-	bad := local.Slice(0, 8)
-	bad.LKey ^= 0x5a5a00 // a key this side never issued
-	_, err := cli.Write(ctx, bad, remote.RemoteRef()).Wait(ctx)
+	bad := runtime.WithLKey(local.Slice(0, 8), 0x5a5a00) // a key this side never issued
+	_, err := cli.Write(ctx, bad, refOf(t, remote)).Wait(ctx)
 	var wce *verbs.WCError
 	if !errors.As(err, &wce) || (wce.Status != verbs.WCLocProtErr && wce.Status != verbs.WCLocQPOpErr) ||
 		!errors.Is(err, verbs.ErrQPError) {

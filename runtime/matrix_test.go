@@ -92,7 +92,7 @@ const matrixRecvDepth = 8
 func runMatrixCase(t *testing.T, ev matrixEvent, load string) {
 	fabric := soft.New(soft.Config{Devices: 2})
 	defer fabric.Close()
-	opts := []runtime.Option{runtime.WithProvider(fabric), runtime.WithRecvDepth(matrixRecvDepth), runtime.WithArenaSize(8 << 20)}
+	opts := []runtime.Option{runtime.WithProvider(fabric), runtime.WithRecvDepth(matrixRecvDepth), runtime.WithMemoryLimit(8 << 20)}
 	m := &matrix{}
 	var err error
 	if m.rtA, err = runtime.New(append(opts, runtime.WithDevice("soft0"))...); err != nil {
@@ -124,13 +124,13 @@ func runMatrixCase(t *testing.T, ev matrixEvent, load string) {
 		for i := range 1000 {
 			off := 8 * (i % 1024)
 			if i%2 == 0 {
-				fs = append(fs, m.a.Write(ctx, m.memA.Slice(off, 8), m.memB.RemoteRef().At(off)))
+				fs = append(fs, m.a.Write(ctx, m.memA.Slice(off, 8), refOf(t, m.memB).At(off)))
 			} else {
-				fs = append(fs, m.a.Read(ctx, m.memA.Slice(8192+off, 8), m.memB.RemoteRef().At(off)))
+				fs = append(fs, m.a.Read(ctx, m.memA.Slice(8192+off, 8), refOf(t, m.memB).At(off)))
 			}
 		}
 		for i := range 100 {
-			fs = append(fs, m.b.Write(ctx, m.memB.Slice(8*i, 8), m.memA.RemoteRef().At(16384+8*i)))
+			fs = append(fs, m.b.Write(ctx, m.memB.Slice(8*i, 8), refOf(t, m.memA).At(16384+8*i)))
 		}
 	case "WaitingForCredits":
 		for range 4 * matrixRecvDepth {

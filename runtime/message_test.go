@@ -112,11 +112,11 @@ func immTraffic(t *testing.T, ctx context.Context, rtA, rtB *runtime.Runtime, a,
 		case kindSendImm:
 			f = a.SendImm(ctx, local, imm)
 		case kindPostImm:
-			f = a.Post(ctx, []runtime.Op{{Opcode: verbs.OpSendImm, Local: local, Imm: imm}})
+			f = a.Post(ctx, []runtime.Op{{Opcode: verbs.OpSendImm, Local: []runtime.Local{local}, Imm: imm}})
 		case kindPostImmNil:
 			f = a.Post(ctx, []runtime.Op{{Opcode: verbs.OpSendImm, Imm: imm}})
 		case kindWriteImm:
-			f = a.WriteImm(ctx, src.Slice(16*i, 8), target.RemoteRef().At(8*i), imm)
+			f = a.WriteImm(ctx, src.Slice(16*i, 8), refOf(t, target).At(8*i), imm)
 		}
 		futures = append(futures, f)
 	}
@@ -159,7 +159,7 @@ func immTraffic(t *testing.T, ctx context.Context, rtA, rtB *runtime.Runtime, a,
 		t.Fatalf("Close: %v", err)
 	}
 	if m, err := b.Recv(ctx); !errors.Is(err, io.EOF) {
-		if m != nil {
+		if m != (runtime.Message{}) {
 			imm, ok := m.Imm()
 			t.Fatalf("Recv after the peer closed: a message of %d bytes (imm %#x, %v), want io.EOF", len(m.Bytes()), imm, ok)
 		}
@@ -218,7 +218,7 @@ func TestSendWithoutHeaderEndsEndpoint(t *testing.T) {
 	// Straight to the QP, past the actor: its completion is one the actor
 	// does not know (counted stale).
 	wr := verbs.SendWR{ID: 1, Opcode: verbs.OpSend, Flags: verbs.SendSignaled,
-		SGL: []verbs.SGE{{Addr: buf.Addr(), Length: 3, LKey: buf.LKey()}}}
+		SGL: []verbs.SGE{runtime.SGE(buf.Slice(0, 3))}}
 	if _, err := a.QP().PostSend([]verbs.SendWR{wr}); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func mixedLoad(t *testing.T, ctx context.Context, rtCli, rtSrv *runtime.Runtime,
 	recvDone := make(chan error, 1)
 	go func() { recvDone <- receiveMixed(ctx, srv, &received, nil) }()
 
-	runMixed(t, ctx, rtCli, cli, remote.RemoteRef(), goroutines, ops, &tally)
+	runMixed(t, ctx, rtCli, cli, refOf(t, remote), goroutines, ops, &tally)
 	sends, casWins := &tally.sends, &tally.casWins
 	for received.Load() < sends.Load() {
 		select {

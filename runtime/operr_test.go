@@ -19,7 +19,7 @@ func TestOperationErrorsSayWhatFailedWhere(t *testing.T) {
 	rt, cli, _ := pair(t)
 	ctx := ctxT(t)
 	buf := alloc(t, rt, 4096)
-	bad := buf.RemoteRef()
+	bad := refOf(t, buf)
 	bad.RKey ^= 0xffff // a key no MR has
 	_, err := cli.Write(ctx, buf.Slice(0, 64), bad).Wait(ctx)
 	var oe *runtime.OpError
@@ -52,7 +52,7 @@ func TestOperationErrorsSayWhatFailedWhere(t *testing.T) {
 
 	// The connection is in error now: a later operation fails, says which
 	// it was and why.
-	_, err = cli.Read(ctx, buf.Slice(0, 8), buf.RemoteRef()).Wait(ctx)
+	_, err = cli.Read(ctx, buf.Slice(0, 8), refOf(t, buf)).Wait(ctx)
 	if !errors.As(err, &oe) || oe.Op != "read" || !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
 		t.Errorf("Read after the failure: %v, want an *OpError of a read wrapping ErrConnFailed and its cause", err)
 	}
@@ -68,20 +68,20 @@ func TestOperationErrorsSayWhatFailedWhere(t *testing.T) {
 	if !errors.As(err, &oe) || oe.Op != "send" || !errors.Is(err, runtime.ErrMessageTooLarge) {
 		t.Errorf("Send too large: %v, want an *OpError of a send wrapping ErrMessageTooLarge", err)
 	}
-	_, err = cli.Post(ctx, []runtime.Op{{Opcode: verbs.OpWrite, Local: buf.Slice(0, 8), Remote: verbs.RDMA{RemoteAddr: buf.RemoteRef().Addr, RKey: buf.RemoteRef().RKey}},
-		{Opcode: verbs.OpSendImm, Local: big.Local(), Imm: 7}}).Wait(ctx)
+	_, err = cli.Post(ctx, []runtime.Op{{Opcode: verbs.OpWrite, Local: []runtime.Local{buf.Slice(0, 8)}, Remote: refOf(t, buf)},
+		{Opcode: verbs.OpSendImm, Local: []runtime.Local{big.Local()}, Imm: 7}}).Wait(ctx)
 	if !errors.As(err, &oe) || oe.Op != "send-with-imm" || oe.Batch != 2 || !errors.Is(err, runtime.ErrMessageTooLarge) {
 		t.Errorf("Post of a SEND too large: %v, want an *OpError of its send-with-imm wrapping ErrMessageTooLarge", err)
 	}
 	ended, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err = cli.FetchAdd(ended, buf.RemoteRef(), 1).Wait(ctx); !errors.Is(err, context.Canceled) {
+	if _, err = cli.FetchAdd(ended, refOf(t, buf), 1).Wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("FetchAdd with an ended context: %v, want context.Canceled", err)
 	}
 	if err := cli.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = cli.CompareAndSwap(ctx, buf.RemoteRef(), 0, 1).Wait(ctx)
+	_, err = cli.CompareAndSwap(ctx, refOf(t, buf), 0, 1).Wait(ctx)
 	if !errors.As(err, &oe) || oe.Op != "compare-and-swap" || !errors.Is(err, runtime.ErrClosed) {
 		t.Errorf("CompareAndSwap after Close: %v, want an *OpError wrapping ErrClosed", err)
 	}

@@ -25,14 +25,14 @@ type config struct {
 	poolSize    int
 	recvDepth   int
 	msgSize     int
-	arenaSize   int
+	memLimit    int
 	rnrRetry    uint8
 	logger      *slog.Logger
 }
 
 func defaults() config {
 	return config{gidIndex: -1, pollers: 1, sqDepth: 256, ringSize: 1024, poolSize: 256,
-		recvDepth: 64, msgSize: 4096, arenaSize: 64 << 20, rnrRetry: 7}
+		recvDepth: 64, msgSize: 4096, memLimit: 1 << 30, rnrRetry: 7}
 }
 
 // WithProvider selects the verbs provider (default: a soft provider of one
@@ -88,9 +88,13 @@ func WithRecvDepth(n int) Option { return func(c *config) { c.recvDepth = n } }
 // WithMessageSize sets the largest message Send may carry (default 4096).
 func WithMessageSize(n int) Option { return func(c *config) { c.msgSize = n } }
 
-// WithArenaSize sets the registered memory the runtime maps for Alloc,
-// receive buffers and atomic results (default 64 MiB).
-func WithArenaSize(n int) Option { return func(c *config) { c.arenaSize = n } }
+// WithMemoryLimit bounds the registered memory the runtime maps for Alloc,
+// the connections' receive buffers (2 x WithRecvDepth x WithMessageSize
+// each, 512 KiB by default) and the actors' scratch (default 1 GiB). The
+// arena grows on demand, 4 MiB at a time, up to the limit; memory of the
+// application's own (Register) does not count. On Linux, registered memory
+// is locked: RLIMIT_MEMLOCK must allow what the runtime maps.
+func WithMemoryLimit(n int) Option { return func(c *config) { c.memLimit = n } }
 
 // WithRNRRetry sets the QPs' rnr_retry (default 7, retry forever). Sends
 // are credit-based and never meet an empty receive queue, so 0 works too.

@@ -62,7 +62,7 @@ func testKilledPeer(t *testing.T, reset, pending bool) {
 			t.Fatal(err)
 		}
 		for i := range 8 {
-			fs = append(fs, a.Write(ctx, local.Slice(8*i, 8), remote.RemoteRef().At(8*i)))
+			fs = append(fs, a.Write(ctx, local.Slice(8*i, 8), refOf(t, remote).At(8*i)))
 		}
 		// b grants 4 receive credits and a keeps one back: most of these
 		// wait for credits b will never return.

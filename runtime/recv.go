@@ -88,47 +88,86 @@ func (r *recvSide) takeUnreported() uint32 {
 	return uint32(n)
 }
 
-// Message is a received message. Its bytes stay valid until Release, which
-// gives the buffer back to the endpoint's pool.
+// Message is a received message (Endpoint.Recv). Its bytes stay valid
+// until Release, which gives its buffer back to the endpoint's receive
+// pool. It is a small value, like a Future: copy it freely, but Release it
+// once; after that Bytes panics (with an error matching ErrFreed) and
+// Release does nothing. A message the application holds keeps its memory
+// even after the endpoint or the runtime closed.
 type Message struct {
+	s   *msgSlot
+	gen uint32
+}
+
+// msgSlot is one receive buffer's message; gen counts its deliveries, so a
+// Message of an earlier one is told apart.
+type msgSlot struct {
 	r      *recvSide
 	idx    int
 	n      int
 	imm    uint32
 	hasImm bool
+	gen    atomic.Uint32
+}
+
+func (m Message) live(call string) *msgSlot {
+	if m.s == nil || m.s.gen.Load() != m.gen {
+		panic(fmt.Errorf("verbsrt: Message.%s: message used after Release: %w", call, ErrFreed))
+	}
+	return m.s
 }
 
 // Bytes returns the message's data (empty for a WriteImm notification).
-func (m *Message) Bytes() []byte {
-	off := m.idx * m.r.msgSize
-	return m.r.mem[off : off+m.n : off+m.n]
+func (m Message) Bytes() []byte {
+	s := m.live("Bytes")
+	off := s.idx * s.r.msgSize
+	return s.r.mem[off : off+s.n : off+s.n]
 }
+
+// Len returns the length of the message's data.
+func (m Message) Len() int { return m.live("Len").n }
 
 // Imm returns the immediate data of a message sent with SendImm (or a
 // SEND_WITH_IMM of Post) or of a WriteImm notification, all 32 bits as the
 // sender gave them, and whether the message had any.
-func (m *Message) Imm() (uint32, bool) { return m.imm, m.hasImm }
+func (m Message) Imm() (uint32, bool) {
+	s := m.live("Imm")
+	return s.imm, s.hasImm
+}
 
-// Release returns the message's buffer to the pool.
-func (m *Message) Release() {
-	r := m.r
-	r.putFree(m.idx)
+// Release gives the message's buffer back to the endpoint's pool, to be
+// posted for another receive. Releasing again does nothing.
+func (m Message) Release() {
+	if m.s == nil || !m.s.gen.CompareAndSwap(m.gen, m.gen+1) {
+		return
+	}
+	r := m.s.r
+	r.putFree(m.s.idx)
 	r.replenish()
+	r.buf.hold.Release()
+}
+
+// deliver hands slot s's message to Recv; it holds the pool's memory until
+// Release.
+func (r *recvSide) deliver(s *msgSlot) {
+	r.buf.hold.Acquire() // the pool is freed only at release, after the last delivery
+	r.msgs <- s          // never blocks: the channel holds every buffer
 }
 
 type recvSide struct {
-	ep       *Endpoint
-	buf      *Buffer // the messages' data, msgSize bytes per buffer
-	mem      []byte
-	hdrBuf   *Buffer // the SENDs' headers, headerSize bytes per buffer
-	hdrs     []byte
-	msgSize  int
-	depth    int
-	msgs     chan *Message
-	messages []Message
+	ep      *Endpoint
+	buf     *Buffer // the messages' data, msgSize bytes per buffer
+	mem     []byte
+	hdrBuf  *Buffer // the SENDs' headers, headerSize bytes per buffer
+	hdrs    []byte
+	msgSize int
+	depth   int
+	msgs    chan *msgSlot
+	slots   []msgSlot
 
-	mu     sync.Mutex // idle and posting
+	mu     sync.Mutex // idle, closed and posting
 	idle   []int      // buffers neither posted nor held by a Message
+	closed bool       // the QP is gone: nothing to post any more
 	posted int
 	wrs    []verbs.RecvWR
 	sges   []verbs.SGE
@@ -151,11 +190,11 @@ func (r *recvSide) init(ep *Endpoint, nbufs, depth, msgSize int) error {
 		return err
 	}
 	r.hdrs = r.hdrBuf.Bytes()
-	r.msgs = make(chan *Message, nbufs)
-	r.messages = make([]Message, nbufs)
+	r.msgs = make(chan *msgSlot, nbufs)
+	r.slots = make([]msgSlot, nbufs)
 	r.idle = make([]int, 0, nbufs)
 	for i := range nbufs {
-		r.messages[i] = Message{r: r, idx: i}
+		r.slots[i].r, r.slots[i].idx = r, i
 		r.idle = append(r.idle, nbufs-1-i)
 	}
 	r.wrs = make([]verbs.RecvWR, depth)
@@ -165,7 +204,22 @@ func (r *recvSide) init(ep *Endpoint, nbufs, depth, msgSize int) error {
 	return nil
 }
 
+// release gives the pool back once the QP is gone: the messages never
+// received are released here, and the memory returns when the
+// application released the ones it holds (Buffer.Free waits for them).
 func (r *recvSide) release() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	for {
+		select {
+		case s := <-r.msgs:
+			Message{s: s, gen: s.gen.Load()}.Release()
+			continue
+		default:
+		}
+		break
+	}
 	if r.buf != nil {
 		r.buf.Free()
 	}
@@ -185,12 +239,12 @@ func (r *recvSide) putFree(idx int) {
 func (r *recvSide) replenish() {
 	r.mu.Lock()
 	n := 0
-	for r.posted+n < r.depth && len(r.idle) > 0 {
+	for !r.closed && r.posted+n < r.depth && len(r.idle) > 0 {
 		idx := r.idle[len(r.idle)-1]
 		r.idle = r.idle[:len(r.idle)-1]
 		sgl := r.sges[recvSGEs*n : recvSGEs*n+recvSGEs : recvSGEs*n+recvSGEs]
-		sgl[0] = verbs.SGE{Addr: r.hdrBuf.Addr() + uint64(idx*headerSize), Length: headerSize, LKey: r.hdrBuf.LKey()}
-		sgl[1] = verbs.SGE{Addr: r.buf.Addr() + uint64(idx*r.msgSize), Length: uint32(r.msgSize), LKey: r.buf.LKey()}
+		sgl[0] = r.hdrBuf.Slice(idx*headerSize, headerSize).sge()
+		sgl[1] = r.buf.Slice(idx*r.msgSize, r.msgSize).sge()
 		r.wrs[n] = verbs.RecvWR{ID: qpactor.RecvWRID(idx), SGL: sgl}
 		n++
 	}
@@ -222,7 +276,7 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 	r.mu.Lock()
 	r.posted--
 	r.mu.Unlock()
-	if idx >= len(r.messages) {
+	if idx >= len(r.slots) {
 		return
 	}
 	if wc.Status != verbs.WCSuccess {
@@ -233,10 +287,10 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 		r.ep.wcFailed(wc)
 		return
 	}
-	m := &r.messages[idx]
+	m := &r.slots[idx]
 	if wc.Opcode == verbs.WCRecvRDMAWithImm {
 		m.n, m.imm, m.hasImm = 0, wc.Imm, true
-		r.msgs <- m // never blocks: the channel holds every buffer
+		r.deliver(m)
 		r.replenish()
 		return
 	}
@@ -250,7 +304,7 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 	switch kind {
 	case kindMessage:
 		m.n, m.imm, m.hasImm = int(wc.ByteLen)-headerSize, wc.Imm, wc.Flags&verbs.WCFlagWithImm != 0
-		r.msgs <- m
+		r.deliver(m)
 	case kindCredits:
 		r.putFree(idx)
 	case kindGoodbye:
@@ -264,30 +318,32 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 // Recv returns the next message, waiting until one arrives, ctx ends or the
 // endpoint is over: after the peer closed gracefully, the messages that
 // arrived before, then io.EOF; after a failure or Close, its error.
-func (ep *Endpoint) Recv(ctx context.Context) (*Message, error) {
+func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
 	select {
-	case m := <-ep.recv.msgs:
-		return m, nil
+	case s := <-ep.recv.msgs:
+		return s.message(), nil
 	default:
 	}
 	select {
-	case m := <-ep.recv.msgs:
-		return m, nil
+	case s := <-ep.recv.msgs:
+		return s.message(), nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return Message{}, ctx.Err()
 	case <-ep.over:
 		select {
-		case m := <-ep.recv.msgs:
-			return m, nil
+		case s := <-ep.recv.msgs:
+			return s.message(), nil
 		default:
 		}
 		err := ep.Err()
 		if errors.Is(err, ErrPeerClosed) {
-			return nil, io.EOF
+			return Message{}, io.EOF
 		}
-		return nil, err
+		return Message{}, err
 	}
 }
+
+func (s *msgSlot) message() Message { return Message{s: s, gen: s.gen.Load()} }
 
 // The receive side reports its re-posted receives through the actor's
 // SENDs (qpactor.CreditReporter).

@@ -29,7 +29,6 @@ type Runtime struct {
 	gid      verbs.GID
 	gidIndex uint8
 	mtu      verbs.MTU
-	arena    *verbs.Arena
 	alloc    allocator
 	pool     *callbackRunner
 	pollers  []*cqpoller.Poller
@@ -96,13 +95,7 @@ func New(opts ...Option) (rt *Runtime, err error) {
 	if rt.pd, err = rt.vctx.AllocPD(); err != nil {
 		return nil, err
 	}
-	if rt.arena, err = verbs.NewArena(cfg.arenaSize); err != nil {
-		return nil, err
-	}
-	rt.alloc.mem = rt.arena.Bytes()
-	if rt.alloc.mr, err = rt.pd.RegMR(rt.alloc.mem, verbs.AccessAllRemote); err != nil {
-		return nil, err
-	}
+	rt.alloc = allocator{pd: rt.pd, limit: cfg.memLimit, log: rt.log}
 	if rt.pool, err = newCallbackRunner(cfg.poolSize, rt.log); err != nil {
 		return nil, err
 	}
@@ -163,13 +156,32 @@ func pickGID(c verbs.Context, port verbs.PortAttr, index int) (uint8, verbs.GID,
 // Provider returns the provider the runtime runs on.
 func (rt *Runtime) Provider() verbs.Provider { return rt.prov }
 
-// Alloc returns n bytes of registered memory.
+// Alloc returns n bytes of zeroed, registered memory from the runtime's
+// arena, which grows on demand up to WithMemoryLimit. No peer can reach it
+// until it is exposed (Buffer.Expose).
 func (rt *Runtime) Alloc(n int) (*Buffer, error) {
 	if rt.isClosed() {
 		return nil, ErrClosed
 	}
 	return rt.alloc.alloc(n)
 }
+
+// Register registers memory of the application's own for the runtime's
+// operations: memory outside the Go heap, such as an mmap'd file, huge
+// pages or C memory (Go's collector may reuse heap memory while the device
+// writes into it, so it is refused, with verbs.ErrGoMemory). The memory
+// stays the application's: Free deregisters it, once no operation uses
+// it, and leaves it mapped. It must stay valid until then.
+func (rt *Runtime) Register(mem []byte) (*Buffer, error) {
+	if rt.isClosed() {
+		return nil, ErrClosed
+	}
+	return rt.alloc.register(mem)
+}
+
+// ArenaSize returns the bytes of registered memory the arena has mapped so
+// far (at most WithMemoryLimit).
+func (rt *Runtime) ArenaSize() int { return rt.alloc.mapped() }
 
 func (rt *Runtime) isClosed() bool {
 	rt.mu.Lock()
@@ -289,12 +301,12 @@ func (rt *Runtime) teardown() {
 		rt.pool.close(5 * time.Second)
 	}
 	if rt.vctx != nil {
-		rt.vctx.Close() // destroys the MR, channels and PD; ends the event watcher
+		rt.vctx.Close() // destroys the MRs, channels and PD; ends the event watcher
 		<-rt.eventsDone
 	}
-	if rt.arena != nil {
-		rt.arena.Close()
-	}
+	// The arena's memory stays mapped while a Buffer or Message reaches it
+	// (arena.go); the device no longer does.
+	rt.alloc.close()
 	if rt.ownProv != nil {
 		releaseDefaultSoft()
 		rt.ownProv = nil

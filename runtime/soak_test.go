@@ -31,12 +31,10 @@ func soakOps() int64 {
 // with success, context.Canceled or the end of its connection; and the
 // heap stays flat (HeapInuse logged every 100,000 operations).
 func TestSoakCancelAndRestart(t *testing.T) {
-	const (
-		goroutines = 64
-		epochOps   = 100_000
-	)
+	const goroutines = 64
 	total := soakOps()
-	cliRT, err := runtime.New(runtime.WithArenaSize(16 << 20))
+	epochOps := total / 10 // ten peers, under -short too
+	cliRT, err := runtime.New(runtime.WithMemoryLimit(16 << 20))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +48,13 @@ func TestSoakCancelAndRestart(t *testing.T) {
 		done   chan struct{} // the server's receive loop ended
 	}
 	start := func() *peer {
-		rt, err := runtime.New(runtime.WithArenaSize(16 << 20))
+		rt, err := runtime.New(runtime.WithMemoryLimit(16 << 20))
 		if err != nil {
 			t.Fatal(err)
 		}
 		mem := alloc(t, rt, 64*goroutines)
 		cli, srv := connectRuntimes(t, cliRT, rt)
-		p := &peer{rt: rt, ep: cli, remote: mem.RemoteRef(), done: make(chan struct{})}
+		p := &peer{rt: rt, ep: cli, remote: refOf(t, mem), done: make(chan struct{})}
 		go func() {
 			defer close(p.done)
 			for {

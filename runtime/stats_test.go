@@ -21,14 +21,14 @@ func TestStats(t *testing.T) {
 		t.Fatalf("idle pair: %+v", s0)
 	}
 	for i := range 130 {
-		if _, err := cli.Write(ctx, local.Slice(i%64*64, 64), remote.RemoteRef().At(i%64*64)).Wait(ctx); err != nil {
+		if _, err := cli.Write(ctx, local.Slice(i%64*64, 64), refOf(t, remote).At(i%64*64)).Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := cli.Read(ctx, local.Slice(0, 64), remote.RemoteRef()).Wait(ctx); err != nil {
+	if _, err := cli.Read(ctx, local.Slice(0, 64), refOf(t, remote)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.FetchAdd(ctx, remote.RemoteRef().At(512), 1).Wait(ctx); err != nil {
+	if _, err := cli.FetchAdd(ctx, refOf(t, remote).At(512), 1).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cli.Send(ctx, local.Slice(0, 9)).Wait(ctx); err != nil {
@@ -90,7 +90,7 @@ func TestStatsAsyncEvents(t *testing.T) {
 	if err := soft.InjectCQ(cli.CQ(), soft.Fault{Kind: soft.FaultCQOverrun, Count: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Write(ctx, local.Slice(0, 8), remote.RemoteRef()).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
+	if _, err := cli.Write(ctx, local.Slice(0, 8), refOf(t, remote)).Wait(ctx); !errors.Is(err, runtime.ErrCQOverrun) {
 		t.Fatalf("write: %v, want ErrCQOverrun", err)
 	}
 	s := rt.Stats()

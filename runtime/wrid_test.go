@@ -22,7 +22,7 @@ func TestActorIDsPastBit15(t *testing.T) {
 			buf := alloc(t, rt, 64)
 			copy(buf.Bytes(), "hello")
 			for _, ep := range []*runtime.Endpoint{cli, srv} {
-				if _, err := ep.Write(ctx, buf.Slice(0, 8), buf.RemoteRef().At(32)).Wait(ctx); err != nil {
+				if _, err := ep.Write(ctx, buf.Slice(0, 8), refOf(t, buf).At(32)).Wait(ctx); err != nil {
 					t.Fatalf("actor %d (from %#x): write: %v", ep.Actor().ID(), start, err)
 				}
 				if _, err := ep.Send(ctx, buf.Slice(0, 8)).Wait(ctx); err != nil {

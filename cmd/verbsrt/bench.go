@@ -426,7 +426,7 @@ func (p *benchPair) openRuntime(cfg benchConfig, dev string, maxSize int) (*vrt.
 	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
 	return vrt.New(vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
 		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(cmp.Or(cfg.spin, 200*time.Microsecond)),
-		vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithArenaSize(arena))
+		vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithMemoryLimit(arena))
 }
 
 // openEnd opens a runtime on dev and the buffer the operations use there.
@@ -438,6 +438,16 @@ func (p *benchPair) openEnd(cfg benchConfig, dev string, maxSize int) (*vrt.Runt
 	}
 	buf, err := rt.Alloc(max(maxSize, 64))
 	return rt, buf, err
+}
+
+// exposeTarget grants the client what the benchmarks do to the server's
+// buffer: READ, WRITE and atomics (revoked when the buffer is freed).
+func exposeTarget(dst *vrt.Buffer) (vrt.RemoteRef, error) {
+	exp, err := dst.Expose(vrt.RemoteRead | vrt.RemoteWrite | vrt.RemoteAtomic)
+	if err != nil {
+		return vrt.RemoteRef{}, err
+	}
+	return exp.RemoteRef(), nil
 }
 
 func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
@@ -469,7 +479,10 @@ func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
 	if p.srvRT, p.dst, err = p.openEnd(cfg, srvDev, maxSize); err != nil {
 		return nil, err
 	}
-	p.cliDev, p.srvDev, p.remote = p.cliRT.Device(), p.srvRT.Device(), p.dst.RemoteRef()
+	if p.remote, err = exposeTarget(p.dst); err != nil {
+		return nil, err
+	}
+	p.cliDev, p.srvDev = p.cliRT.Device(), p.srvRT.Device()
 	ln, err := p.srvRT.Listen("127.0.0.1:0")
 	if err != nil {
 		return nil, err

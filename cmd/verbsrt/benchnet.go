@@ -80,7 +80,7 @@ type benchWire struct {
 type benchRef struct {
 	Addr uint64 `json:"addr"`
 	RKey uint32 `json:"rkey"`
-	Len  uint32 `json:"len"`
+	Len  uint64 `json:"len"`
 }
 
 // checkNetProvider refuses the soft provider for an end whose peer is in
@@ -319,7 +319,12 @@ func (p *benchPair) serveClient(ctx context.Context, w, progress io.Writer, cfg 
 		return err
 	}
 	defer rln.Close()
-	ref := benchRef(p.dst.RemoteRef())
+	remote, err := exposeTarget(p.dst)
+	if err != nil {
+		ctl.reject(err)
+		return err
+	}
+	ref := benchRef(remote)
 	if err := ctl.send(benchMsg{Type: "accept", Listen: rln.Addr().String(), Device: p.srvDev, Remote: &ref}); err != nil {
 		return err
 	}

@@ -90,16 +90,15 @@ type regionInfo struct {
 }
 
 const (
-	infoMagic = "kv01"
-	infoLen   = 4 + 8 + 4 + 4 + 4 + 4
+	infoMagic = "kv02"
+	refLen    = 21 // runtime.RemoteRef's encoding
+	infoLen   = 4 + refLen + 4 + 4
 )
 
 // AppendBinary encodes the info, little-endian, after a magic.
 func (ri regionInfo) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, infoMagic...)
-	b = binary.LittleEndian.AppendUint64(b, ri.Ref.Addr)
-	b = binary.LittleEndian.AppendUint32(b, ri.Ref.RKey)
-	b = binary.LittleEndian.AppendUint32(b, ri.Ref.Len)
+	b, _ = ri.Ref.AppendBinary(b) // the runtime's own encoding, versioned
 	b = binary.LittleEndian.AppendUint32(b, ri.Slots)
 	b = binary.LittleEndian.AppendUint32(b, ri.SlotSize)
 	return b, nil
@@ -111,12 +110,12 @@ func (ri *regionInfo) UnmarshalBinary(b []byte) error {
 		return fmt.Errorf("region info: %d bytes, not a %q message of %d", len(b), infoMagic, infoLen)
 	}
 	b = b[4:]
-	r := regionInfo{
-		Ref: runtime.RemoteRef{Addr: binary.LittleEndian.Uint64(b), RKey: binary.LittleEndian.Uint32(b[8:]),
-			Len: binary.LittleEndian.Uint32(b[12:])},
-		Slots:    binary.LittleEndian.Uint32(b[16:]),
-		SlotSize: binary.LittleEndian.Uint32(b[20:]),
+	var r regionInfo
+	if err := r.Ref.UnmarshalBinary(b[:refLen]); err != nil {
+		return fmt.Errorf("region info: %w", err)
 	}
+	r.Slots = binary.LittleEndian.Uint32(b[refLen:])
+	r.SlotSize = binary.LittleEndian.Uint32(b[refLen+4:])
 	if err := r.validate(); err != nil {
 		return fmt.Errorf("region info: %w", err)
 	}
@@ -140,7 +139,7 @@ func (ri regionInfo) validate() error {
 
 // slot returns the reference to slot i.
 func (ri regionInfo) slot(i int) runtime.RemoteRef {
-	return runtime.RemoteRef{Addr: ri.Ref.Addr + uint64(i)*uint64(ri.SlotSize), RKey: ri.Ref.RKey, Len: ri.SlotSize}
+	return ri.Ref.Slice(i*int(ri.SlotSize), int(ri.SlotSize))
 }
 
 // store is the server's side: one registered region of slots. After init
@@ -148,6 +147,7 @@ func (ri regionInfo) slot(i int) runtime.RemoteRef {
 // memory again only in verify, once the clients are done.
 type store struct {
 	region   *runtime.Buffer
+	exp      *runtime.Exposure // the region, for the clients: reads, writes, atomics
 	slots    int
 	slotSize int
 }
@@ -157,7 +157,14 @@ func newStore(rt *runtime.Runtime, slots, slotSize int) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &store{region: region, slots: slots, slotSize: slotSize}
+	// The clients read, write and lock slots with atomics; nothing else of
+	// the server's memory is theirs to reach.
+	exp, err := region.Expose(runtime.RemoteRead | runtime.RemoteWrite | runtime.RemoteAtomic)
+	if err != nil {
+		region.Free()
+		return nil, err
+	}
+	st := &store{region: region, exp: exp, slots: slots, slotSize: slotSize}
 	for i := range slots {
 		s := st.slotBytes(i)
 		ne.PutUint64(s[offVersion:], 0)
@@ -171,7 +178,7 @@ func (st *store) slotBytes(i int) []byte {
 }
 
 func (st *store) info() regionInfo {
-	return regionInfo{Ref: st.region.RemoteRef(), Slots: uint32(st.slots), SlotSize: uint32(st.slotSize)}
+	return regionInfo{Ref: st.exp.RemoteRef(), Slots: uint32(st.slots), SlotSize: uint32(st.slotSize)}
 }
 
 // verify checks every slot once no client is running: each must be

@@ -99,6 +99,18 @@ func serve(ctx context.Context, ln net.Listener, cfg config, log io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// Each exposure grants what the workers do and no more: the blocks
+	// are read and written, the counter only takes atomics.
+	diskExp, err := disk.Expose(runtime.RemoteRead | runtime.RemoteWrite)
+	if err != nil {
+		return err
+	}
+	defer diskExp.Close()
+	counterExp, err := counter.Expose(runtime.RemoteAtomic)
+	if err != nil {
+		return err
+	}
+	defer counterExp.Close()
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -117,8 +129,8 @@ func serve(ctx context.Context, ln net.Listener, cfg config, log io.Writer) erro
 		go func() {
 			defer wg.Done()
 			c := conns[w%len(conns)]
-			blocks := disk.RemoteRef().At(w * 2 * blockSize)
-			if err := worker(wctx, rt, c, blocks, counter.RemoteRef(), time.Second*time.Duration(cfg.workers)/time.Duration(cfg.rate)); err != nil {
+			blocks := diskExp.RemoteRef().Slice(w*2*blockSize, 2*blockSize)
+			if err := worker(wctx, rt, c, blocks, counterExp.RemoteRef(), time.Second*time.Duration(cfg.workers)/time.Duration(cfg.rate)); err != nil {
 				errs <- err
 				cancel()
 			}

@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	}
 	msgSize := max(cfg.size, 4096)
 	rt, err := runtime.New(runtime.WithMessageSize(msgSize), runtime.WithRecvDepth(recvDepth),
-		runtime.WithArenaSize(arenaSize(msgSize)))
+		runtime.WithMemoryLimit(arenaSize(msgSize)))
 	if err != nil {
 		return err
 	}

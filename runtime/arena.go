@@ -1,0 +1,204 @@
+package runtime
+
+import (
+	"fmt"
+	"log/slog"
+	"math/bits"
+	goruntime "runtime"
+	"sync"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// The runtime's arena: registered memory that grows on demand, a chunk at
+// a time, up to the limit WithMemoryLimit sets. Each chunk is mapped
+// outside the Go heap and registered for local access only, so no key a
+// peer holds reaches it; remote access is granted per exposure
+// (Buffer.ExposeRange). Blocks are powers of two from 64 bytes, handed
+// out from free lists per size class over a bump pointer in the newest
+// chunk; a block larger than a chunk is a chunk of its own.
+//
+// A chunk is unmapped only once the runtime is closed and no Buffer or
+// Message that could reach it is left (runtime.AddCleanup): a slice the
+// application still holds never points into unmapped memory while its
+// Buffer or Message is reachable, and touching it after Close does not
+// fault. Its registration ends at Close: the device no longer reaches it.
+
+// chunkSize is the size of the arena's chunks.
+const chunkSize = 4 << 20
+
+// minBlock is the smallest block: 64 bytes.
+const minBlock = 64
+
+type chunk struct {
+	arena *verbs.Arena
+	mem   []byte
+	mr    verbs.MR
+}
+
+// block is a free block of a chunk.
+type block struct {
+	ch  *chunk
+	off int
+}
+
+type allocator struct {
+	pd    verbs.PD
+	limit int // bytes the chunks may map in all
+	log   *slog.Logger
+
+	mu          sync.Mutex
+	closed      bool
+	bytesMapped int
+	chunks      []*chunk
+	cur         *chunk // the chunk the bump pointer is in
+	next        int
+	freeLists   [48][]block // by class: block size minBlock << class
+}
+
+func classOf(n int) int {
+	if n <= minBlock {
+		return 0
+	}
+	return bits.Len(uint(n-1)) - 6
+}
+
+// alloc returns a zeroed buffer of n bytes.
+func (a *allocator) alloc(n int) (*Buffer, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("verbsrt: Alloc(%d): the size must be positive: %w", n, verbs.ErrInvalidArgument)
+	}
+	if n > a.limit {
+		return nil, fmt.Errorf("verbsrt: Alloc(%d): larger than the memory limit of %d bytes (WithMemoryLimit): %w", n, a.limit, ErrNoMemory)
+	}
+	c := classOf(n)
+	size := minBlock << c
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil, ErrClosed
+	}
+	var blk block
+	if l := a.freeLists[c]; len(l) > 0 {
+		blk = l[len(l)-1]
+		a.freeLists[c] = l[:len(l)-1]
+		clear(blk.ch.mem[blk.off : blk.off+n]) // a fresh block is zero already
+	} else {
+		var err error
+		if blk, err = a.bump(size); err != nil {
+			return nil, fmt.Errorf("verbsrt: Alloc(%d): %w", n, err)
+		}
+	}
+	b := &Buffer{a: a, ch: blk.ch, off: blk.off, class: c, mem: blk.ch.mem[blk.off : blk.off+n : blk.off+n],
+		addr: blk.ch.mr.Addr() + uint64(blk.off), lkey: blk.ch.mr.LKey()}
+	b.hold.Init(b.giveBack)
+	return b, nil
+}
+
+// bump carves a block of size bytes from the newest chunk, mapping a new
+// one when it has no room. Blocks are aligned to their size (up to a page),
+// so 8-byte words of a buffer are aligned for atomics.
+func (a *allocator) bump(size int) (block, error) {
+	if size >= chunkSize {
+		ch, err := a.mapChunk(size)
+		return block{ch: ch}, err
+	}
+	align := min(size, 4096)
+	off := (a.next + align - 1) &^ (align - 1)
+	if a.cur == nil || off+size > len(a.cur.mem) {
+		ch, err := a.mapChunk(chunkSize)
+		if err != nil {
+			return block{}, err
+		}
+		a.cur, off = ch, 0
+	}
+	a.next = off + size
+	return block{ch: a.cur, off: off}, nil
+}
+
+// mapChunk maps and registers a chunk of size bytes, within the limit.
+func (a *allocator) mapChunk(size int) (*chunk, error) {
+	if a.bytesMapped+size > a.limit {
+		return nil, fmt.Errorf("registered memory would exceed its limit of %d bytes (%d mapped, %d more needed; WithMemoryLimit raises it): %w",
+			a.limit, a.bytesMapped, size, ErrNoMemory)
+	}
+	ar, err := verbs.NewArena(size)
+	if err != nil {
+		return nil, err
+	}
+	mr, err := a.pd.RegMR(ar.Bytes(), verbs.AccessLocalWrite)
+	if err != nil {
+		ar.Close()
+		return nil, fmt.Errorf("registering %d bytes: %w", size, err)
+	}
+	ch := &chunk{arena: ar, mem: ar.Bytes(), mr: mr}
+	goruntime.AddCleanup(ch, func(ar *verbs.Arena) { ar.Close() }, ar)
+	a.bytesMapped += size
+	a.chunks = append(a.chunks, ch)
+	return ch, nil
+}
+
+// free returns a freed buffer's block.
+func (a *allocator) free(ch *chunk, off, class int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.closed {
+		a.freeLists[class] = append(a.freeLists[class], block{ch: ch, off: off})
+	}
+}
+
+// usable returns ErrClosed once the runtime closed.
+func (a *allocator) usable() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// deregister ends a registration of the runtime's; after Close the device
+// context ended them all.
+func (a *allocator) deregister(mr verbs.MR) error {
+	a.mu.Lock()
+	closed := a.closed
+	a.mu.Unlock()
+	if closed {
+		return nil
+	}
+	return mr.Close()
+}
+
+// register registers memory of the application's own.
+func (a *allocator) register(mem []byte) (*Buffer, error) {
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("verbsrt: Register: empty memory: %w", verbs.ErrInvalidArgument)
+	}
+	if err := a.usable(); err != nil {
+		return nil, err
+	}
+	mr, err := a.pd.RegMR(mem, verbs.AccessLocalWrite)
+	if err != nil {
+		return nil, fmt.Errorf("verbsrt: Register: %w", err)
+	}
+	b := &Buffer{a: a, mr: mr, mem: mem[:len(mem):len(mem)], addr: mr.Addr(), lkey: mr.LKey()}
+	b.hold.Init(b.giveBack)
+	return b, nil
+}
+
+// close forgets the chunks once the device context is closed (which ended
+// their registrations): each is unmapped when nothing reaches it any more.
+func (a *allocator) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	a.chunks, a.cur = nil, nil
+	a.freeLists = [48][]block{}
+}
+
+// mapped returns the bytes of registered memory the arena has mapped.
+func (a *allocator) mapped() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.bytesMapped
+}
