@@ -17,6 +17,19 @@ func WithLKey(l Local, x uint32) Local {
 // SGE returns l as the device sees it.
 func SGE(l Local) verbs.SGE { return l.sge() }
 
+// ArenaRef returns a reference to b under the key of the arena chunk it
+// lives in: what a peer would use if the arena's own registration granted
+// remote access.
+func ArenaRef(b *Buffer) RemoteRef {
+	return RemoteRef{Addr: b.addr, RKey: b.ch.mr.RKey(), Len: uint64(len(b.mem))}
+}
+
+// RecvBuffer returns ep's receive buffers.
+func RecvBuffer(ep *Endpoint) *Buffer { return ep.recv.buf }
+
+// Uses returns the uses of b's memory taken and not given back.
+func Uses(b *Buffer) int { return b.hold.Uses() }
+
 // SetNextActorID makes the runtime's next endpoint's actor take ID id+1,
 // so tests reach the IDs a long-lived runtime reaches after many
 // connections.
