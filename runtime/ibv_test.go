@@ -19,10 +19,9 @@ import (
 // with rxe0 and rxe1 on the two ends of a veth wire. Where there is no RDMA
 // device they skip.
 
-// ibvPair returns two runtimes on the ibv provider, one on the first device
-// and one on the second (the first again on a host with one), and an
-// endpoint of each connected to the other: cli on A, srv on B.
-func ibvPair(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime, cli, srv *runtime.Endpoint) {
+// ibvHosts returns two runtimes on the ibv provider, one on the first
+// device and one on the second (the first again on a host with one).
+func ibvHosts(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime) {
 	t.Helper()
 	p := ibv.New()
 	devs, err := p.Devices()
@@ -48,7 +47,14 @@ func ibvPair(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime, c
 		})
 		return rt
 	}
-	rtA, rtB = newRT(devs[0]), newRT(devB)
+	return newRT(devs[0]), newRT(devB)
+}
+
+// ibvPair returns ibvHosts' two runtimes and an endpoint of each connected
+// to the other: cli on A, srv on B.
+func ibvPair(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime, cli, srv *runtime.Endpoint) {
+	t.Helper()
+	rtA, rtB = ibvHosts(t, opts...)
 	ln, err := rtB.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +78,22 @@ func ibvPair(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime, c
 	if r.err != nil {
 		t.Fatalf("Accept: %v", r.err)
 	}
-	t.Logf("QP %#x on %s <-> QP %#x on %s", cli.QPN(), devs[0].Name(), r.ep.QPN(), devB.Name())
+	t.Logf("QP %#x on %s <-> QP %#x on %s", cli.QPN(), rtA.Device(), r.ep.QPN(), rtB.Device())
 	return rtA, rtB, cli, r.ep
+}
+
+// TestIBVExposureIsEnforcedByTheDevice is TestExposureIsEnforcedByTheDevice
+// on rxe: the device, not the runtime, refuses each access outside an
+// exposure.
+func TestIBVExposureIsEnforcedByTheDevice(t *testing.T) {
+	rtA, rtB := ibvHosts(t)
+	testExposureEnforced(t, ibvCtx(t), rtA, rtB)
+}
+
+// TestIBVRevokedKeyStopsWorking is TestRevokedKeyStopsWorking on rxe.
+func TestIBVRevokedKeyStopsWorking(t *testing.T) {
+	rtA, rtB := ibvHosts(t)
+	testRevokedKey(t, ibvCtx(t), rtA, rtB)
 }
 
 // ibvCtx bounds a test's waits: Soft-RoCE under emulation is slow.

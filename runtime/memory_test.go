@@ -54,7 +54,10 @@ func wantAll(t *testing.T, what string, b []byte, v byte) {
 // reference's length is not what stops them.
 func TestExposureIsEnforcedByTheDevice(t *testing.T) {
 	rtA, rtB := twoHosts(t)
-	ctx := ctxT(t)
+	testExposureEnforced(t, ctxT(t), rtA, rtB)
+}
+
+func testExposureEnforced(t *testing.T, ctx context.Context, rtA, rtB *runtime.Runtime) {
 	// Three neighbouring 4 KiB blocks at the server; the middle one is
 	// exposed for READ and WRITE.
 	mem := alloc(t, rtB, 3*4096)
@@ -143,7 +146,10 @@ func TestExposureIsEnforcedByTheDevice(t *testing.T) {
 // as they were.
 func TestRevokedKeyStopsWorking(t *testing.T) {
 	rtA, rtB := twoHosts(t)
-	ctx := ctxT(t)
+	testRevokedKey(t, ctxT(t), rtA, rtB)
+}
+
+func testRevokedKey(t *testing.T, ctx context.Context, rtA, rtB *runtime.Runtime) {
 	local := alloc(t, rtA, 64)
 	fill(local.Bytes(), 0x22)
 
