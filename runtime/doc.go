@@ -7,8 +7,8 @@
 //	ln, _ := rt.Listen("127.0.0.1:0")
 //	go func() { srv, _ := ln.Accept(ctx); ... }()
 //	ep, _ := rt.Dial(ctx, ln.Addr().String())
-//	buf, _ := rt.Alloc(4096)
-//	f := ep.Write(ctx, buf.Local(), peerRef) // returns once queued
+//	buf, _ := rt.Alloc(4096)                 // registered; no peer can reach it
+//	f := ep.Write(ctx, buf.Local(), peerRef) // peerRef: from the peer's Exposure; returns once queued
 //	_, err := f.Wait(ctx)                    // or <-f.Done(), or f.Then(fn)
 //
 // Underneath, every endpoint's QP is owned by a qpactor.Actor, a goroutine
@@ -93,6 +93,44 @@
 //   - Received messages wait for Recv in the endpoint's own receive
 //     buffers (2 x WithRecvDepth): while the application holds them, the
 //     peer gets no credits back and its sends wait.
+//
+// # Memory
+//
+// Who owns registered memory, and when:
+//
+//   - Alloc returns zeroed memory from the runtime's arena, registered for
+//     local access only; Register registers memory of the application's
+//     own (not Go-heap memory). Either way the application owns the
+//     Buffer, and reads and writes its Bytes, until Free.
+//   - A peer reaches nothing until the application exposes it:
+//     Buffer.ExposeRange grants the rights it names (RemoteRead,
+//     RemoteWrite, RemoteAtomic) over the bytes it names, under a key of
+//     their own (one memory region each). The device refuses every other
+//     access with that key, and every access with any other key of the
+//     runtime: receive buffers, actor scratch, other exposures. Send the
+//     RemoteRef as bytes (MarshalBinary). Exposure.Close revokes the key
+//     at once, and Free revokes every exposure of the buffer before its
+//     memory can be reused.
+//   - An operation owns the memory it was given, from the call until its
+//     future resolves: after its completion or flush, or at once if it
+//     never reached the device (refused, cancelled while queued). Giving
+//     up on Wait does not end it. Free while operations own a buffer
+//     defers the release until the last one is done; the memory is never
+//     handed out again under them. An operation given memory already
+//     freed fails with ErrFreed.
+//   - A received Message owns its receive buffer until Release, also after
+//     its endpoint or runtime closed; Release gives it back once.
+//   - After Free (or Release), Bytes and the other accessors panic with an
+//     error matching ErrFreed, which recover can catch. A slice taken from
+//     Bytes is the application's responsibility: it must not be used after
+//     Free.
+//   - Runtime.Close ends every registration (no device reaches the memory
+//     any more), but keeps the arena mapped while a Buffer or Message that
+//     reaches it is reachable, so a slice of it never faults, even in a
+//     Then callback still running; the memory is unmapped once nothing
+//     reaches it. Operations then fail with ErrClosed.
+//   - The arena grows 4 MiB at a time up to WithMemoryLimit; past it,
+//     Alloc, Dial and Accept fail with ErrNoMemory naming the option.
 //
 // # Wire format
 //
