@@ -28,7 +28,8 @@ type Buffer struct {
 	off   int        // the block's offset in ch
 	class int        // the block's size class
 	mr    verbs.MR   // Register's own registration (nil for arena blocks)
-	mu    sync.Mutex // exposures
+	mu    sync.Mutex // freed and exps
+	freed bool       // Free began: no exposure may be added
 	exps  map[*Exposure]struct{}
 }
 
@@ -106,6 +107,13 @@ func (b *Buffer) ExposeRange(off, n int, rights Rights) (*Exposure, error) {
 	}
 	e := &Exposure{b: b, mr: mr, rights: rights}
 	b.mu.Lock()
+	if b.freed {
+		// Free ran while the key was being made, and revoked what it
+		// found: this one must not outlive it.
+		b.mu.Unlock()
+		e.revoke()
+		return nil, fmt.Errorf("verbsrt: expose %v: %w", b, ErrFreed)
+	}
 	if b.exps == nil {
 		b.exps = make(map[*Exposure]struct{})
 	}
@@ -121,10 +129,12 @@ func (b *Buffer) ExposeRange(off, n int, rights Rights) (*Exposure, error) {
 // waiter gave up. Using the buffer after Free panics, and operations
 // given a part of it fail with ErrFreed. Freeing twice is a no-op.
 func (b *Buffer) Free() {
-	if b.hold.Closed() {
+	b.mu.Lock()
+	if b.freed {
+		b.mu.Unlock()
 		return
 	}
-	b.mu.Lock()
+	b.freed = true
 	exps := b.exps
 	b.exps = nil
 	b.mu.Unlock()

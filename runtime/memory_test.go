@@ -748,3 +748,34 @@ func mapped(t *testing.T, addr uint64) bool {
 	}
 	return false
 }
+
+// TestExposeRacingFree: an exposure made while its buffer is being freed
+// either fails with ErrFreed or is revoked with the others: after Free no
+// key of the buffer works.
+func TestExposeRacingFree(t *testing.T) {
+	rtA, rtB := twoHosts(t)
+	ctx := ctxT(t)
+	local := alloc(t, rtA, 8)
+	for i := range 50 {
+		buf := alloc(t, rtB, 64)
+		made := make(chan *runtime.Exposure, 1)
+		go func() {
+			e, err := buf.Expose(runtime.RemoteWrite)
+			if err != nil && !errors.Is(err, runtime.ErrFreed) {
+				t.Errorf("Expose racing Free: %v", err)
+			}
+			made <- e
+		}()
+		if i%2 == 0 {
+			goruntime.Gosched()
+		}
+		buf.Free()
+		e := <-made
+		if e == nil {
+			continue
+		}
+		cli, _ := connectRuntimes(t, rtA, rtB)
+		_, err := cli.Write(ctx, local.Local(), e.RemoteRef().Slice(0, 8)).Wait(ctx)
+		wantRemoteAccessError(t, "WRITE with the key of an exposure made while its buffer was freed", err)
+	}
+}
