@@ -34,17 +34,18 @@ func (p *pd) ptr() (*C.struct_ibv_pd, error) {
 
 func (p *pd) Context() verbs.Context { return p.ctx }
 
-// RegMR registers buf (ibv_reg_mr). buf must not be memory the Go collector
-// owns (use verbs.Arena): the device reads and writes it after RegMR returns,
-// and libibverbs keeps its address. An empty buf is ErrInvalidArgument, as
-// on every provider (the kernel's answer would vary by driver).
+// RegMR registers buf (ibv_reg_mr). Go memory is refused with
+// verbs.ErrGoMemory (verbs.CheckRegistrable): the device reads and writes
+// buf after RegMR returns, and libibverbs keeps its address, which the
+// kernel would pin and accept. An empty buf is ErrInvalidArgument, as on
+// every provider (the kernel's answer would vary by driver).
 func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	c, err := p.ptr()
 	if err != nil {
 		return nil, err
 	}
-	if len(buf) == 0 {
-		return nil, verbs.NewError("ibv_reg_mr", verbs.ErrInvalidArgument, "empty buffer")
+	if err := verbs.CheckRegistrable(buf); err != nil {
+		return nil, err
 	}
 	m, errno := C.vrt_reg_mr(c, unsafe.Pointer(&buf[0]), C.size_t(len(buf)), C.int(access))
 	if m == nil {

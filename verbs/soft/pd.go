@@ -38,13 +38,14 @@ func (p *pd) Close() error {
 	return nil
 }
 
-// RegMR registers buf. The soft device reaches it through the slice, so any
-// memory works, but only memory outside the Go heap (verbs.Arena) has
-// the lifetime real devices need.
+// RegMR registers buf. The soft device reaches it through the slice, so it
+// could work with any memory; it refuses Go memory all the same
+// (verbs.CheckRegistrable), as the ibv provider does, so that what runs
+// here runs on a device.
 func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	const op = "ibv_reg_mr"
-	if len(buf) == 0 {
-		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "empty buffer")
+	if err := verbs.CheckRegistrable(buf); err != nil {
+		return nil, err
 	}
 	// The IB spec: remote write or atomic access needs local write.
 	if access&(verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0 && access&verbs.AccessLocalWrite == 0 {

@@ -90,6 +90,7 @@ var allCases = []testCase{
 	{"Device/Query", testDeviceQuery},
 	{"Device/CapsGranted", testDeviceCapsGranted}, // 8a, 10a, 11a (rounding)
 	{"Device/MRRegistration", testDeviceMRRegistration},
+	{"Device/RegMRRefusesGoMemory", testDeviceRegMRRefusesGoMemory},
 
 	{"QPState/PostSendBeforeRTS", testQPStatePostSendBeforeRTS}, // 1a, 1b, 1c
 	{"QPState/PostRecvResetAndInit", testQPStatePostRecv},       // 1a, 1b
