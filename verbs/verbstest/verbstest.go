@@ -167,6 +167,8 @@ var allCases = []testCase{
 	{"UD/NoRecvDropped", testUDNoRecv},        // 13d
 	{"UD/RecvTooShort", testUDRecvTooShort},   // 13e
 	{"UD/NoAH", testUDNoAH},
+	{"UD/ClosedAH", testUDClosedAH},
+	{"UD/CloseAHWhilePosting", testUDCloseAHWhilePosting},
 
 	{"UC/Write", testUCWrite}, // 14a
 	{"UC/WriteWithImm", testUCWriteWithImm},
