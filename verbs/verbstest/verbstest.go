@@ -129,6 +129,24 @@ var allCases = []testCase{
 	{"RC/RecvTooShort", testRCRecvTooShort},   // 7
 	{"RC/RetryExceeded", testRCRetryExceeded}, // 6e (status), 9a (set-up)
 
+	// Remote access enforced by the device, on an MR over part of an arena.
+	{"Access/InsideGrantedRange", testAccessInside},
+	{"Access/WritePastEnd", testAccessPastEnd(opWrite)},           // 3c
+	{"Access/ReadPastEnd", testAccessPastEnd(opRead)},             // 3c
+	{"Access/AtomicPastEnd", testAccessPastEnd(opAtomic)},         // 3c
+	{"Access/WriteBeforeStart", testAccessBeforeStart(opWrite)},   // 3d
+	{"Access/ReadBeforeStart", testAccessBeforeStart(opRead)},     // 3d
+	{"Access/AtomicBeforeStart", testAccessBeforeStart(opAtomic)}, // 3d
+	{"Access/WriteNotGranted", testAccessNotGranted(opWrite)},     // 2
+	{"Access/ReadNotGranted", testAccessNotGranted(opRead)},       // 4
+	{"Access/AtomicNotGranted", testAccessNotGranted(opAtomic)},   // 5c
+	{"Access/LocalWriteOnlyWrite", testAccessLocalWriteOnly(opWrite)},
+	{"Access/LocalWriteOnlyRead", testAccessLocalWriteOnly(opRead)},
+	{"Access/LocalWriteOnlyAtomic", testAccessLocalWriteOnly(opAtomic)},
+	{"Access/DeregisteredWrite", testAccessDeregistered(opWrite)},
+	{"Access/DeregisteredRead", testAccessDeregistered(opRead)},
+	{"Access/DeregisteredAtomic", testAccessDeregistered(opAtomic)},
+
 	{"RNR/RetryZero", testRNRRetryZero},                   // 6a
 	{"RNR/RetryOne", testRNRRetryOne},                     // 6b
 	{"RNR/MinRNRTimerHonored", testRNRTimerHonored},       // 6c, 6d
