@@ -32,7 +32,9 @@
 // The device reads and writes registered memory after the posting call has
 // returned, so it must not live in memory the Go collector owns. Arena is an
 // mmap'd region outside the Go heap for that purpose; PD.RegMR registers a
-// slice of it.
+// slice of it. Every provider's RegMR refuses Go memory (the heap and
+// package-level variables) with ErrGoMemory, which CheckRegistrable tells
+// beforehand.
 //
 // # Extensions
 //

@@ -26,6 +26,12 @@ var (
 	// ErrNoMemory is returned when a queue is full or a resource is
 	// exhausted (ENOMEM), e.g. posting to a send queue with no free slot.
 	ErrNoMemory = errors.New("out of resources")
+	// ErrGoMemory is returned by PD.RegMR on every provider, and by
+	// CheckRegistrable, for memory the Go runtime owns: the heap (make,
+	// new, append) or a package-level variable. A device may write such
+	// memory after the collector has freed and reused it. It matches
+	// ErrInvalidArgument (and EINVAL) as well.
+	ErrGoMemory error = &subError{msg: "memory owned by the Go runtime", parent: ErrInvalidArgument}
 	// ErrClosed is returned when an object, or the context it belongs to,
 	// has been closed.
 	ErrClosed = errors.New("closed")
@@ -75,6 +81,16 @@ var (
 	// message did not fit the posted receive buffer.
 	ErrLocalLength = errors.New("local length error")
 )
+
+// subError is a sentinel that is a kind of another: errors.Is matches it
+// and its parent.
+type subError struct {
+	msg    string
+	parent error
+}
+
+func (e *subError) Error() string { return e.msg }
+func (e *subError) Unwrap() error { return e.parent }
 
 // statusSentinel maps a WC status to the sentinel a *WCError matches besides
 // ErrQPError.
@@ -204,7 +220,7 @@ func FromErrno(op string, errno syscall.Errno, detail string) *Error {
 
 func errnoOf(sentinel error) syscall.Errno {
 	switch sentinel {
-	case ErrInvalidArgument, ErrInvalidWR, ErrQPState:
+	case ErrInvalidArgument, ErrInvalidWR, ErrQPState, ErrGoMemory:
 		return syscall.EINVAL
 	case ErrNoMemory:
 		return syscall.ENOMEM

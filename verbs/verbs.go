@@ -53,8 +53,9 @@ type Context interface {
 type PD interface {
 	Context() Context
 	// RegMR registers buf for the access given. buf must stay valid until
-	// the MR is closed and should not be memory the Go collector owns
-	// (see Arena): the device accesses it after calls return.
+	// the MR is closed, and memory the Go runtime owns is refused with
+	// ErrGoMemory (see CheckRegistrable and Arena): the device accesses
+	// it after calls return.
 	RegMR(buf []byte, access Access) (MR, error)
 	CreateQP(spec QPSpec) (QP, error)
 	CreateAH(attr AHAttr) (AH, error)

@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -34,17 +35,18 @@ func (p *pd) ptr() (*C.struct_ibv_pd, error) {
 
 func (p *pd) Context() verbs.Context { return p.ctx }
 
-// RegMR registers buf (ibv_reg_mr). buf must not be memory the Go collector
-// owns (use verbs.Arena): the device reads and writes it after RegMR returns,
-// and libibverbs keeps its address. An empty buf is ErrInvalidArgument, as
-// on every provider (the kernel's answer would vary by driver).
+// RegMR registers buf (ibv_reg_mr). Go memory is refused with
+// verbs.ErrGoMemory (verbs.CheckRegistrable): the device reads and writes
+// buf after RegMR returns, and libibverbs keeps its address, which the
+// kernel would pin and accept. An empty buf is ErrInvalidArgument, as on
+// every provider (the kernel's answer would vary by driver).
 func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	c, err := p.ptr()
 	if err != nil {
 		return nil, err
 	}
-	if len(buf) == 0 {
-		return nil, verbs.NewError("ibv_reg_mr", verbs.ErrInvalidArgument, "empty buffer")
+	if err := verbs.CheckRegistrable(buf); err != nil {
+		return nil, err
 	}
 	m, errno := C.vrt_reg_mr(c, unsafe.Pointer(&buf[0]), C.size_t(len(buf)), C.int(access))
 	if m == nil {
@@ -71,7 +73,7 @@ func (p *pd) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
 	if h == nil {
 		return nil, verbs.FromErrno("ibv_create_ah", errnoOf(errno, syscall.EINVAL), "")
 	}
-	r := &ah{pd: p, c: h}
+	r := &ah{pd: p, c: h, idle: make(chan struct{})}
 	if err := p.ctx.track(kindAH, r); err != nil {
 		C.vrt_destroy_ah(h)
 		return nil, err
@@ -132,27 +134,71 @@ func (m *mr) destroy() error {
 }
 
 // ah is an address handle (struct ibv_ah). Safe for concurrent use.
+//
+// libibverbs providers read the AH while ibv_post_send writes a WR naming
+// it into the send queue, so the C object must outlive every post that
+// names it: a concurrent Close used to free it between fill and the post. A post holds a use of the
+// AH from before it writes the WR until ibv_post_send returns; Close marks
+// the AH closing, which makes later posts fail, waits for the uses in
+// flight to end (each lasts one C call) and only then destroys it.
+//
+//	uses: | count of posts in flight (bits 63..1) | closing (bit 0) |
+//
+// What becomes of WRs already posted when the AH is destroyed is the
+// device's business (the conformance suite accepts an error completion for
+// them).
 type ah struct {
-	pd *pd
-	mu sync.Mutex
-	c  *C.struct_ibv_ah
+	pd   *pd
+	c    *C.struct_ibv_ah // set at creation, nil once destroyed
+	uses atomic.Int64
+	// idle is closed by the release that ends the last use once closing
+	// is set: Close waits on it.
+	idle chan struct{}
+	mu   sync.Mutex // serializes destroy
 }
 
-// ptr returns the C object, or nil once closed.
-func (a *ah) ptr() *C.struct_ibv_ah {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.c
+const ahClosing = 1
+
+// acquire takes a use of the AH for a post, or returns false once Close
+// has begun.
+func (a *ah) acquire() bool {
+	for {
+		v := a.uses.Load()
+		if v&ahClosing != 0 {
+			return false
+		}
+		if a.uses.CompareAndSwap(v, v+2) {
+			return true
+		}
+	}
+}
+
+// release ends a use taken by acquire.
+func (a *ah) release() {
+	if a.uses.Add(-2) == ahClosing {
+		close(a.idle)
+	}
+}
+
+// shut sets closing and waits until no post uses the AH.
+func (a *ah) shut() {
+	if old := a.uses.Or(ahClosing); old&ahClosing == 0 && old != 0 {
+		<-a.idle
+	}
 }
 
 func (a *ah) Close() error { return a.pd.ctx.closeObj(kindAH, a) }
 
+// destroy marks the AH closing, waits for the posts that use it (bounded by
+// one ibv_post_send each) and destroys it. A destroy that failed leaves the
+// AH closing, with no use in flight, for a later Close to retry.
 func (a *ah) destroy() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.c == nil {
 		return nil
 	}
+	a.shut()
 	if rc := C.vrt_destroy_ah(a.c); rc != 0 {
 		return verbs.FromErrno("ibv_destroy_ah", syscall.Errno(rc), "")
 	}

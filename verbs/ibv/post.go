@@ -70,6 +70,11 @@ type sendQueue struct {
 	bad       *C.int
 	maxSGE    int
 	maxInline int
+	// held[i] is the AH whose use slot i's WR holds until the chunk's
+	// ibv_post_send returns (nil: none, or the same AH as the WR before,
+	// whose use covers it); last is the latest AH acquired in the chunk.
+	held []*ah
+	last *ah
 }
 
 func newSendQueue(n, maxSGE, maxInline int) (*sendQueue, error) {
@@ -81,7 +86,7 @@ func newSendQueue(n, maxSGE, maxInline int) (*sendQueue, error) {
 	if mem == nil {
 		return nil, verbs.FromErrno("ibv_post_send", syscall.ENOMEM, "send arrays")
 	}
-	s := &sendQueue{mem: mem, maxSGE: maxSGE, maxInline: maxInline}
+	s := &sendQueue{mem: mem, maxSGE: maxSGE, maxInline: maxInline, held: make([]*ah, n)}
 	s.wrs = unsafe.Slice((*C.struct_ibv_send_wr)(mem), n)
 	s.sges = unsafe.Slice((*C.struct_ibv_sge)(unsafe.Add(mem, wrBytes)), n*maxSGE)
 	if maxInline > 0 {
@@ -97,7 +102,8 @@ func (s *sendQueue) free() {
 }
 
 // fill writes wr into slot i of the arrays. It fails only for an address
-// handle this provider did not create, or one already closed.
+// handle this provider did not create, or one closed (or closing). For a UD
+// WR it takes a use of the AH, which release ends after the post.
 func (s *sendQueue) fill(i int, wr *verbs.SendWR, index int, t verbs.QPType) error {
 	w := &s.wrs[i]
 	w.wr_id = C.uint64_t(wr.ID)
@@ -129,19 +135,37 @@ func (s *sendQueue) fill(i int, wr *verbs.SendWR, index int, t verbs.QPType) err
 	switch t {
 	case verbs.QPTypeUD:
 		a, _ := wr.UD.AH.(*ah)
-		var c *C.struct_ibv_ah
-		if a != nil {
-			c = a.ptr()
-		}
-		if c == nil {
+		if a == nil {
 			return &verbs.WRError{Index: index, WRID: wr.ID, Err: verbs.ErrInvalidWR,
-				Rule: "the address handle is closed or not of the ibv provider"}
+				Rule: "the address handle is not of the ibv provider"}
 		}
-		*(*wrUD)(unsafe.Pointer(&w.wr)) = wrUD{ah: c, remoteQPN: wr.UD.RemoteQPN, remoteQKey: wr.UD.RemoteQKey}
+		if a != s.last {
+			if !a.acquire() {
+				return &verbs.WRError{Index: index, WRID: wr.ID, Err: verbs.ErrInvalidWR,
+					Rule: "the address handle is closed"}
+			}
+			s.held[i], s.last = a, a
+		}
+		*(*wrUD)(unsafe.Pointer(&w.wr)) = wrUD{ah: a.c, remoteQPN: wr.UD.RemoteQPN, remoteQKey: wr.UD.RemoteQKey}
 	case verbs.QPTypeXRCSend:
 		*(*uint32)(unsafe.Pointer(&w.qp_type)) = wr.RemoteSRQN
 	}
 	return nil
+}
+
+// release ends the uses of AHs that the first n slots took: their WRs have
+// been handed to ibv_post_send, or were never posted.
+func (s *sendQueue) release(n int) {
+	if s.last == nil {
+		return
+	}
+	for i, a := range s.held[:n] {
+		if a != nil {
+			a.release()
+			s.held[i] = nil
+		}
+	}
+	s.last = nil
 }
 
 // postError maps a failed ibv_post_send or ibv_post_recv to the verbs

@@ -214,6 +214,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 			q.postCalls.Add(1)
 			q.postedWRs.Add(uint64(n))
 			rc := C.vrt_post_send(q.c, &s.wrs[0], C.int(n), s.scratch, C.int(s.maxInline), s.bad)
+			s.release(n)
 			if rc != 0 {
 				bad := int(*s.bad)
 				q.postedWRs.Add(-uint64(n - max(bad, 0))) // bad_wr and those after it were not posted

@@ -18,7 +18,10 @@
 // the limit event; XRC (XRCD, XRC SRQs with numbers, XRC_SEND and XRC_RECV
 // QPs); RNR NAK retried per rnr_retry (7 = forever) after the responder's
 // min_rnr_timer; transport retries per retry_cnt after the ACK timeout;
-// remote access errors (REM_ACCESS_ERR, both QPs to ERR); bad local keys
+// remote access errors (REM_ACCESS_ERR, both QPs to ERR) for a bad or
+// deregistered rkey, a right the MR does not grant, or a range crossing
+// either end of the MR by a byte; rkey 0 for an MR with no remote right, as
+// on rxe; Go memory refused by RegMR (verbs.ErrGoMemory); bad local keys
 // (LOC_PROT_ERR); selective signaling with unsignaled WRs holding their SQ
 // slots until a later signaled (or failed) completion, as mlx5 does; CQ
 // overrun (the completion is lost and IBV_EVENT_CQ_ERR raised, as rxe does);

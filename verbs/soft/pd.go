@@ -38,13 +38,14 @@ func (p *pd) Close() error {
 	return nil
 }
 
-// RegMR registers buf. The soft device reaches it through the slice, so any
-// memory works, but only memory outside the Go heap (verbs.Arena) has
-// the lifetime real devices need.
+// RegMR registers buf. The soft device reaches it through the slice, so it
+// could work with any memory; it refuses Go memory all the same
+// (verbs.CheckRegistrable), as the ibv provider does, so that what runs
+// here runs on a device.
 func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	const op = "ibv_reg_mr"
-	if len(buf) == 0 {
-		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "empty buffer")
+	if err := verbs.CheckRegistrable(buf); err != nil {
+		return nil, err
 	}
 	// The IB spec: remote write or atomic access needs local write.
 	if access&(verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0 && access&verbs.AccessLocalWrite == 0 {
@@ -116,7 +117,6 @@ func (m *mr) rank() int            { return rankMR }
 func (m *mr) Addr() uint64         { return m.addr }
 func (m *mr) Len() int             { return len(m.buf) }
 func (m *mr) LKey() uint32         { return m.key }
-func (m *mr) RKey() uint32         { return m.key }
 func (m *mr) Access() verbs.Access { return m.access }
 func (m *mr) Bytes() []byte        { return m.buf }
 func (m *mr) destroy()             { m.pd.ctx.dev.mrs.del(m.key); m.closed.Store(true) }
@@ -131,6 +131,20 @@ func (m *mr) Close() error {
 	}
 	return nil
 }
+
+// RKey is the MR's key, or 0 when the MR grants no remote access: rxe
+// gives such an MR rkey 0 (measured through the conformance suite), and a
+// program that hands one to a peer should fail here as it does there. The
+// key itself stays refused by remoteMR whatever a peer sends.
+func (m *mr) RKey() uint32 {
+	if m.access&remoteAccess == 0 {
+		return 0
+	}
+	return m.key
+}
+
+// remoteAccess is the kernel's IB_ACCESS_REMOTE.
+const remoteAccess = verbs.AccessRemoteRead | verbs.AccessRemoteWrite | verbs.AccessRemoteAtomic
 
 // slice returns the registered bytes [addr, addr+n), or nil when the range
 // is not inside the MR. n == 0 yields an empty, non-nil slice.

@@ -258,6 +258,12 @@ func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 			return i, &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR,
 				Rule: "the address handle is not one of this device's"}
 		}
+		if q.typ == verbs.QPTypeUD && w.ah.closed.Load() {
+			// As on the ibv provider; the engine would still find the
+			// address in w.ah, but a device would not.
+			return i, &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR,
+				Rule: "the address handle is closed"}
+		}
 		w.length = wr.Length()
 		w.started = false
 		w.sgl = append(w.sgl[:0], wr.SGL...)

@@ -47,3 +47,28 @@ func TestSmokeRCWriteSendRead(t *testing.T) {
 		t.Fatalf("read back %q", got)
 	}
 }
+
+// An MR without a remote right has rkey 0, as on rxe; one with any has
+// its lkey for rkey.
+func TestRKeyOnlyWithRemoteAccess(t *testing.T) {
+	a, _ := newPair(t, pairOpts{})
+	for _, tc := range []struct {
+		access verbs.Access
+		remote bool
+	}{
+		{verbs.AccessLocalWrite, false},
+		{0, false},
+		{verbs.AccessRemoteRead, true},
+		{verbs.AccessLocalWrite | verbs.AccessRemoteWrite, true},
+		{verbs.AccessLocalWrite | verbs.AccessRemoteAtomic, true},
+	} {
+		mr, err := a.pd.RegMR(a.mr.Bytes()[:64], tc.access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.remote && mr.RKey() != mr.LKey() || !tc.remote && mr.RKey() != 0 {
+			t.Errorf("MR with %v: lkey %#x rkey %#x", tc.access, mr.LKey(), mr.RKey())
+		}
+		mr.Close()
+	}
+}

@@ -2,6 +2,7 @@ package verbstest
 
 import (
 	"errors"
+	"runtime"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -139,6 +140,34 @@ func testDeviceMRRegistration(t *testing.T, s *suite) {
 			t.Errorf("RegMR(%v) without LOCAL_WRITE: %v, want verbs.ErrInvalidArgument (EINVAL)", acc, err)
 		}
 	}
+}
+
+// goGlobal is Go memory outside the heap: a package-level array.
+var goGlobal [4096]byte
+
+// Device/RegMRRefusesGoMemory: memory the Go runtime owns, from the heap
+// or a package-level variable, is refused with verbs.ErrGoMemory (and
+// ErrInvalidArgument, EINVAL) on every provider, whatever the access; the
+// kernel would pin it and accept it.
+func testDeviceRegMRRefusesGoMemory(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	heap := make([]byte, 4096)
+	for _, tc := range []struct {
+		what string
+		buf  []byte
+	}{{"make([]byte, 4096)", heap}, {"a package-level [4096]byte", goGlobal[:]}} {
+		for _, acc := range []verbs.Access{verbs.AccessLocalWrite, verbs.AccessAllRemote, 0} {
+			mr, err := e.a.pd.RegMR(tc.buf, acc)
+			if err == nil {
+				mr.Close()
+				t.Errorf("RegMR(%s, %v) succeeded, want verbs.ErrGoMemory", tc.what, acc)
+			} else if !errors.Is(err, verbs.ErrGoMemory) || !errors.Is(err, verbs.ErrInvalidArgument) ||
+				!errors.Is(err, syscall.EINVAL) {
+				t.Errorf("RegMR(%s, %v): %v, want verbs.ErrGoMemory (ErrInvalidArgument, EINVAL)", tc.what, acc, err)
+			}
+		}
+	}
+	runtime.KeepAlive(heap)
 }
 
 // QPState/PostSendBeforeRTS (SEMANTICS.md 1a-1c): a send posted in RESET,

@@ -242,27 +242,12 @@ func testRCCmpSwpMiss(t *testing.T, s *suite) {
 // remoteErrCase posts wr (ID 20, signaled) from A to a B region of 4096
 // bytes registered with access and expects REM_ACCESS_ERR: both QPs go to
 // ERR, B's posted receive is flushed (SEMANTICS.md 2), B's memory and A's
-// are unchanged. mk builds the WR from A's and B's regions.
+// are unchanged (accessErrCase). mk builds the WR from A's and B's regions.
 func remoteErrCase(t *testing.T, s *suite, access verbs.Access, mk func(la, rb *mem) verbs.SendWR) {
-	e := s.newEnv(t)
-	a, b := e.rcPair()
-	la := e.a.newMem(4096, verbs.AccessLocalWrite)
-	rb := e.b.newMem(4096, access)
-	rq := e.b.newMem(64, verbs.AccessLocalWrite)
-	copy(la.buf, pattern(4096, 20))
-	before := append([]byte(nil), la.all...)
-	b.recv(rq.recvWR(0x300, 0, 64))
-	wr := mk(la, rb)
-	wr.ID, wr.Flags = 20, wr.Flags|verbs.SendSignaled
-	a.post(wr)
-	wantErrWC(t, e.waitWC(a.cq, "A's "+wr.Opcode.String()), 20, a.qp.QPN(), verbs.WCRemAccessErr)
-	// The responder that NAKed goes to ERR too, flushing its receive.
-	wantFlushed(t, e.waitWC(b.cq, "B's RECV"), 0x300, b.qp.QPN())
-	e.waitState(a, verbs.QPStateErr)
-	e.waitState(b, verbs.QPStateErr)
-	rb.wantOnly(t, "B's memory (nothing may be written, not even in part)", 0, nil)
-	wantBytes(t, "A's memory", la.all, before)
-	rq.wantOnly(t, "B's receive buffer", 0, nil)
+	accessErrCase(t, s, func(e *env, _ *endpoint, la *mem) (*mem, verbs.SendWR) {
+		rb := e.b.newMem(4096, access)
+		return rb, mk(la, rb)
+	})
 }
 
 // RC/WriteNoRemoteWrite (SEMANTICS.md 2).

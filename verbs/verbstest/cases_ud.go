@@ -1,7 +1,12 @@
 package verbstest
 
 import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -149,4 +154,127 @@ func testUDNoAH(t *testing.T, s *suite) {
 	wantUDRecv(t, e.waitWC(b.cq, "B's RECV"), 0xd05, b, a, 16)
 	e.noWC(a.cq, quiet, "A after the refused WRs")
 	e.emptyNow(b.cq, "B's CQ")
+}
+
+// UD/ClosedAH: a UD send naming a closed address handle is refused at post
+// with a *WRError, and the WRs before it in the list are posted.
+func testUDClosedAH(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	a, b, ah := e.udPair()
+	gone, err := e.a.pd.CreateAH(e.a.av(e.b))
+	if err != nil {
+		t.Fatalf("A: CreateAH: %v", err)
+	}
+	if err := gone.Close(); err != nil {
+		t.Fatalf("A: AH.Close: %v", err)
+	}
+	la := e.a.newMem(64, verbs.AccessLocalWrite)
+	rq := e.b.newMem(256, verbs.AccessLocalWrite)
+	b.recv(rq.recvWR(0xd07, 0, 128))
+	n, err := a.qp.PostSend([]verbs.SendWR{udSend(152, la, 0, 16, ah, b), udSend(153, la, 0, 16, gone, b)})
+	wantWRError(t, "UD SEND with a closed AH in a list", n, err, 1, 153)
+	wantOK(t, e.waitWC(a.cq, "A's UD SEND"), 152, verbs.WCSend, a.qp.QPN())
+	wantUDRecv(t, e.waitWC(b.cq, "B's RECV"), 0xd07, b, a, 16)
+	e.noWC(a.cq, quiet, "A after the refused WR")
+}
+
+// UD/CloseAHWhilePosting: an address handle closed while another goroutine
+// posts UD SENDs naming it, in lists of 4 (run the suite with -race). The
+// ibv provider hands the AH to libibverbs, which reads it during
+// ibv_post_send, so Close must wait for the posts in flight; a post that
+// begins after Close has returned is refused with a *WRError. Every WR
+// that was posted completes once: SUCCESS, or, since what a device does
+// with posted WRs whose AH is destroyed is not specified, LOC_QP_OP_ERR
+// and the flush of the WRs after it.
+func testUDCloseAHWhilePosting(t *testing.T, s *suite) {
+	e := s.newEnv(t)
+	a, b, _ := e.udPair()
+	ah, err := e.a.pd.CreateAH(e.a.av(e.b))
+	if err != nil {
+		t.Fatalf("A: CreateAH: %v", err)
+	}
+	own(t, "A's second AH", ah)
+	la := e.a.newMem(64, verbs.AccessLocalWrite)
+	const batch, before = 4, 50 // WRs per post; posts before the Close
+	room := min(a.caps().MaxSendWR, a.cq.CQE()) - batch
+
+	type result struct {
+		posted, completed int // WRs posted, completions polled
+		wcs               []verbs.WC
+		n                 int   // what the last post returned
+		err               error // its error, or why the poster stopped
+		lateOK            bool  // a post that began after Close returned succeeded
+	}
+	var closed atomic.Bool // Close has returned
+	var posts atomic.Int64
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		wrs := make([]verbs.SendWR, batch)
+		buf := make([]verbs.WC, 64)
+		deadline := time.Now().Add(e.cfg.Timeout)
+		for {
+			for r.posted-r.completed > room { // keep the queue and the CQ from filling
+				k, err := a.cq.Poll(buf)
+				if err != nil || time.Now().After(deadline) {
+					r.err = fmt.Errorf("reaping completions: %d, %v", k, err)
+					done <- r
+					return
+				}
+				r.wcs = append(r.wcs, buf[:k]...)
+				r.completed += k
+				runtime.Gosched()
+			}
+			after := closed.Load()
+			for i := range wrs {
+				wrs[i] = udSend(uint64(r.posted+i), la, 0, 16, ah, b)
+			}
+			r.n, r.err = a.qp.PostSend(wrs)
+			r.posted += r.n
+			if r.err != nil || after {
+				r.lateOK = after && r.err == nil
+				done <- r
+				return
+			}
+			posts.Add(1)
+		}
+	}()
+	var bo backoff
+	for deadline := time.Now().Add(e.cfg.Timeout); posts.Load() < before; bo.wait() {
+		if time.Now().After(deadline) {
+			break // the poster stopped early or is slow: Close anyway, the result says which
+		}
+	}
+	if err := ah.Close(); err != nil {
+		t.Errorf("AH.Close while posting: %v", err)
+	}
+	closed.Store(true)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(e.cfg.Timeout):
+		t.Fatalf("the poster did not stop within %v of the AH's Close", e.cfg.Timeout)
+	}
+	if r.lateOK {
+		t.Errorf("a post that began after AH.Close returned was accepted (%d WRs)", r.n)
+	}
+	var we *verbs.WRError
+	if !errors.As(r.err, &we) || we.Index != r.n || !errors.Is(r.err, verbs.ErrInvalidWR) {
+		t.Errorf("the post that met the closed AH: posted %d, err %v; want a *verbs.WRError at index %d matching ErrInvalidWR",
+			r.n, r.err, r.n)
+	}
+	wcs := append(r.wcs, e.waitWCs(a.cq, r.posted-r.completed, "A's UD SENDs")...)
+	statuses := map[string]int{}
+	for i, wc := range wcs {
+		statuses[wc.Status.Name()]++
+		if wc.Status == verbs.WCSuccess {
+			wantOK(t, wc, uint64(i), verbs.WCSend, a.qp.QPN())
+		} else {
+			wantErrWC(t, wc, uint64(i), a.qp.QPN(), verbs.WCLocQPOpErr, verbs.WCWRFlushErr)
+		}
+	}
+	t.Logf("%d WRs posted in %d posts before the refused one, completions %v", r.posted, posts.Load(), statuses)
+	e.noWC(a.cq, quiet, "A after its UD SENDs")
+	n, err := a.qp.PostSend([]verbs.SendWR{udSend(0xd08, la, 0, 16, ah, b)})
+	wantWRError(t, "UD SEND with the AH closed", n, err, 0, 0xd08)
 }

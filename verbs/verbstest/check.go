@@ -289,18 +289,19 @@ func countDiff(a, b []byte) int {
 }
 
 // wantOnly checks that m holds data at off and fillByte everywhere else,
-// guard bytes included. data nil checks that nothing was written.
+// the unregistered bytes around it included. data nil checks that nothing
+// was written.
 func (m *mem) wantOnly(t *testing.T, what string, off int, data []byte) {
 	t.Helper()
 	want := bytes.Repeat([]byte{fillByte}, len(m.all))
-	copy(want[guard+off:], data)
+	copy(want[m.lead+off:], data)
 	if bytes.Equal(m.all, want) {
 		return
 	}
 	var bad []string
 	for i := range m.all {
 		if m.all[i] != want[i] {
-			bad = append(bad, fmt.Sprint(i-guard))
+			bad = append(bad, fmt.Sprint(i-m.lead))
 			if len(bad) == 8 {
 				bad = append(bad, "...")
 				break

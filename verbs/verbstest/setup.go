@@ -432,12 +432,13 @@ const guard = 64
 // fillByte is what fresh memory holds, so that writes show.
 const fillByte byte = 0xee
 
-// mem is a registered region with guard bytes on both sides, all in one
-// Arena.
+// mem is a registered region with unregistered bytes on both sides, all in
+// one Arena.
 type mem struct {
-	mr  verbs.MR
-	all []byte // guard | buf | guard
-	buf []byte // the registered bytes
+	mr   verbs.MR
+	all  []byte // lead bytes | buf | the rest of the arena
+	buf  []byte // the registered bytes
+	lead int    // where buf starts in all: guard, unless newMemRange said
 }
 
 // newMem registers size bytes of fresh Arena memory filled with fillByte.
@@ -464,7 +465,30 @@ func (s *side) newMemPD(pd verbs.PD, size int, access verbs.Access) *mem {
 		s.t.Fatalf("%s: RegMR(%d bytes, %v): %v", s.name, size, access, err)
 	}
 	own(s.t, s.name+"'s MR", mr)
-	return &mem{mr: mr, all: all, buf: buf}
+	return &mem{mr: mr, all: all, buf: buf, lead: guard}
+}
+
+// newMemRange registers bytes [off, off+n) of a fresh Arena of size bytes
+// filled with fillByte: the MR's neighbours, in the same pages, are the
+// rest of the arena, which no remote access may touch.
+func (s *side) newMemRange(size, off, n int, access verbs.Access) *mem {
+	s.t.Helper()
+	ar, err := verbs.NewArena(size)
+	if err != nil {
+		s.t.Fatalf("%s: NewArena(%d): %v", s.name, size, err)
+	}
+	own(s.t, s.name+"'s arena", ar)
+	all := ar.Bytes()[:size]
+	for i := range all {
+		all[i] = fillByte
+	}
+	buf := all[off : off+n]
+	mr, err := s.pd.RegMR(buf, access)
+	if err != nil {
+		s.t.Fatalf("%s: RegMR(bytes %d to %d of an arena, %v): %v", s.name, off, off+n, access, err)
+	}
+	own(s.t, s.name+"'s MR", mr)
+	return &mem{mr: mr, all: all, buf: buf, lead: off}
 }
 
 // addr is the address of byte off of the region.

@@ -90,6 +90,7 @@ var allCases = []testCase{
 	{"Device/Query", testDeviceQuery},
 	{"Device/CapsGranted", testDeviceCapsGranted}, // 8a, 10a, 11a (rounding)
 	{"Device/MRRegistration", testDeviceMRRegistration},
+	{"Device/RegMRRefusesGoMemory", testDeviceRegMRRefusesGoMemory},
 
 	{"QPState/PostSendBeforeRTS", testQPStatePostSendBeforeRTS}, // 1a, 1b, 1c
 	{"QPState/PostRecvResetAndInit", testQPStatePostRecv},       // 1a, 1b
@@ -127,6 +128,24 @@ var allCases = []testCase{
 	{"RC/WriteOrdering", testRCWriteOrdering},
 	{"RC/RecvTooShort", testRCRecvTooShort},   // 7
 	{"RC/RetryExceeded", testRCRetryExceeded}, // 6e (status), 9a (set-up)
+
+	// Remote access enforced by the device, on an MR over part of an arena.
+	{"Access/InsideGrantedRange", testAccessInside},
+	{"Access/WritePastEnd", testAccessPastEnd(opWrite)},           // 3c
+	{"Access/ReadPastEnd", testAccessPastEnd(opRead)},             // 3c
+	{"Access/AtomicPastEnd", testAccessPastEnd(opAtomic)},         // 3c
+	{"Access/WriteBeforeStart", testAccessBeforeStart(opWrite)},   // 3d
+	{"Access/ReadBeforeStart", testAccessBeforeStart(opRead)},     // 3d
+	{"Access/AtomicBeforeStart", testAccessBeforeStart(opAtomic)}, // 3d
+	{"Access/WriteNotGranted", testAccessNotGranted(opWrite)},     // 2
+	{"Access/ReadNotGranted", testAccessNotGranted(opRead)},       // 4
+	{"Access/AtomicNotGranted", testAccessNotGranted(opAtomic)},   // 5c
+	{"Access/LocalWriteOnlyWrite", testAccessLocalWriteOnly(opWrite)},
+	{"Access/LocalWriteOnlyRead", testAccessLocalWriteOnly(opRead)},
+	{"Access/LocalWriteOnlyAtomic", testAccessLocalWriteOnly(opAtomic)},
+	{"Access/DeregisteredWrite", testAccessDeregistered(opWrite)},
+	{"Access/DeregisteredRead", testAccessDeregistered(opRead)},
+	{"Access/DeregisteredAtomic", testAccessDeregistered(opAtomic)},
 
 	{"RNR/RetryZero", testRNRRetryZero},                   // 6a
 	{"RNR/RetryOne", testRNRRetryOne},                     // 6b
@@ -166,6 +185,8 @@ var allCases = []testCase{
 	{"UD/NoRecvDropped", testUDNoRecv},        // 13d
 	{"UD/RecvTooShort", testUDRecvTooShort},   // 13e
 	{"UD/NoAH", testUDNoAH},
+	{"UD/ClosedAH", testUDClosedAH},
+	{"UD/CloseAHWhilePosting", testUDCloseAHWhilePosting},
 
 	{"UC/Write", testUCWrite}, // 14a
 	{"UC/WriteWithImm", testUCWriteWithImm},
