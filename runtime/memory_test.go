@@ -526,6 +526,12 @@ func TestRegisterOwnMemory(t *testing.T) {
 	if _, err := rtB.Register(nil); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Errorf("Register(nil): %v, want ErrInvalidArgument", err)
 	}
+	// Go's heap is refused: the collector may reuse it under the device.
+	if _, err := rtB.Register(make([]byte, 4096)); !errors.Is(err, verbs.ErrGoMemory) {
+		t.Errorf("Register of Go heap memory: %v, want verbs.ErrGoMemory", err)
+	} else {
+		t.Logf("Register of Go heap memory: %v", err)
+	}
 }
 
 // TestGatherAndSendBytes: a header and a block in one WRITE and in one
