@@ -61,7 +61,9 @@ func openEnd(d verbs.Device, size, batch int) (*end, error) {
 	if e.arena, err = verbs.NewArena(2*size*batch + 4096); err != nil {
 		return nil, err
 	}
-	if e.mr, err = e.pd.RegMR(e.arena.Bytes(), verbs.AccessAllRemote); err != nil {
+	// For local use only: the peer reaches this memory through the
+	// exposures of demo (expose), each over its own bytes and rights.
+	if e.mr, err = e.pd.RegMR(e.arena.Bytes(), verbs.AccessLocalWrite); err != nil {
 		return nil, err
 	}
 	e.info = verbs.PeerInfo{QPN: e.qp.QPN(), GID: gid}
@@ -139,7 +141,16 @@ func demo(w io.Writer, size, batch int) error {
 	local := func(off, n int) []verbs.SGE {
 		return []verbs.SGE{{Addr: a.mr.Addr() + uint64(off), Length: uint32(n), LKey: a.mr.LKey()}}
 	}
-	remote := func(off int) verbs.RDMA { return verbs.RDMA{RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey()} }
+	// b grants a each step's access and no more: an MR over the bytes the
+	// step touches, with the rights it needs.
+	expose := func(off, n int, access verbs.Access) (verbs.MR, error) {
+		return b.pd.RegMR(bm[off:off+n], verbs.AccessLocalWrite|access)
+	}
+	rw, err := expose(0, size, verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
+	if err != nil {
+		return err
+	}
+	remote := func(mr verbs.MR, off int) verbs.RDMA { return verbs.RDMA{RemoteAddr: mr.Addr() + uint64(off), RKey: mr.RKey()} }
 	report := func(what string, wc verbs.WC, ok bool, detail string) error {
 		verdict := "ok"
 		if !ok {
@@ -154,7 +165,7 @@ func demo(w io.Writer, size, batch int) error {
 
 	start := time.Now()
 	wcs, err := a.post([]verbs.SendWR{{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
-		SGL: local(0, size), RDMA: remote(0)}}, 1)
+		SGL: local(0, size), RDMA: remote(rw, 0)}}, 1)
 	if err != nil {
 		return err
 	}
@@ -163,7 +174,7 @@ func demo(w io.Writer, size, batch int) error {
 	}
 
 	wcs, err = a.post([]verbs.SendWR{{ID: 2, Opcode: verbs.OpRead, Flags: verbs.SendSignaled,
-		SGL: local(size, size), RDMA: remote(0)}}, 1)
+		SGL: local(size, size), RDMA: remote(rw, 0)}}, 1)
 	if err != nil {
 		return err
 	}
@@ -179,19 +190,23 @@ func demo(w io.Writer, size, batch int) error {
 		SGL: local(0, size)}}, 1); err != nil {
 		return err
 	}
-	rw, err := waitWC(b.cq, 1)
+	recvd, err := waitWC(b.cq, 1)
 	if err != nil {
 		return err
 	}
-	if err := report("SEND with immediate", rw[0], rw[0].Imm == 0xc0ffee && bytes.Equal(bm[size:2*size], am[:size]),
-		fmt.Sprintf("received, imm %#x, from QP %#x", rw[0].Imm, rw[0].SrcQP)); err != nil {
+	if err := report("SEND with immediate", recvd[0], recvd[0].Imm == 0xc0ffee && bytes.Equal(bm[size:2*size], am[:size]),
+		fmt.Sprintf("received, imm %#x, from QP %#x", recvd[0].Imm, recvd[0].SrcQP)); err != nil {
 		return err
 	}
 
 	binary.LittleEndian.PutUint64(bm[0:8], 40)
+	counter, err := expose(0, 8, verbs.AccessRemoteAtomic)
+	if err != nil {
+		return err
+	}
 	atomicWR := func(id uint64, op verbs.Opcode, cmpAdd, swap uint64) verbs.SendWR {
 		return verbs.SendWR{ID: id, Opcode: op, Flags: verbs.SendSignaled, SGL: local(2*size, 8),
-			Atomic: verbs.Atomic{RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey(), CompareAdd: cmpAdd, Swap: swap}}
+			Atomic: verbs.Atomic{RemoteAddr: counter.Addr(), RKey: counter.RKey(), CompareAdd: cmpAdd, Swap: swap}}
 	}
 	wcs, err = a.post([]verbs.SendWR{atomicWR(4, verbs.OpAtomicFetchAdd, 2, 0)}, 1)
 	if err != nil {
@@ -211,9 +226,13 @@ func demo(w io.Writer, size, batch int) error {
 	}
 
 	// Doorbell batching: one PostSend, one signaled WR at the end.
+	slots, err := expose(size, 64*batch, verbs.AccessRemoteWrite)
+	if err != nil {
+		return err
+	}
 	wrs := make([]verbs.SendWR, batch)
 	for i := range wrs {
-		wrs[i] = verbs.SendWR{ID: uint64(100 + i), Opcode: verbs.OpWrite, SGL: local(0, 64), RDMA: remote(size + 64*i)}
+		wrs[i] = verbs.SendWR{ID: uint64(100 + i), Opcode: verbs.OpWrite, SGL: local(0, 64), RDMA: remote(slots, 64*i)}
 	}
 	wrs[batch-1].Flags = verbs.SendSignaled
 	calls, _ := verbs.PostCalls(a.qp)
@@ -228,6 +247,28 @@ func demo(w io.Writer, size, batch int) error {
 	}
 	if err := report(fmt.Sprintf("%d WRITEs, 1 doorbell", batch), wcs[0], okBatch,
 		fmt.Sprintf("%d PostSend call, 1 completion (selective signaling)", after-calls)); err != nil {
+		return err
+	}
+
+	// Revocation: b deregisters the first exposure; its key reaches nothing
+	// any more, and b's device refuses the same WRITE (which ends the
+	// connection, as any failed RC operation does: the last step).
+	if err := rw.Close(); err != nil {
+		return err
+	}
+	before := bytes.Clone(bm[:size])
+	for i := range size {
+		am[i] = ^am[i]
+	}
+	if _, err := a.qp.PostSend([]verbs.SendWR{{ID: 6, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,
+		SGL: local(0, size), RDMA: remote(rw, 0)}}); err != nil {
+		return err
+	}
+	_, err = waitWC(a.cq, 1)
+	var wce *verbs.WCError
+	refused := errors.As(err, &wce) && wce.Status == verbs.WCRemAccessErr
+	if err := report("WRITE, key revoked", verbs.WC{Opcode: verbs.WCRDMAWrite}, refused && bytes.Equal(bm[:size], before),
+		fmt.Sprintf("refused: %v; remote memory unchanged", err)); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "all transfers verified in %v\n", time.Since(start).Round(time.Microsecond))
