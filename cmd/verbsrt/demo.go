@@ -150,7 +150,9 @@ func demo(w io.Writer, size, batch int) error {
 	if err != nil {
 		return err
 	}
-	remote := func(mr verbs.MR, off int) verbs.RDMA { return verbs.RDMA{RemoteAddr: mr.Addr() + uint64(off), RKey: mr.RKey()} }
+	remote := func(mr verbs.MR, off int) verbs.RDMA {
+		return verbs.RDMA{RemoteAddr: mr.Addr() + uint64(off), RKey: mr.RKey()}
+	}
 	report := func(what string, wc verbs.WC, ok bool, detail string) error {
 		verdict := "ok"
 		if !ok {
