@@ -2,14 +2,24 @@
 // a server's memory with one-sided RDMA operations, and the server's CPU
 // takes no part in the data path.
 //
-// The server registers one region of fixed-size slots (-slots x -slotsize
-// bytes: an 8-byte version word, then the value) and, at connect time,
-// sends each client a small message with the region's address, rkey,
-// length, slot count and slot size. Each client goroutine (-clients) then
-// plays rounds: it issues a batch of RDMA READs (-batch, all in flight
-// together) and waits for all their futures, checks every slot image it
-// read, and updates a few slots (-updates, from the -hot first slots, which
-// the clients contend for) under a lock taken with CAS on the version word:
+// The server allocates one region of fixed-size slots (-slots x -slotsize
+// bytes: an 8-byte version word, then the value) and exposes it, once, to
+// its clients with RemoteRead|RemoteWrite|RemoteAtomic: they READ slots,
+// WRITE values and change version words with CAS and FETCH_ADD, so they
+// need all three, and the exposure's key reaches that region and nothing
+// else of the server's memory. At connect time the server sends each
+// client the region info with SendBytes: a magic, the exposure's
+// RemoteRef in the runtime's own encoding (RemoteRef.AppendBinary:
+// versioned, 21 bytes, checked by UnmarshalBinary), the slot count and the
+// slot size. Clients name a slot with RemoteRef.Slice and a word in it
+// with At. When the server closes, it revokes the exposure and frees the
+// region: a client's access after that fails with REM_ACCESS_ERR.
+//
+// Each client goroutine (-clients) then plays rounds: it issues a batch of
+// RDMA READs (-batch, all in flight together) and waits for all their
+// futures, checks every slot image it read, and updates a few slots
+// (-updates, from the -hot first slots, which the clients contend for)
+// under a lock taken with CAS on the version word:
 //
 //	CAS version v -> v+1   lock (v even); a READ of the slot rides behind it
 //	WRITE value            stamp v+2, counter+1, fill derived from the counter

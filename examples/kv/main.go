@@ -96,6 +96,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, st.close()) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	clients, err := connect(ctx, srt, crt, st.info(), cfg)
@@ -163,7 +164,7 @@ func connect(ctx context.Context, srt, crt *runtime.Runtime, info regionInfo, cf
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, srt, ln, info, cfg.clients) }()
+	go func() { served <- serve(ctx, ln, info, cfg.clients) }()
 	clients := make([]*client, cfg.clients)
 	var dialErr error
 	for i := range clients {
@@ -180,24 +181,19 @@ func connect(ctx context.Context, srt, crt *runtime.Runtime, info regionInfo, cf
 
 // serve accepts n connections and sends each the region info: the server's
 // only work. Its endpoints stay open, idle, until the runtime closes.
-func serve(ctx context.Context, rt *runtime.Runtime, ln *runtime.Listener, info regionInfo, n int) error {
+func serve(ctx context.Context, ln *runtime.Listener, info regionInfo, n int) error {
 	defer ln.Close()
 	b, err := info.AppendBinary(nil)
 	if err != nil {
 		return err
 	}
-	msg, err := rt.Alloc(len(b)) // Send takes registered memory
-	if err != nil {
-		return err
-	}
-	defer msg.Free() // each Send is waited for
-	copy(msg.Bytes(), b)
 	for i := range n {
 		ep, err := ln.Accept(ctx)
 		if err != nil {
 			return fmt.Errorf("server: accept %d: %w", i, err)
 		}
-		if _, err := ep.Send(ctx, msg.Local()).Wait(ctx); err != nil {
+		// SendBytes copies the few bytes into registered memory of its own.
+		if _, err := ep.SendBytes(ctx, b).Wait(ctx); err != nil {
 			return fmt.Errorf("server: send region info: %w", err)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 // TestMain fails the package when a goroutine outlives the tests: run must
@@ -63,6 +66,57 @@ func TestRunBadArgs(t *testing.T) {
 		if err := run(context.Background(), args, new(bytes.Buffer)); err == nil {
 			t.Errorf("run(%q) succeeded", args)
 		}
+	}
+}
+
+// TestCloseRevokes checks that closing the store takes the region back
+// from a connected client: its next READ fails at the server's device with
+// REM_ACCESS_ERR, which ends its connection.
+func TestCloseRevokes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	fabric := soft.New(soft.Config{Devices: 2})
+	defer fabric.Close()
+	var rts []*runtime.Runtime
+	for _, dev := range []string{"soft0", "soft1"} {
+		rt, err := runtime.New(runtime.WithProvider(fabric), runtime.WithDevice(dev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close(context.Background())
+		rts = append(rts, rt)
+	}
+	srt, crt := rts[0], rts[1]
+	st, err := newStore(srt, 8, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config{clients: 1, batch: 1, hot: 1}
+	clients, err := connect(ctx, srt, crt, st.info(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clients[0]
+	read := func() error {
+		_, err := c.ep.Read(ctx, c.buf.Slice(0, 64), c.info.slot(5)).Wait(ctx)
+		return err
+	}
+	if err := read(); err != nil {
+		t.Fatalf("READ of an exposed slot: %v", err)
+	}
+	if _, _, err := checkSlot(c.buf.Bytes()[:64], 5); err != nil {
+		t.Fatalf("the slot read: %v", err)
+	}
+	if err := st.close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	err = read()
+	var wce *verbs.WCError
+	if !errors.Is(err, verbs.ErrRemoteAccess) || !errors.As(err, &wce) || wce.Status != verbs.WCRemAccessErr {
+		t.Fatalf("READ after the store closed: %v, want REM_ACCESS_ERR", err)
+	}
+	if !errors.Is(c.ep.Err(), runtime.ErrConnFailed) {
+		t.Fatalf("the client's endpoint after REM_ACCESS_ERR: %v, want ErrConnFailed", c.ep.Err())
 	}
 }
 

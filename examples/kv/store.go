@@ -95,7 +95,8 @@ const (
 	infoLen   = 4 + refLen + 4 + 4
 )
 
-// AppendBinary encodes the info, little-endian, after a magic.
+// AppendBinary encodes the info: a magic, the reference in the runtime's
+// own encoding, then the slot count and size, little-endian.
 func (ri regionInfo) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, infoMagic...)
 	b, _ = ri.Ref.AppendBinary(b) // the runtime's own encoding, versioned
@@ -144,7 +145,8 @@ func (ri regionInfo) slot(i int) runtime.RemoteRef {
 
 // store is the server's side: one registered region of slots. After init
 // the server's CPU takes no part in reads and updates; it looks at the
-// memory again only in verify, once the clients are done.
+// memory again only in verify, once the clients are done, and close takes
+// the region back.
 type store struct {
 	region   *runtime.Buffer
 	exp      *runtime.Exposure // the region, for the clients: reads, writes, atomics
@@ -157,8 +159,11 @@ func newStore(rt *runtime.Runtime, slots, slotSize int) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The clients read, write and lock slots with atomics; nothing else of
-	// the server's memory is theirs to reach.
+	// The clients need all three rights: they READ whole slots, WRITE
+	// values and change the version words with CAS and FETCH_ADD. A key
+	// grants its rights over its whole range, so a narrower grant (no
+	// WRITE to the version words, atomics on them alone) would take keys
+	// per slot. Nothing else of the server's memory is theirs to reach.
 	exp, err := region.Expose(runtime.RemoteRead | runtime.RemoteWrite | runtime.RemoteAtomic)
 	if err != nil {
 		region.Free()
@@ -171,6 +176,15 @@ func newStore(rt *runtime.Runtime, slots, slotSize int) (*store, error) {
 		putValue(s, i, 0, 0)
 	}
 	return st, nil
+}
+
+// close revokes the clients' access and gives the region back: a client
+// that touches it afterwards fails with REM_ACCESS_ERR, which ends its
+// connection.
+func (st *store) close() error {
+	err := st.exp.Close()
+	st.region.Free() // would revoke the exposure too
+	return err
 }
 
 func (st *store) slotBytes(i int) []byte {

@@ -4,6 +4,13 @@
 // sequence counter, small SEND notifications) while /metrics serves the
 // runtime's counters through the metrics package.
 //
+// The "server" side of the workload exposes two buffers, each with only
+// the rights the workers use: the blocks RemoteRead|RemoteWrite, the
+// sequence counter RemoteAtomic alone. The workers share one process with
+// it, so the references reach them as values: each worker gets a
+// RemoteRef.Slice of the blocks' exposure, its own two blocks, and the
+// counter's RemoteRef. The exposures are closed when the program stops.
+//
 //	$ go run ./examples/metrics -listen 127.0.0.1:9464
 //	metrics: serving http://127.0.0.1:9464/metrics (soft0, 2 connections, 4 workers, 2000 ops/s)
 //

@@ -20,4 +20,9 @@
 // runtime re-posts receives from that pool when completions arrive and
 // returns the credits to the peer, so neither side ever sends into an empty
 // receive queue (no RNR NAKs).
+//
+// Nothing is exposed: SEND and receive need no remote key, so neither side
+// grants the other any access to its memory (the runtime's arena is
+// registered for local access only). One-sided operations need an
+// exposure (Buffer.Expose); see examples/kv.
 package main
