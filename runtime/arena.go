@@ -24,8 +24,16 @@ import (
 // Buffer or Message is reachable, and touching it after Close does not
 // fault. Its registration ends at Close: the device no longer reaches it.
 
-// chunkSize is the size of the arena's chunks.
+// chunkSize is the size of the arena's chunks (or the memory limit, when
+// smaller).
 const chunkSize = 4 << 20
+
+func newAllocator(pd verbs.PD, limit int, log *slog.Logger) (allocator, error) {
+	if limit <= 0 {
+		return allocator{}, fmt.Errorf("verbsrt: WithMemoryLimit(%d): the limit must be positive: %w", limit, verbs.ErrInvalidArgument)
+	}
+	return allocator{pd: pd, limit: limit, chunk: min(chunkSize, limit), log: log}, nil
+}
 
 // minBlock is the smallest block: 64 bytes.
 const minBlock = 64
@@ -45,6 +53,7 @@ type block struct {
 type allocator struct {
 	pd    verbs.PD
 	limit int // bytes the chunks may map in all
+	chunk int // bytes of a chunk: chunkSize, or the limit when smaller
 	log   *slog.Logger
 
 	mu          sync.Mutex
@@ -99,14 +108,14 @@ func (a *allocator) alloc(n int) (*Buffer, error) {
 // one when it has no room. Blocks are aligned to their size (up to a page),
 // so 8-byte words of a buffer are aligned for atomics.
 func (a *allocator) bump(size int) (block, error) {
-	if size >= chunkSize {
+	if size >= a.chunk {
 		ch, err := a.mapChunk(size)
 		return block{ch: ch}, err
 	}
 	align := min(size, 4096)
 	off := (a.next + align - 1) &^ (align - 1)
 	if a.cur == nil || off+size > len(a.cur.mem) {
-		ch, err := a.mapChunk(chunkSize)
+		ch, err := a.mapChunk(a.chunk)
 		if err != nil {
 			return block{}, err
 		}

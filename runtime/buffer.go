@@ -65,7 +65,7 @@ func (b *Buffer) Slice(off, n int) Local {
 		b.usedAfterFree("Slice")
 	}
 	if off < 0 || n < 0 || off > len(b.mem)-n {
-		panic(fmt.Sprintf("verbsrt: Buffer.Slice(%d, %d) outside the %v", off, n, b))
+		panic(fmt.Errorf("verbsrt: Buffer.Slice(%d, %d) outside the %v: %w", off, n, b, verbs.ErrInvalidArgument))
 	}
 	return Local{b: b, off: off, n: n}
 }
@@ -89,7 +89,10 @@ func (b *Buffer) ExposeRange(off, n int, rights Rights) (*Exposure, error) {
 		return nil, fmt.Errorf("verbsrt: expose %v: rights %v: want a combination of RemoteRead, RemoteWrite and RemoteAtomic: %w",
 			b, rights, verbs.ErrInvalidArgument)
 	}
-	if off < 0 || n <= 0 || off > len(b.mem)-n {
+	if n <= 0 {
+		return nil, fmt.Errorf("verbsrt: expose %d bytes of the %v: the length must be positive: %w", n, b, verbs.ErrInvalidArgument)
+	}
+	if off < 0 || off > len(b.mem)-n {
 		return nil, fmt.Errorf("verbsrt: expose [%d, %d+%d) outside the %v: %w", off, off, n, b, verbs.ErrInvalidArgument)
 	}
 	// The buffer stays in use while it is being exposed, so a Free racing
@@ -309,8 +312,11 @@ func (e *Exposure) Rights() Rights { return e.rights }
 
 // Close revokes the exposure: once it returns, the device refuses every
 // access with its key (REM_ACCESS_ERR at the peer), whatever becomes of
-// the memory. Closing twice is a no-op.
+// the memory. Closing twice, or a nil Exposure, is a no-op.
 func (e *Exposure) Close() error {
+	if e == nil {
+		return nil
+	}
 	e.b.mu.Lock()
 	delete(e.b.exps, e)
 	e.b.mu.Unlock()

@@ -131,6 +131,9 @@ func testExposureEnforced(t *testing.T, ctx context.Context, rtA, rtB *runtime.R
 	before := bytes.Clone(rb.Bytes())
 	_, err = cli.Write(ctx, local.Slice(0, 8), runtime.ArenaRef(rb).Slice(0, 8)).Wait(ctx)
 	wantRemoteAccessError(t, "WRITE into a receive buffer with the arena's key", err)
+	if !bytes.Equal(rb.Bytes(), before) {
+		t.Fatal("a receive buffer changed")
+	}
 	cli, srv = connectRuntimes(t, rtA, rtB)
 	rb = runtime.RecvBuffer(srv)
 	before = bytes.Clone(rb.Bytes())
@@ -222,6 +225,10 @@ func TestExposeRefusesBadArguments(t *testing.T) {
 	buf.Free()
 	if _, err := buf.Expose(runtime.RemoteRead); !errors.Is(err, runtime.ErrFreed) {
 		t.Errorf("Expose after Free: %v, want ErrFreed", err)
+	}
+	exp, _ := buf.Expose(0) // nil, with its error ignored
+	if err := exp.Close(); err != nil {
+		t.Errorf("Close of a nil Exposure: %v", err)
 	}
 }
 
@@ -358,6 +365,11 @@ func TestMessageReleaseIsIdempotent(t *testing.T) {
 	if err := recoverErr(func() { m.Bytes() }); !errors.Is(err, runtime.ErrFreed) {
 		t.Fatalf("Bytes after Release: %v, want a panic with ErrFreed", err)
 	}
+	var zero runtime.Message // what a failed Recv returns
+	zero.Release()
+	if err := recoverErr(func() { zero.Bytes() }); !strings.Contains(fmt.Sprint(err), "zero Message") {
+		t.Fatalf("Bytes of the zero Message: %v, want a panic saying so", err)
+	}
 	var held []runtime.Message
 	for i := 1; i <= 100; i++ {
 		send(i)
@@ -467,6 +479,23 @@ func TestAllocSizing(t *testing.T) {
 	}
 	small.Free()
 	big.Free()
+
+	// A limit below one chunk maps the limit, not a chunk it cannot have.
+	tiny := newRuntime(t, runtime.WithMemoryLimit(64<<10))
+	if _, err := tiny.Alloc(64); err != nil {
+		t.Errorf("Alloc(64) under a 64 KiB limit: %v", err)
+	}
+	if _, err := tiny.Alloc(128 << 10); !errors.Is(err, runtime.ErrNoMemory) {
+		t.Errorf("Alloc(128 KiB) under a 64 KiB limit: %v, want ErrNoMemory", err)
+	}
+	if _, err := runtime.New(runtime.WithMemoryLimit(0)); !errors.Is(err, verbs.ErrInvalidArgument) {
+		t.Errorf("WithMemoryLimit(0): %v, want ErrInvalidArgument", err)
+	}
+	// (Before, every error of New after its first step was a nil
+	// dereference in its own cleanup.)
+	if _, err := runtime.New(runtime.WithDevice("no-such-device")); !errors.Is(err, verbs.ErrNotFound) {
+		t.Errorf("New on a missing device: %v, want ErrNotFound", err)
+	}
 }
 
 // TestRegisterOwnMemory: memory of the application's own (here a mapped
@@ -612,6 +641,16 @@ func TestRemoteRefEncoding(t *testing.T) {
 	}
 	if r := ref.At(4096); r.Addr != ref.Addr+4096 || r.Len != ref.Len-4096 {
 		t.Errorf("At: %+v", r)
+	}
+	// A decoded reference of any length works with At (a peer's bytes
+	// cannot make it panic).
+	huge := runtime.RemoteRef{Addr: 0, RKey: 1, Len: 1 << 63}
+	enc, _ := huge.MarshalBinary()
+	if err := got.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	if r := got.At(0); r != huge {
+		t.Errorf("At(0) of a reference of 2^63 bytes: %+v", r)
 	}
 	for name, f := range map[string]func(){
 		"At past the end":      func() { ref.At(int(ref.Len) + 1) },

@@ -111,7 +111,10 @@ type msgSlot struct {
 }
 
 func (m Message) live(call string) *msgSlot {
-	if m.s == nil || m.s.gen.Load() != m.gen {
+	if m.s == nil {
+		panic(fmt.Errorf("verbsrt: Message.%s: the zero Message, which Recv returns with an error: %w", call, verbs.ErrInvalidArgument))
+	}
+	if m.s.gen.Load() != m.gen {
 		panic(fmt.Errorf("verbsrt: Message.%s: message used after Release: %w", call, ErrFreed))
 	}
 	return m.s

@@ -18,15 +18,21 @@ type RemoteRef struct {
 	Len  uint64
 }
 
-// At returns the reference off bytes further in. It panics when off is
-// outside [0, Len].
-func (r RemoteRef) At(off int) RemoteRef { return r.Slice(off, int(r.Len)-off) }
+// At returns the reference off bytes further in. It panics (with an
+// error matching verbs.ErrInvalidArgument) when off is outside [0, Len].
+func (r RemoteRef) At(off int) RemoteRef {
+	if off < 0 || uint64(off) > r.Len {
+		panic(fmt.Errorf("verbsrt: RemoteRef.At(%d) outside a reference of %d bytes: %w", off, r.Len, verbs.ErrInvalidArgument))
+	}
+	return RemoteRef{Addr: r.Addr + uint64(off), RKey: r.RKey, Len: r.Len - uint64(off)}
+}
 
-// Slice returns the reference to bytes [off, off+n). It panics when the
-// range is outside the reference.
+// Slice returns the reference to bytes [off, off+n). It panics (with an
+// error matching verbs.ErrInvalidArgument) when the range is outside the
+// reference.
 func (r RemoteRef) Slice(off, n int) RemoteRef {
 	if off < 0 || n < 0 || uint64(off) > r.Len || uint64(n) > r.Len-uint64(off) {
-		panic(fmt.Sprintf("verbsrt: RemoteRef.Slice(%d, %d) outside a reference of %d bytes", off, n, r.Len))
+		panic(fmt.Errorf("verbsrt: RemoteRef.Slice(%d, %d) outside a reference of %d bytes: %w", off, n, r.Len, verbs.ErrInvalidArgument))
 	}
 	return RemoteRef{Addr: r.Addr + uint64(off), RKey: r.RKey, Len: uint64(n)}
 }

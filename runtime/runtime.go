@@ -53,7 +53,7 @@ type Runtime struct {
 
 // New opens a device and starts the runtime's pollers. Without options it
 // runs on a soft provider of its own.
-func New(opts ...Option) (rt *Runtime, err error) {
+func New(opts ...Option) (_ *Runtime, err error) {
 	cfg := defaults()
 	for _, o := range opts {
 		o(&cfg)
@@ -61,7 +61,9 @@ func New(opts ...Option) (rt *Runtime, err error) {
 	if cfg.recvDepth < 4 {
 		cfg.recvDepth = 4
 	}
-	rt = &Runtime{cfg: cfg, log: cfg.logger, endpoints: make(map[*Endpoint]struct{}),
+	// rt, not the result: an error return sets that to nil, and the
+	// deferred teardown needs what was acquired.
+	rt := &Runtime{cfg: cfg, log: cfg.logger, endpoints: make(map[*Endpoint]struct{}),
 		byQPN: make(map[uint32]*Endpoint), byCQ: make(map[verbs.CQ]*Endpoint),
 		listeners: make(map[*Listener]struct{}), eventsDone: make(chan struct{})}
 	if rt.log == nil {
@@ -95,7 +97,9 @@ func New(opts ...Option) (rt *Runtime, err error) {
 	if rt.pd, err = rt.vctx.AllocPD(); err != nil {
 		return nil, err
 	}
-	rt.alloc = allocator{pd: rt.pd, limit: cfg.memLimit, log: rt.log}
+	if rt.alloc, err = newAllocator(rt.pd, cfg.memLimit, rt.log); err != nil {
+		return nil, err
+	}
 	if rt.pool, err = newCallbackRunner(cfg.poolSize, rt.log); err != nil {
 		return nil, err
 	}
