@@ -3,52 +3,11 @@ package qpactor_test
 import (
 	"context"
 	"errors"
-	"sync"
-	stdatomic "sync/atomic"
 	"testing"
 
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
-
-// TestHoldIdleOnceAfterLastUse: however Acquire, Release and Close race,
-// idle runs exactly once, only after Close and the last use given back,
-// and no use is taken after Close.
-func TestHoldIdleOnceAfterLastUse(t *testing.T) {
-	for range 200 {
-		var h qpactor.Hold
-		var idle, inUse stdatomic.Int32
-		h.Init(func() {
-			if inUse.Load() != 0 {
-				t.Error("idle ran while a use was taken")
-			}
-			idle.Add(1)
-		})
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Go(func() {
-				for range 100 {
-					if h.Acquire() {
-						inUse.Add(1)
-						inUse.Add(-1)
-						h.Release()
-					}
-				}
-			})
-		}
-		wg.Go(func() { h.Close() })
-		wg.Wait()
-		if h.Close() {
-			t.Fatal("Close reported closing a closed hold")
-		}
-		if h.Acquire() {
-			t.Fatal("Acquire succeeded after Close")
-		}
-		if n := idle.Load(); n != 1 {
-			t.Fatalf("idle ran %d times, want 1", n)
-		}
-	}
-}
 
 // TestHoldGivenBackBeforeFutureResolves: an op's hold is given back once
 // the device is done with it, before its future resolves: a Then callback

@@ -13,27 +13,27 @@ import (
 // only once the posts holding the AH have released it, and no post takes
 // it afterwards. No device needed: the C object is never touched.
 func TestAHShutWaitsForPosts(t *testing.T) {
-	a := &ah{idle: make(chan struct{})}
+	a := newAH(nil, nil)
 	for range 2 {
-		if !a.acquire() {
+		if !a.uses.Acquire() {
 			t.Fatal("acquire of an open AH failed")
 		}
 	}
 	shut := make(chan struct{})
 	go func() { a.shut(); close(shut) }()
-	for a.uses.Load()&ahClosing == 0 {
+	for !a.uses.Closed() {
 		time.Sleep(time.Millisecond)
 	}
-	if a.acquire() {
+	if a.uses.Acquire() {
 		t.Fatal("acquire succeeded once Close had begun")
 	}
-	a.release()
+	a.uses.Release()
 	select {
 	case <-shut:
 		t.Fatal("shut returned with a post still holding the AH")
 	case <-time.After(20 * time.Millisecond):
 	}
-	a.release()
+	a.uses.Release()
 	select {
 	case <-shut:
 	case <-time.After(10 * time.Second):
@@ -46,17 +46,17 @@ func TestAHShutWaitsForPosts(t *testing.T) {
 // shut; nothing holds it once shut returns (run with -race).
 func TestAHShutRace(t *testing.T) {
 	for range 200 {
-		a := &ah{idle: make(chan struct{})}
+		a := newAH(nil, nil)
 		var holding atomic.Int64
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for a.acquire() {
+				for a.uses.Acquire() {
 					holding.Add(1)
 					holding.Add(-1)
-					a.release()
+					a.uses.Release()
 				}
 			}()
 		}
@@ -65,8 +65,8 @@ func TestAHShutRace(t *testing.T) {
 			t.Fatalf("%d posts hold the AH after shut returned", n)
 		}
 		wg.Wait()
-		if v := a.uses.Load(); v != ahClosing {
-			t.Fatalf("uses = %#x after every post ended, want closing and no use", v)
+		if !a.uses.Closed() || a.uses.Uses() != 0 {
+			t.Fatalf("%d uses, closed %v, after every post ended; want closed and none", a.uses.Uses(), a.uses.Closed())
 		}
 	}
 }

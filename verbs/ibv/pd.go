@@ -9,10 +9,10 @@ import "C"
 
 import (
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"unsafe"
 
+	"github.com/verbsrt/verbsrt/internal/uses"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -73,7 +73,7 @@ func (p *pd) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
 	if h == nil {
 		return nil, verbs.FromErrno("ibv_create_ah", errnoOf(errno, syscall.EINVAL), "")
 	}
-	r := &ah{pd: p, c: h, idle: make(chan struct{})}
+	r := newAH(p, h)
 	if err := p.ctx.track(kindAH, r); err != nil {
 		C.vrt_destroy_ah(h)
 		return nil, err
@@ -137,12 +137,11 @@ func (m *mr) destroy() error {
 //
 // libibverbs providers read the AH while ibv_post_send writes a WR naming
 // it into the send queue, so the C object must outlive every post that
-// names it: a concurrent Close used to free it between fill and the post. A post holds a use of the
+// names it: a concurrent Close used to free it between fill and the post.
+// A post holds a use of the
 // AH from before it writes the WR until ibv_post_send returns; Close marks
 // the AH closing, which makes later posts fail, waits for the uses in
 // flight to end (each lasts one C call) and only then destroys it.
-//
-//	uses: | count of posts in flight (bits 63..1) | closing (bit 0) |
 //
 // What becomes of WRs already posted when the AH is destroyed is the
 // device's business (the conformance suite accepts an error completion for
@@ -150,41 +149,23 @@ func (m *mr) destroy() error {
 type ah struct {
 	pd   *pd
 	c    *C.struct_ibv_ah // set at creation, nil once destroyed
-	uses atomic.Int64
-	// idle is closed by the release that ends the last use once closing
-	// is set: Close waits on it.
+	uses uses.Count       // posts in flight; closed by shut
+	// idle is closed once the count is closed and the last post let go:
+	// shut waits on it.
 	idle chan struct{}
 	mu   sync.Mutex // serializes destroy
 }
 
-const ahClosing = 1
-
-// acquire takes a use of the AH for a post, or returns false once Close
-// has begun.
-func (a *ah) acquire() bool {
-	for {
-		v := a.uses.Load()
-		if v&ahClosing != 0 {
-			return false
-		}
-		if a.uses.CompareAndSwap(v, v+2) {
-			return true
-		}
-	}
+func newAH(p *pd, c *C.struct_ibv_ah) *ah {
+	a := &ah{pd: p, c: c, idle: make(chan struct{})}
+	a.uses.Init(func() { close(a.idle) })
+	return a
 }
 
-// release ends a use taken by acquire.
-func (a *ah) release() {
-	if a.uses.Add(-2) == ahClosing {
-		close(a.idle)
-	}
-}
-
-// shut sets closing and waits until no post uses the AH.
+// shut closes the AH to new posts and waits until none uses it.
 func (a *ah) shut() {
-	if old := a.uses.Or(ahClosing); old&ahClosing == 0 && old != 0 {
-		<-a.idle
-	}
+	a.uses.Close()
+	<-a.idle
 }
 
 func (a *ah) Close() error { return a.pd.ctx.closeObj(kindAH, a) }

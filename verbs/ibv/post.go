@@ -140,7 +140,7 @@ func (s *sendQueue) fill(i int, wr *verbs.SendWR, index int, t verbs.QPType) err
 				Rule: "the address handle is not of the ibv provider"}
 		}
 		if a != s.last {
-			if !a.acquire() {
+			if !a.uses.Acquire() {
 				return &verbs.WRError{Index: index, WRID: wr.ID, Err: verbs.ErrInvalidWR,
 					Rule: "the address handle is closed"}
 			}
@@ -161,7 +161,7 @@ func (s *sendQueue) release(n int) {
 	}
 	for i, a := range s.held[:n] {
 		if a != nil {
-			a.release()
+			a.uses.Release()
 			s.held[i] = nil
 		}
 	}
