@@ -182,11 +182,17 @@ func (l Local) sge() verbs.SGE {
 // maxOpBytes is the most one operation moves: the IB spec's 2^31.
 const maxOpBytes = 1 << 31
 
-// useOne takes a use of l's memory for an operation: the hold the actor
-// gives back when the device is done with it (nil for no memory).
-func useOne(l Local) (*qpactor.Hold, error) {
+// useOne takes a use of l's memory for an operation of a's runtime: the
+// hold the actor gives back when the device is done with it (nil for no
+// memory).
+func (a *allocator) useOne(l Local) (*qpactor.Hold, error) {
 	if l.b == nil {
 		return nil, nil
+	}
+	if l.b.a != a {
+		// Its key is another protection domain's: the device would fail
+		// the operation, and the connection with it.
+		return nil, fmt.Errorf("verbsrt: %v belongs to another runtime: %w", l.b, verbs.ErrInvalidArgument)
 	}
 	if !l.b.hold.Acquire() {
 		return nil, fmt.Errorf("verbsrt: %v: %w", l.b, ErrFreed)
@@ -195,7 +201,7 @@ func useOne(l Local) (*qpactor.Hold, error) {
 }
 
 // use is useOne for a gather list: one hold for every buffer in it.
-func use(locals []Local) (*qpactor.Hold, error) {
+func (a *allocator) use(locals []Local) (*qpactor.Hold, error) {
 	var hs []*qpactor.Hold
 	total := 0
 	for i, l := range locals {
@@ -210,7 +216,7 @@ func use(locals []Local) (*qpactor.Hold, error) {
 		if held(locals[:i], l.b) {
 			continue
 		}
-		h, err := useOne(l)
+		h, err := a.useOne(l)
 		if err != nil {
 			release(hs)
 			return nil, err

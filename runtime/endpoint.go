@@ -319,7 +319,7 @@ func (ep *Endpoint) one(ctx context.Context, opcode verbs.Opcode, local Local, r
 	if err := ep.check(opcode, local.n, remote); err != nil {
 		return ep.failed(&op, 0, err)
 	}
-	h, err := useOne(local)
+	h, err := ep.rt.alloc.useOne(local)
 	if err != nil {
 		return ep.failed(&op, 0, err)
 	}
@@ -388,7 +388,7 @@ func (ep *Endpoint) toOp(op *Op) (qpactor.Op, error) {
 	if err := ep.check(op.Opcode, n, op.Remote); err != nil {
 		return q, err
 	}
-	h, err := use(op.Local)
+	h, err := ep.rt.alloc.use(op.Local)
 	q.Hold = h
 	return q, err
 }

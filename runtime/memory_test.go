@@ -298,6 +298,16 @@ func TestUseAfterFree(t *testing.T) {
 	if after, _ := verbs.PostedWRs(cli.QP()); after != before {
 		t.Errorf("%d WRs of freed memory posted", after-before)
 	}
+	// A buffer of another runtime: its key is another protection
+	// domain's, which would fail the connection at the device.
+	other := alloc(t, newRuntime(t), 8)
+	if _, err := cli.Write(ctx, other.Local(), ref).Wait(ctx); !errors.Is(err, verbs.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "another runtime") {
+		t.Errorf("Write from another runtime's buffer: %v, want ErrInvalidArgument saying so", err)
+	}
+	if cli.Err() != nil {
+		t.Errorf("the endpoint ended: %v", cli.Err())
+	}
 }
 
 // TestFreeWaitsForTheDevice: a READ whose waiter gave up still owns its
