@@ -53,7 +53,7 @@ type Runtime struct {
 
 // New opens a device and starts the runtime's pollers. Without options it
 // runs on a soft provider of its own.
-func New(opts ...Option) (_ *Runtime, err error) {
+func New(opts ...Option) (*Runtime, error) {
 	cfg := defaults()
 	for _, o := range opts {
 		o(&cfg)
@@ -61,65 +61,69 @@ func New(opts ...Option) (_ *Runtime, err error) {
 	if cfg.recvDepth < 4 {
 		cfg.recvDepth = 4
 	}
-	// rt, not the result: an error return sets that to nil, and the
-	// deferred teardown needs what was acquired.
 	rt := &Runtime{cfg: cfg, log: cfg.logger, endpoints: make(map[*Endpoint]struct{}),
 		byQPN: make(map[uint32]*Endpoint), byCQ: make(map[verbs.CQ]*Endpoint),
 		listeners: make(map[*Listener]struct{}), eventsDone: make(chan struct{})}
 	if rt.log == nil {
 		rt.log = slog.New(slog.DiscardHandler)
 	}
-	defer func() {
-		if err != nil {
-			rt.teardown()
-		}
-	}()
+	if err := rt.open(); err != nil {
+		rt.teardown() // what open acquired
+		return nil, err
+	}
+	return rt, nil
+}
+
+// open acquires what the runtime runs on: the device context, its
+// protection domain, the arena, the worker pool and the pollers.
+func (rt *Runtime) open() error {
+	cfg := rt.cfg
 	if rt.prov = cfg.provider; rt.prov == nil {
 		rt.ownProv = acquireDefaultSoft()
 		rt.prov = rt.ownProv
 	}
 	dev, err := pickDevice(rt.prov, cfg.device)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if rt.vctx, err = dev.Open(); err != nil {
-		return nil, err
+		return err
 	}
 	go rt.watchEvents(rt.vctx.AsyncEvents())
 	port, err := rt.vctx.QueryPort(1)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rt.mtu = min(port.ActiveMTU, verbs.MTU4096)
 	if rt.gidIndex, rt.gid, err = pickGID(rt.vctx, port, cfg.gidIndex); err != nil {
-		return nil, err
+		return err
 	}
 	if rt.pd, err = rt.vctx.AllocPD(); err != nil {
-		return nil, err
+		return err
 	}
 	if rt.alloc, err = newAllocator(rt.pd, cfg.memLimit, rt.log); err != nil {
-		return nil, err
+		return err
 	}
 	if rt.pool, err = newCallbackRunner(cfg.poolSize, rt.log); err != nil {
-		return nil, err
+		return err
 	}
 	for range max(cfg.pollers, 1) {
 		var ch verbs.CompChannel
 		if cfg.policy != cqpoller.Busy {
 			if ch, err = rt.vctx.CreateCompChannel(); err != nil {
-				return nil, err
+				return err
 			}
 			rt.chans = append(rt.chans, ch)
 		}
 		p, err := cqpoller.New(cqpoller.Config{Policy: cfg.policy, Channel: ch, Spin: cfg.spin, Logger: rt.log})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		p.Start()
 		rt.pollers = append(rt.pollers, p)
 	}
 	rt.log.Debug("verbsrt: runtime up", "provider", rt.prov.Name(), "device", dev.Name(), "gid", rt.gid)
-	return rt, nil
+	return nil
 }
 
 // slogAnts adapts slog to ants' logger.
