@@ -238,9 +238,17 @@ func TestIBVFailureMatrix(t *testing.T) {
 				}
 
 				deadline := time.Now().Add(failureBound)
+				// A killed process's kernel destroys its verbs objects newest
+				// first: the exposure, registered after the connection, goes
+				// before the QP, so a READ or WRITE reaching it in between
+				// fails with REM_ACCESS_ERR (seen once in a CI run).
+				var also []error
+				if ev.name == "PeerKilled" {
+					also = append(also, verbs.ErrRemoteAccess)
+				}
 				wantAllResolve(t, fs, deadline, func() string {
 					return fmt.Sprintf("a: Err %v, outstanding %d", a.Err(), a.Actor().Outstanding())
-				})
+				}, also...)
 				select {
 				case <-a.Done():
 				case <-time.After(time.Until(deadline)):

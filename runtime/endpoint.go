@@ -499,7 +499,10 @@ func (ep *Endpoint) finish(err error) {
 //
 // A peer whose process dies is noticed at once: its kernel ends the
 // connection the endpoint keeps beside the QP (the handshake's TCP
-// connection, or rdma_cm's). A peer whose host stops answering is noticed
+// connection, or rdma_cm's). An operation in flight then fails with what
+// the peer's device answered while that kernel tore the process's objects
+// down, newest first: REM_ACCESS_ERR for a READ or WRITE that reached an
+// exposure already gone, a flush or RETRY_EXC_ERR otherwise. A peer whose host stops answering is noticed
 // within 10 s of its last sign of life on a TCP-handshake endpoint (TCP
 // keepalive), and through rdma_cm only by the endpoint's own traffic (an
 // operation fails with RETRY_EXC_ERR after about half a second).
