@@ -74,9 +74,17 @@ type Config struct {
 	// SignalEvery signals every k-th WR (and the last of each drain); 0:
 	// a quarter of the send queue.
 	SignalEvery int
-	// Spin is how long the actor polls an empty inbox before it parks
-	// (0: 50 µs). Waking a parked locked goroutine costs ~15 µs here.
+	// Spin is how long the actor polls an empty inbox before it goes idle
+	// (0: 50 µs).
 	Spin time.Duration
+	// Park makes an idle actor park its goroutine, locked to its OS
+	// thread, instead of ending it. By default an idle actor's goroutine
+	// ends and gives its thread back, and the next Wake (a submission, a
+	// completion, credits, Close) starts a new one: an idle endpoint then
+	// holds no thread and no goroutine, and waking costs a goroutine start
+	// instead of handing a parked thread its goroutine back (bench/README.md
+	// compares the two).
+	Park bool
 	// Scratch must hold 8 bytes per send-queue slot (ScratchSize).
 	Scratch  Scratch
 	Executor Executor
@@ -238,7 +246,11 @@ func New(cfg Config) (*Actor, error) {
 		retired:     make([]retiredWR, 0, depth),
 		drained:     make([]submission, 0, depth),
 		done:        make(chan struct{}),
-		waker:       NewWaker(),
+	}
+	if cfg.Park {
+		a.waker = NewWaker()
+	} else {
+		a.waker = NewRestartingWaker(func() { go a.run() })
 	}
 	a.mask = uint64(len(a.entries) - 1)
 	a.lat.init(len(a.entries))
@@ -279,7 +291,8 @@ func (a *Actor) Outstanding() int { return a.sqDepth - a.Credits() }
 // awake. Call it before Start.
 func (a *Actor) SetDriver(d Driver) { a.driver = d }
 
-// Start runs the actor goroutine, locked to its OS thread. Call it once.
+// Start runs the actor goroutine, locked to its OS thread while it runs.
+// Call it once.
 func (a *Actor) Start() {
 	if a.started.CompareAndSwap(false, true) {
 		go a.run()
@@ -555,18 +568,24 @@ func (a *Actor) waitRoom(ctx context.Context) error {
 func (a *Actor) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	defer close(a.done)
+	if a.loop() {
+		close(a.done)
+	}
+}
+
+// loop runs the actor until it stops for good (true) or, when its waker
+// restarts it, until it goes idle (false): then nothing of this run may
+// touch the actor any more, since a Wake may already have started the next.
+func (a *Actor) loop() (stopped bool) {
 	d := a.driver
 	if d != nil {
 		d.Drive(true)
-		defer d.Drive(false) // before done closes: Close's caller finds the poller watching
 	}
 	var (
 		idle   IdleClock
 		gather gatherer
 		spin   SpinSlot
 	)
-	defer spin.Release()
 	for {
 		worked := false
 		waited := !gather.due(a.inbox)
@@ -588,12 +607,16 @@ func (a *Actor) run() {
 			continue
 		}
 		if a.finished() {
+			spin.Release()
 			a.postGoodbye()
 			a.exitMu.Lock()
 			a.stopped.Store(true)
 			a.failQueued(ErrClosed)
 			a.exitMu.Unlock()
-			return
+			if d != nil {
+				d.Drive(false) // before done closes: Close's caller finds the poller watching
+			}
+			return true
 		}
 		if idle.Idle() < a.spin {
 			if !spin.Acquire() {
@@ -605,13 +628,20 @@ func (a *Actor) run() {
 		if d != nil {
 			d.Drive(false)
 		}
+		// Watch the contexts of what stays queued (waiting for credits),
+		// so that their ends wake the actor; anything queued after this
+		// look is seen by the second look below, or wakes it.
+		a.watchQueued()
 		a.waker.PrepareSleep()
 		// A closing actor with submissions waiting for credits sleeps too:
 		// returning credits (Complete), Break and Close wake it.
-		if a.canDrain() || a.finished() {
-			a.waker.CancelSleep()
+		if a.canDrain() || a.finished() || a.inbox.PeekAt(a.watched) != nil {
+			if !a.waker.CancelSleep() && a.waker.Restarts() {
+				return false // a Wake came first and started the next run
+			}
+		} else if a.waker.Restarts() {
+			return false
 		} else {
-			a.watchQueued()
 			a.waker.Sleep(nil)
 		}
 		if d != nil {

@@ -291,6 +291,9 @@ func (r *Ring[T]) advance(pos uint64, n int) {
 type Waker struct {
 	sleeping atomic.Bool
 	ch       chan struct{} // wake-up tokens; its one buffer slot keeps an early one
+	// restart, when set, starts the consumer again: it ends instead of
+	// sleeping (NewRestartingWaker).
+	restart func()
 	// sends counts channel operations by Wake, for tests that check the
 	// fast path does none.
 	sends atomic.Uint64
@@ -301,13 +304,27 @@ func NewWaker() *Waker {
 	return &Waker{ch: make(chan struct{}, 1)}
 }
 
+// NewRestartingWaker returns a Waker for a consumer that ends instead of
+// sleeping: where the protocol says Sleep, it returns, and the Wake that
+// finds it gone calls restart, once, to start it again. Between
+// PrepareSleep and its end the consumer must touch nothing it shares with
+// the next run, which may already have started.
+func NewRestartingWaker(restart func()) *Waker {
+	return &Waker{restart: restart}
+}
+
+// Restarts reports whether the consumer ends instead of sleeping.
+func (w *Waker) Restarts() bool { return w.restart != nil }
+
 // PrepareSleep announces that the consumer is about to sleep. The consumer
 // must then look at its ring once more and call CancelSleep if it found
 // work, or Sleep if it did not.
 func (w *Waker) PrepareSleep() { w.sleeping.Store(true) }
 
-// CancelSleep withdraws PrepareSleep when the second look found work.
-func (w *Waker) CancelSleep() { w.sleeping.Store(false) }
+// CancelSleep withdraws PrepareSleep when the second look found work. It
+// reports false when a Wake came first: with a restarting Waker the next
+// run has been started, and this one must end at once.
+func (w *Waker) CancelSleep() bool { return w.sleeping.CompareAndSwap(true, false) }
 
 // Sleep blocks until a Wake after PrepareSleep, or until stop is closed,
 // and reports false in the second case. It may return true with nothing new
@@ -342,6 +359,10 @@ func (w *Waker) wake() {
 		return // another goroutine is waking it, or it woke
 	}
 	w.sends.Inc()
+	if w.restart != nil {
+		w.restart()
+		return
+	}
 	select {
 	case w.ch <- struct{}{}:
 	default: // a token is already waiting

@@ -119,7 +119,7 @@ func (ep *Endpoint) setup(nbufs int) error {
 		return err
 	}
 	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: qpactor.ActorID(rt.nextID.Inc()),
-		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Executor: rt.pool,
+		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Park: rt.cfg.parkActors, Executor: rt.pool,
 		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ type config struct {
 	msgSize     int
 	memLimit    int
 	rnrRetry    uint8
+	parkActors  bool
 	logger      *slog.Logger
 }
 
@@ -99,6 +100,13 @@ func WithMemoryLimit(n int) Option { return func(c *config) { c.memLimit = n } }
 // WithRNRRetry sets the QPs' rnr_retry (default 7, retry forever). Sends
 // are credit-based and never meet an empty receive queue, so 0 works too.
 func WithRNRRetry(n uint8) Option { return func(c *config) { c.rnrRetry = n } }
+
+// WithParkedActors makes an idle endpoint's actor park its goroutine,
+// locked to its OS thread, instead of ending it (the default, in which an
+// idle endpoint holds no thread and no goroutine, and the next operation
+// starts its actor again). For comparison (bench/README.md); it costs an
+// OS thread per endpoint.
+func WithParkedActors() Option { return func(c *config) { c.parkActors = true } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
