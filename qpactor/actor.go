@@ -636,11 +636,11 @@ func (a *Actor) loop() (stopped bool) {
 		// A closing actor with submissions waiting for credits sleeps too:
 		// returning credits (Complete), Break and Close wake it.
 		if a.canDrain() || a.finished() || a.inbox.PeekAt(a.watched) != nil {
-			if !a.waker.CancelSleep() && a.waker.Restarts() {
-				return false // a Wake came first and started the next run
-			}
+			a.waker.CancelSleep()
 		} else if a.waker.Restarts() {
-			return false
+			if a.waker.Leave() {
+				return false // the next Wake starts the next run
+			}
 		} else {
 			a.waker.Sleep(nil)
 		}

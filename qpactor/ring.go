@@ -291,9 +291,11 @@ func (r *Ring[T]) advance(pos uint64, n int) {
 type Waker struct {
 	sleeping atomic.Bool
 	ch       chan struct{} // wake-up tokens; its one buffer slot keeps an early one
-	// restart, when set, starts the consumer again: it ends instead of
-	// sleeping (NewRestartingWaker).
+	// restart, when set, starts the consumer again: it ends (Leave)
+	// instead of sleeping (NewRestartingWaker). gone is set while it has
+	// ended or is ending; the Wake that clears it restarts it.
 	restart func()
+	gone    atomic.Bool
 	// sends counts channel operations by Wake, for tests that check the
 	// fast path does none.
 	sends atomic.Uint64
@@ -305,12 +307,30 @@ func NewWaker() *Waker {
 }
 
 // NewRestartingWaker returns a Waker for a consumer that ends instead of
-// sleeping: where the protocol says Sleep, it returns, and the Wake that
-// finds it gone calls restart, once, to start it again. Between
-// PrepareSleep and its end the consumer must touch nothing it shares with
-// the next run, which may already have started.
+// sleeping: where the protocol says Sleep, it calls Leave, and ends if
+// Leave says so; the Wake that finds it gone calls restart, once, to start
+// it again. Until Leave the consumer still owns everything (its second
+// look included): no Wake restarts it before.
 func NewRestartingWaker(restart func()) *Waker {
 	return &Waker{restart: restart}
+}
+
+// Leave is Sleep for a restarting consumer: it reports whether the
+// consumer must end now (a Wake will start it again, or already has), or
+// go on, when a Wake came since PrepareSleep and left it to carry on.
+// After Leave returns true the consumer must touch nothing it shares with
+// the next run.
+//
+// Against wake: the consumer sets gone, then looks at sleeping; a Wake
+// clears sleeping, then looks at gone. One of the two sees the other (the
+// same argument as PrepareSleep's), and whoever then clears gone owns the
+// next run: the Wake by starting it, the consumer by going on.
+func (w *Waker) Leave() bool {
+	w.gone.Store(true)
+	if w.sleeping.Load() {
+		return true // no Wake yet: the next one restarts
+	}
+	return !w.gone.CompareAndSwap(true, false)
 }
 
 // Restarts reports whether the consumer ends instead of sleeping.
@@ -321,10 +341,8 @@ func (w *Waker) Restarts() bool { return w.restart != nil }
 // work, or Sleep if it did not.
 func (w *Waker) PrepareSleep() { w.sleeping.Store(true) }
 
-// CancelSleep withdraws PrepareSleep when the second look found work. It
-// reports false when a Wake came first: with a restarting Waker the next
-// run has been started, and this one must end at once.
-func (w *Waker) CancelSleep() bool { return w.sleeping.CompareAndSwap(true, false) }
+// CancelSleep withdraws PrepareSleep when the second look found work.
+func (w *Waker) CancelSleep() { w.sleeping.Store(false) }
 
 // Sleep blocks until a Wake after PrepareSleep, or until stop is closed,
 // and reports false in the second case. It may return true with nothing new
@@ -360,7 +378,9 @@ func (w *Waker) wake() {
 	}
 	w.sends.Inc()
 	if w.restart != nil {
-		w.restart()
+		if w.gone.CompareAndSwap(true, false) {
+			w.restart()
+		}
 		return
 	}
 	select {

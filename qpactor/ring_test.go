@@ -518,3 +518,74 @@ func sleepOrFail(t *testing.T, w *Waker) {
 		t.Fatal("Sleep did not return: the token was lost")
 	}
 }
+
+// TestRestartingWakerOneRunAtATime: a consumer that ends instead of
+// sleeping (NewRestartingWaker, Leave) and is started again by the Wake
+// that finds it gone, against several producers: no value is lost (every
+// one is taken within 5 s), and never do two runs overlap.
+func TestRestartingWakerOneRunAtATime(t *testing.T) {
+	const producers, perProducer = 4, 20000
+	r := NewRing[int](64)
+	var w *Waker
+	var running, overlaps, runs, leaves, stays atomic.Int64
+	var taken atomic.Int64
+	var run func()
+	run = func() {
+		runs.Inc()
+		if running.Inc() != 1 {
+			overlaps.Inc()
+		}
+		for {
+			for p := r.Peek(); p != nil; p = r.Peek() {
+				r.Pop()
+				taken.Inc()
+			}
+			w.PrepareSleep()
+			if r.Peek() != nil {
+				w.CancelSleep()
+				continue
+			}
+			running.Dec() // before Leave: the next run may start at once
+			if w.Leave() {
+				leaves.Inc()
+				return
+			}
+			if running.Inc() != 1 {
+				overlaps.Inc()
+			}
+			stays.Inc()
+		}
+	}
+	w = NewRestartingWaker(func() { go run() })
+	w.gone.Store(true) // as if a run had ended: the first Wake starts one
+	w.sleeping.Store(true)
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			for i := range perProducer {
+				for v := i; !r.TryPush(&v); {
+					runtime.Gosched()
+				}
+				w.Wake()
+				if i%8 == 0 {
+					time.Sleep(time.Microsecond) // let the consumer run dry and end
+				}
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for taken.Load() != producers*perProducer {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d values taken after 5 s: a lost wake-up", taken.Load(), producers*perProducer)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if overlaps.Load() != 0 {
+		t.Fatalf("%d runs overlapped another", overlaps.Load())
+	}
+	t.Logf("%d runs, %d ended, %d went on after a Wake in Leave", runs.Load(), leaves.Load(), stays.Load())
+	if runs.Load() < 2 {
+		t.Error("the consumer never ended and restarted: the test proves nothing")
+	}
+}
