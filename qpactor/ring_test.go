@@ -529,8 +529,7 @@ func TestRestartingWakerOneRunAtATime(t *testing.T) {
 	var w *Waker
 	var running, overlaps, runs, leaves, stays atomic.Int64
 	var taken atomic.Int64
-	var run func()
-	run = func() {
+	run := func() {
 		runs.Inc()
 		if running.Inc() != 1 {
 			overlaps.Inc()
