@@ -18,9 +18,14 @@
 // device has given its WR back (its completion, or its flush once the QP
 // is in ERR), unless the completions are known lost (Abandon).
 //
-// The actor goroutine is locked to its OS thread and spins while there is
-// traffic: waking a parked locked goroutine hands its P to another thread,
-// microseconds each time. What keeps that affordable on a small machine:
+// The actor goroutine is locked to its OS thread while it runs, and spins
+// while there is traffic, since waking it costs microseconds. Once idle past
+// its spin it ends and gives the thread back, and the next Wake (a
+// submission, a completion, credits, Close) starts a new one
+// (NewRestartingWaker): an idle actor holds no thread and no goroutine, and
+// starting a goroutine wakes faster than handing a parked locked goroutine
+// its thread back (Config.Park keeps the parked one; BenchmarkWakeup).
+// What keeps the spinning affordable on a small machine:
 //   - With a Driver (the runtime gives every actor one, cqpoller's), the
 //     actor also polls its own CQ while it is awake, so a busy QP costs one
 //     spinning locked goroutine, not an actor and a poller.

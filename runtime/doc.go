@@ -12,7 +12,9 @@
 //	_, err := f.Wait(ctx)                    // or <-f.Done(), or f.Then(fn)
 //
 // Underneath, every endpoint's QP is owned by a qpactor.Actor, a goroutine
-// locked to its OS thread that drains a lock-free inbox and chains what it
+// locked to its OS thread while it works (an idle endpoint's actor ends and
+// holds no thread; the next operation starts it) that drains a lock-free
+// inbox and chains what it
 // finds into one PostSend (doorbell batching), and cqpoller goroutines turn
 // completions into resolved futures; while an actor is awake it handles its
 // own CQ's completions itself, so a busy endpoint keeps one spinning
