@@ -42,22 +42,16 @@ type result struct {
 // hangs costs only the closing's figure.
 func runChild(ctx context.Context, cfg config, out io.Writer) error {
 	progress := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
-	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
+	prof := &phaseProfiler{name: cfg.cpuProfile}
+	defer prof.stop()
+	if err := prof.start("setup"); err != nil {
+		return err
 	}
 	p, err := newProbe(cfg)
 	if err != nil {
 		return err
 	}
-	res, err := p.measure(ctx, cfg.child, progress)
-	pprof.StopCPUProfile()
+	res, err := p.measure(ctx, cfg.child, prof, progress)
 	if err == nil {
 		var line []byte
 		line, err = json.Marshal(res)
@@ -65,6 +59,9 @@ func runChild(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	if err == nil { // a failure's last progress line says how far it got
 		progress("closing both runtimes")
+	}
+	if perr := prof.start("close"); err == nil {
+		err = perr
 	}
 	start := time.Now()
 	closeErr := p.close()
@@ -74,6 +71,41 @@ func runChild(ctx context.Context, cfg config, out io.Writer) error {
 	}
 	line, _ := json.Marshal(c)
 	fmt.Fprintf(out, "%s%s\n", closedTag, line)
+	return err
+}
+
+// phaseProfiler writes a CPU profile per phase of a child, so that what
+// setup costs, what idleness costs and what the active pair costs are
+// seen apart.
+type phaseProfiler struct {
+	name string // "": no profiles
+	f    *os.File
+}
+
+// start ends the current phase's profile and starts the next one's.
+func (pp *phaseProfiler) start(phase string) error {
+	if err := pp.stop(); err != nil || pp.name == "" {
+		return err
+	}
+	f, err := os.Create(profileName(pp.name, phase))
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	pp.f = f
+	return nil
+}
+
+func (pp *phaseProfiler) stop() error {
+	if pp.f == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := pp.f.Close()
+	pp.f = nil
 	return err
 }
 
@@ -158,7 +190,7 @@ func (p *probe) usage() usage {
 	return usage{heap: ms.HeapInuse, stack: ms.StackInuse, arena: p.cliRT.ArenaSize() + p.srvRT.ArenaSize()}
 }
 
-func (p *probe) measure(ctx context.Context, n int, progress func(string, ...any)) (result, error) {
+func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progress func(string, ...any)) (result, error) {
 	res := result{Pairs: n, GOMAXPROCS: goruntime.GOMAXPROCS(0)}
 	ln, err := p.srvRT.Listen("127.0.0.1:0")
 	if err != nil {
@@ -202,6 +234,9 @@ func (p *probe) measure(ctx context.Context, n int, progress func(string, ...any
 	}
 
 	progress("idle for %v", p.cfg.idleCPU)
+	if err := prof.start("idle"); err != nil {
+		return res, err
+	}
 	cpu0, t0 := cpuTime(), time.Now()
 	time.Sleep(p.cfg.idleCPU)
 	if cpu0 >= 0 {
@@ -211,6 +246,9 @@ func (p *probe) measure(ctx context.Context, n int, progress func(string, ...any
 	}
 
 	res.LoadAverage = loadAverage()
+	if err := prof.start("latency"); err != nil {
+		return res, err
+	}
 	active := p.pairs[len(p.pairs)-1]
 	progress("WRITE+Wait on one pair, %d idle", n-1)
 	writes, err := p.writes(ctx, active)

@@ -42,13 +42,16 @@
 // beside each latency: run it with 1 first to compare against one pair.
 // The table is markdown, for bench/README.md.
 //
-// Each endpoint takes 2 x 64 x 4 KiB of receive buffers by default, and
+// Each endpoint takes 2 x 64 x 4 KiB of receive buffers by default (584
+// KiB of arena with its scratch and what the 4 MiB chunks leave over), and
 // each runtime maps at most 1 GiB unless told otherwise, so more than about
-// 1,000 pairs need -memlimit (the WithMemoryLimit of both runtimes).
-// -cpuprofile and -memprofile write one profile per N, named with N before
-// the extension (cpu.out becomes cpu.5000.out); the CPU profile covers the
-// whole child up to the closing, the heap profile is taken with the pairs
-// idle.
+// 1,700 pairs need -memlimit (the WithMemoryLimit of both runtimes).
+// -cpuprofile writes a CPU profile per N and phase, named with both before
+// the extension (cpu.out becomes cpu.5000.setup.out, cpu.5000.idle.out,
+// cpu.5000.latency.out and cpu.5000.close.out), so that what connecting
+// costs, what idleness costs and what slows the active pair are seen
+// apart; -memprofile writes a heap profile per N (heap.5000.out), taken
+// with the pairs idle.
 //
 // A child that fails or dies (or outlives -timeout) gets a row saying so
 // and the run goes on; the program exits 0 unless it could not run at

@@ -53,8 +53,8 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&cfg.pause, "pause", 50*time.Millisecond, "idleness before threads are counted, past every spin window")
 	fs.DurationVar(&cfg.idleCPU, "idlecpu", 2*time.Second, "idleness over which CPU time is measured")
 	fs.StringVar(&memLimit, "memlimit", "", "WithMemoryLimit of both runtimes, e.g. 3GiB (default: the runtime's, 1 GiB)")
-	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile per N to this file, N inserted before the extension")
-	fs.StringVar(&cfg.memProfile, "memprofile", "", "write a heap profile per N, taken with the pairs idle, likewise")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles to this file name, N and the phase (setup, idle, latency, close) inserted before the extension")
+	fs.StringVar(&cfg.memProfile, "memprofile", "", "write a heap profile per N, taken with the pairs idle, N inserted before the extension")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Minute, "bound on each child process")
 	fs.IntVar(&cfg.child, "child", 0, "internal: run as the child process measuring this many pairs")
 	if err := fs.Parse(args); err != nil {
@@ -103,13 +103,15 @@ func parseBytes(s string) (int, error) {
 	return int(n * float64(uint64(1)<<shift)), nil
 }
 
-// profileName returns the profile file of the child measuring n pairs.
-func profileName(name string, n int) string {
+// profileName inserts tag before the extension of a profile's file name:
+// cpu.out becomes cpu.5000.out for the child of 5,000 pairs, which writes
+// cpu.5000.setup.out and so on, one per phase.
+func profileName(name, tag string) string {
 	if name == "" {
 		return ""
 	}
 	ext := filepath.Ext(name)
-	return fmt.Sprintf("%s.%d%s", strings.TrimSuffix(name, ext), n, ext)
+	return fmt.Sprintf("%s.%s%s", strings.TrimSuffix(name, ext), tag, ext)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

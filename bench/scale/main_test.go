@@ -153,10 +153,10 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestProfileName(t *testing.T) {
-	if got := profileName("prof/cpu.out", 5000); got != "prof/cpu.5000.out" {
+	if got := profileName(profileName("prof/cpu.out", "5000"), "idle"); got != "prof/cpu.5000.idle.out" {
 		t.Errorf("profileName = %q", got)
 	}
-	if got := profileName("", 5); got != "" {
+	if got := profileName("", "5"); got != "" {
 		t.Errorf("no profile asked for, got %q", got)
 	}
 }

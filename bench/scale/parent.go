@@ -108,10 +108,10 @@ func childArgs(cfg config, n int) []string {
 		args = append(args, "-memlimit", strconv.Itoa(cfg.memLimit))
 	}
 	if cfg.cpuProfile != "" {
-		args = append(args, "-cpuprofile", profileName(cfg.cpuProfile, n))
+		args = append(args, "-cpuprofile", profileName(cfg.cpuProfile, strconv.Itoa(n)))
 	}
 	if cfg.memProfile != "" {
-		args = append(args, "-memprofile", profileName(cfg.memProfile, n))
+		args = append(args, "-memprofile", profileName(cfg.memProfile, strconv.Itoa(n)))
 	}
 	return args
 }
