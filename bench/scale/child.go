@@ -246,7 +246,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 	}
 
 	res.LoadAverage = loadAverage()
-	if err := prof.start("latency"); err != nil {
+	if err := prof.start("write"); err != nil {
 		return res, err
 	}
 	active := p.pairs[len(p.pairs)-1]
@@ -257,6 +257,9 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 	}
 	res.WriteP50, res.WriteP99 = percentile(writes, 0.50), percentile(writes, 0.99)
 	progress("SEND/Recv round trips on one pair, %d idle", n-1)
+	if err := prof.start("roundtrip"); err != nil {
+		return res, err
+	}
 	trips, err := p.roundTrips(ctx, active)
 	if err != nil {
 		return res, err

@@ -48,7 +48,7 @@
 // 1,700 pairs need -memlimit (the WithMemoryLimit of both runtimes).
 // -cpuprofile writes a CPU profile per N and phase, named with both before
 // the extension (cpu.out becomes cpu.5000.setup.out, cpu.5000.idle.out,
-// cpu.5000.latency.out and cpu.5000.close.out), so that what connecting
+// cpu.5000.write.out, cpu.5000.roundtrip.out and cpu.5000.close.out), so that what connecting
 // costs, what idleness costs and what slows the active pair are seen
 // apart; -memprofile writes a heap profile per N (heap.5000.out), taken
 // with the pairs idle.
