@@ -128,6 +128,9 @@ func newProbe(cfg config) (*probe, error) {
 	if cfg.memLimit > 0 {
 		opts = append(opts, runtime.WithMemoryLimit(cfg.memLimit))
 	}
+	if cfg.parked {
+		opts = append(opts, runtime.WithParkedActors())
+	}
 	p := &probe{cfg: cfg}
 	var err error
 	if p.srvRT, err = runtime.New(opts...); err != nil {
@@ -211,6 +214,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 		}
 		setup[i] = time.Since(t)
 		p.pairs = append(p.pairs, pr)
+		progress("%s%d", pairsTag, i+1)
 		if (i+1)%step == 0 || i+1 == n {
 			progress("connected %d/%d pairs; this one took %v, %d OS threads", i+1, n, setup[i].Round(time.Microsecond), osThreads())
 		}

@@ -74,8 +74,9 @@ func TestRunReportsADeadChild(t *testing.T) {
 	if len(rows) != 2 {
 		t.Fatalf("%d rows, want 2:\n%s\n%s", len(rows), out.String(), log.String())
 	}
-	if died := rows[0][1]; !strings.Contains(died, "died:") || !strings.Contains(died, "WithMemoryLimit") {
-		t.Errorf("the 10-pair row says %q, want that it died of the memory limit", died)
+	died := rows[0][1]
+	if m := regexp.MustCompile(`^died after connecting (\d) pairs: .*WithMemoryLimit`).FindStringSubmatch(died); m == nil || m[1] == "0" {
+		t.Errorf("the 10-pair row says %q, want how many pairs it connected and that it died of the memory limit", died)
 	}
 	if !strings.HasSuffix(rows[1][slices.Index(columns, "WRITE p50")], "s") {
 		t.Errorf("the 1-pair row after it has no figures: %q", rows[1])

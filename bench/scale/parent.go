@@ -15,21 +15,25 @@ import (
 )
 
 // The child reports on its stdout, one line each: progress lines (passed
-// on to the parent's stderr as they come), then resultTag and its result
-// as JSON, then closedTag and the closing's. Its stderr is for what kills
-// it: the parent keeps the head of it and finds the reason there.
+// on to the parent's stderr as they come) and, after each pair it
+// connects, pairsTag and their number (kept, so that a child that dies
+// says how far it got); then resultTag and its result as JSON, then
+// closedTag and the closing's. Its stderr is for what kills it: the
+// parent keeps the head of it and finds the reason there.
 const (
+	pairsTag  = "PAIRS "
 	resultTag = "RESULT "
 	closedTag = "CLOSED "
 )
 
 // outcome is what became of one child.
 type outcome struct {
-	pairs    int
-	res      *result  // nil if the child died before reporting
-	closed   *closing // nil if it died or hung while closing
-	died     string   // why the child failed, "" if it did not
-	progress string   // its last progress line
+	pairs     int
+	res       *result  // nil if the child died before reporting
+	closed    *closing // nil if it died or hung while closing
+	died      string   // why the child failed, "" if it did not
+	progress  string   // its last progress line
+	connected int      // the pairs it had connected
 }
 
 // closing is how the child's runtimes closed.
@@ -61,6 +65,8 @@ func runOne(ctx context.Context, self string, cfg config, n int, log io.Writer) 
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
+		case strings.HasPrefix(line, pairsTag):
+			out.connected, _ = strconv.Atoi(line[len(pairsTag):])
 		case strings.HasPrefix(line, resultTag):
 			var r result
 			if err := json.Unmarshal([]byte(line[len(resultTag):]), &r); err != nil {
@@ -106,6 +112,9 @@ func childArgs(cfg config, n int) []string {
 	}
 	if cfg.memLimit > 0 {
 		args = append(args, "-memlimit", strconv.Itoa(cfg.memLimit))
+	}
+	if cfg.parked {
+		args = append(args, "-parked")
 	}
 	if cfg.cpuProfile != "" {
 		args = append(args, "-cpuprofile", profileName(cfg.cpuProfile, strconv.Itoa(n)))

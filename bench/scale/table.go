@@ -28,8 +28,12 @@ func (t *table) header() {
 	if t.cfg.memLimit > 0 {
 		limit = fmt.Sprintf("%d MiB", t.cfg.memLimit>>20)
 	}
-	fmt.Fprintf(t.w, "%s, GOMAXPROCS %d, %d cores, load average %s; %d samples of %d B after %d warm-up; memory limit %s\n\n",
-		goruntime.Version(), goruntime.GOMAXPROCS(0), goruntime.NumCPU(), loadAverage(), t.cfg.ops, t.cfg.size, t.cfg.warmup, limit)
+	actors := ""
+	if t.cfg.parked {
+		actors = "; parked actors (WithParkedActors)"
+	}
+	fmt.Fprintf(t.w, "%s, GOMAXPROCS %d, %d cores, load average %s; %d samples of %d B after %d warm-up; memory limit %s%s\n\n",
+		goruntime.Version(), goruntime.GOMAXPROCS(0), goruntime.NumCPU(), loadAverage(), t.cfg.ops, t.cfg.size, t.cfg.warmup, limit, actors)
 	fmt.Fprintf(t.w, "| %s |\n", strings.Join(columns, " | "))
 	fmt.Fprintf(t.w, "|%s\n", strings.Repeat("---|", len(columns)))
 }
@@ -43,7 +47,7 @@ func (t *table) row(o outcome) {
 	if r == nil {
 		cells := make([]string, len(columns))
 		cells[0] = fmt.Sprint(o.pairs)
-		cells[1] = "died: " + o.died
+		cells[1] = fmt.Sprintf("died after connecting %d pairs: %s", o.connected, o.died)
 		if o.progress != "" {
 			cells[1] += "; last progress: " + o.progress
 		}
