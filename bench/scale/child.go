@@ -54,11 +54,10 @@ func runChild(ctx context.Context, cfg config, out io.Writer) error {
 	res, err := p.measure(ctx, cfg.child, prof, progress)
 	if err == nil {
 		var line []byte
-		line, err = json.Marshal(res)
-		fmt.Fprintf(out, "%s%s\n", resultTag, line)
-	}
-	if err == nil { // a failure's last progress line says how far it got
-		progress("closing both runtimes")
+		if line, err = json.Marshal(res); err == nil {
+			fmt.Fprintf(out, "%s%s\n", resultTag, line)
+			progress("closing both runtimes") // only now: a failure's last progress line says how far it got
+		}
 	}
 	if perr := prof.start("close"); err == nil {
 		err = perr
