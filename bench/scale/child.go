@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	goruntime "runtime"
+	"runtime/pprof"
+	"slices"
+	"time"
+
+	"github.com/verbsrt/verbsrt/runtime"
+)
+
+// result is what a child measured; per-endpoint figures are over the 2N
+// endpoints, in bytes.
+type result struct {
+	Pairs         int
+	GOMAXPROCS    int
+	HeapPerEP     float64
+	StackPerEP    float64
+	ArenaPerEP    float64
+	ThreadsBefore int     // before the first pair; -1 where unknown
+	Threads       int     // with the pairs idle
+	Goroutines    int     // with the pairs idle
+	IdleCPU       float64 // CPU time over wall time while idle: 1 is one core
+	WriteP50      time.Duration
+	WriteP99      time.Duration
+	RoundTripP50  time.Duration
+	RoundTripP99  time.Duration
+	SetupFirst    time.Duration // mean of the first tenth of the pairs
+	SetupLast     time.Duration // mean of the last tenth
+	SetupTotal    time.Duration
+	LoadAverage   string // the machine's, over the minute before the latencies
+}
+
+// runChild measures cfg.child pairs and reports on out (parent.go says
+// how); the runtimes close after the result is out, so a closing that
+// hangs costs only the closing's figure.
+func runChild(ctx context.Context, cfg config, out io.Writer) error {
+	progress := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
+	prof := &phaseProfiler{name: cfg.cpuProfile}
+	defer prof.stop()
+	if err := prof.start("setup"); err != nil {
+		return err
+	}
+	p, err := newProbe(cfg)
+	if err != nil {
+		return err
+	}
+	res, err := p.measure(ctx, cfg.child, prof, progress)
+	if err == nil {
+		var line []byte
+		if line, err = json.Marshal(res); err == nil {
+			fmt.Fprintf(out, "%s%s\n", resultTag, line)
+			progress("closing both runtimes") // only now: a failure's last progress line says how far it got
+		}
+	}
+	if perr := prof.start("close"); err == nil {
+		err = perr
+	}
+	start := time.Now()
+	closeErr := p.close()
+	c := closing{Took: time.Since(start)}
+	if closeErr != nil {
+		c.Err = closeErr.Error()
+	}
+	line, _ := json.Marshal(c)
+	fmt.Fprintf(out, "%s%s\n", closedTag, line)
+	return err
+}
+
+// phaseProfiler writes a CPU profile per phase of a child, so that what
+// setup costs, what idleness costs and what the active pair costs are
+// seen apart.
+type phaseProfiler struct {
+	name string // "": no profiles
+	f    *os.File
+}
+
+// start ends the current phase's profile and starts the next one's.
+func (pp *phaseProfiler) start(phase string) error {
+	if err := pp.stop(); err != nil || pp.name == "" {
+		return err
+	}
+	f, err := os.Create(profileName(pp.name, phase))
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	pp.f = f
+	return nil
+}
+
+func (pp *phaseProfiler) stop() error {
+	if pp.f == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := pp.f.Close()
+	pp.f = nil
+	return err
+}
+
+// probe is two runtimes, the endpoint pairs between them and the memory
+// the active pair's operations use.
+type probe struct {
+	cfg    config
+	cliRT  *runtime.Runtime // Dials
+	srvRT  *runtime.Runtime // Listens
+	cliBuf *runtime.Buffer  // what the active client writes and sends
+	srvBuf *runtime.Buffer  // what the active server sends back
+	target runtime.RemoteRef
+	pairs  []pair
+}
+
+type pair struct{ cli, srv *runtime.Endpoint }
+
+func newProbe(cfg config) (*probe, error) {
+	var opts []runtime.Option
+	if cfg.memLimit > 0 {
+		opts = append(opts, runtime.WithMemoryLimit(cfg.memLimit))
+	}
+	if cfg.parked {
+		opts = append(opts, runtime.WithParkedActors())
+	}
+	p := &probe{cfg: cfg}
+	var err error
+	if p.srvRT, err = runtime.New(opts...); err != nil {
+		return nil, err
+	}
+	if p.cliRT, err = runtime.New(opts...); err != nil {
+		p.close()
+		return nil, err
+	}
+	// Allocated before the baseline, so that the deltas are the endpoints'.
+	if p.cliBuf, err = p.cliRT.Alloc(cfg.size); err != nil {
+		p.close()
+		return nil, err
+	}
+	if p.srvBuf, err = p.srvRT.Alloc(cfg.size); err != nil {
+		p.close()
+		return nil, err
+	}
+	target, err := p.srvRT.Alloc(cfg.size)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	exp, err := target.Expose(runtime.RemoteWrite)
+	if err != nil {
+		p.close()
+		return nil, err
+	}
+	p.target = exp.RemoteRef()
+	return p, nil
+}
+
+func (p *probe) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var errs []error
+	for _, rt := range []*runtime.Runtime{p.cliRT, p.srvRT} {
+		if rt != nil {
+			if err := rt.Close(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// usage is what the process holds, for the deltas.
+type usage struct {
+	heap, stack uint64
+	arena       int
+}
+
+func (p *probe) usage() usage {
+	// Twice: the first collection runs the cleanups (runtime.AddCleanup)
+	// that free what the second one then finds unreachable.
+	goruntime.GC()
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	return usage{heap: ms.HeapInuse, stack: ms.StackInuse, arena: p.cliRT.ArenaSize() + p.srvRT.ArenaSize()}
+}
+
+func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progress func(string, ...any)) (result, error) {
+	res := result{Pairs: n, GOMAXPROCS: goruntime.GOMAXPROCS(0)}
+	ln, err := p.srvRT.Listen("127.0.0.1:0")
+	if err != nil {
+		return res, err
+	}
+	defer ln.Close()
+	res.ThreadsBefore = osThreads()
+	before := p.usage()
+
+	setup := make([]time.Duration, n)
+	step := max(1, n/10)
+	start := time.Now()
+	for i := range n {
+		t := time.Now()
+		pr, err := connect(ctx, p.cliRT, ln)
+		if err != nil {
+			return res, fmt.Errorf("connecting pair %d of %d: %w", i+1, n, err)
+		}
+		setup[i] = time.Since(t)
+		p.pairs = append(p.pairs, pr)
+		progress("%s%d", pairsTag, i+1)
+		if (i+1)%step == 0 || i+1 == n {
+			progress("connected %d/%d pairs; this one took %v, %d OS threads", i+1, n, setup[i].Round(time.Microsecond), osThreads())
+		}
+	}
+	res.SetupTotal = time.Since(start)
+	tenth := max(1, n/10)
+	res.SetupFirst, res.SetupLast = mean(setup[:tenth]), mean(setup[n-tenth:])
+
+	time.Sleep(p.cfg.pause)
+	res.Threads = osThreads()
+	res.Goroutines = goruntime.NumGoroutine()
+	after := p.usage()
+	eps := float64(2 * n)
+	res.HeapPerEP = (float64(after.heap) - float64(before.heap)) / eps
+	res.StackPerEP = (float64(after.stack) - float64(before.stack)) / eps
+	res.ArenaPerEP = float64(after.arena-before.arena) / eps
+	if p.cfg.memProfile != "" {
+		if err := writeHeapProfile(p.cfg.memProfile); err != nil {
+			return res, err
+		}
+	}
+
+	progress("idle for %v", p.cfg.idleCPU)
+	if err := prof.start("idle"); err != nil {
+		return res, err
+	}
+	cpu0, t0 := cpuTime(), time.Now()
+	time.Sleep(p.cfg.idleCPU)
+	if cpu0 >= 0 {
+		res.IdleCPU = float64(cpuTime()-cpu0) / float64(time.Since(t0))
+	} else {
+		res.IdleCPU = -1
+	}
+
+	res.LoadAverage = loadAverage()
+	if err := prof.start("write"); err != nil {
+		return res, err
+	}
+	active := p.pairs[len(p.pairs)-1]
+	progress("WRITE+Wait on one pair, %d idle", n-1)
+	writes, err := p.writes(ctx, active)
+	if err != nil {
+		return res, err
+	}
+	res.WriteP50, res.WriteP99 = percentile(writes, 0.50), percentile(writes, 0.99)
+	progress("SEND/Recv round trips on one pair, %d idle", n-1)
+	if err := prof.start("roundtrip"); err != nil {
+		return res, err
+	}
+	trips, err := p.roundTrips(ctx, active)
+	if err != nil {
+		return res, err
+	}
+	res.RoundTripP50, res.RoundTripP99 = percentile(trips, 0.50), percentile(trips, 0.99)
+	return res, nil
+}
+
+// connect returns a pair connected through ln, as a server's Accept and a
+// client's Dial make one.
+func connect(ctx context.Context, cliRT *runtime.Runtime, ln *runtime.Listener) (pair, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	type accepted struct {
+		ep  *runtime.Endpoint
+		err error
+	}
+	ch := make(chan accepted, 1)
+	go func() {
+		ep, err := ln.Accept(ctx)
+		ch <- accepted{ep, err}
+	}()
+	cli, err := cliRT.Dial(ctx, ln.Addr().String())
+	if err != nil {
+		cancel() // ends the Accept that waits for this Dial
+	}
+	a := <-ch
+	if err != nil {
+		if a.err == nil {
+			a.ep.Close(ctx)
+		}
+		return pair{}, fmt.Errorf("dial: %w", err)
+	}
+	if a.err != nil {
+		cli.Close(ctx)
+		return pair{}, fmt.Errorf("accept: %w", a.err)
+	}
+	return pair{cli: cli, srv: a.ep}, nil
+}
+
+// writes times WRITE+Wait of cfg.size bytes on pr, one at a time.
+func (p *probe) writes(ctx context.Context, pr pair) ([]time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	samples := make([]time.Duration, 0, p.cfg.ops)
+	local := p.cliBuf.Local()
+	for i := range p.cfg.warmup + p.cfg.ops {
+		t := time.Now()
+		if _, err := pr.cli.Write(ctx, local, p.target).Wait(ctx); err != nil {
+			return nil, fmt.Errorf("write %d: %w", i, err)
+		}
+		if i >= p.cfg.warmup {
+			samples = append(samples, time.Since(t))
+		}
+	}
+	return samples, nil
+}
+
+// roundTrips times a SEND of cfg.size bytes and its reply on pr: the
+// client Sends and waits for its future, the server Recvs, Releases and
+// Sends back, the client Recvs and Releases the reply.
+func (p *probe) roundTrips(ctx context.Context, pr pair) ([]time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	echoed := make(chan error, 1)
+	go func() { echoed <- p.echo(ctx, pr.srv) }()
+	samples := make([]time.Duration, 0, p.cfg.ops)
+	local := p.cliBuf.Local()
+	var err error
+	for i := range p.cfg.warmup + p.cfg.ops {
+		t := time.Now()
+		if _, err = pr.cli.Send(ctx, local).Wait(ctx); err != nil {
+			err = fmt.Errorf("send %d: %w", i, err)
+			break
+		}
+		var m runtime.Message
+		if m, err = pr.cli.Recv(ctx); err != nil {
+			err = fmt.Errorf("receiving reply %d: %w", i, err)
+			break
+		}
+		m.Release()
+		if i >= p.cfg.warmup {
+			samples = append(samples, time.Since(t))
+		}
+	}
+	cancel()
+	if echoErr := <-echoed; err == nil && echoErr != nil && !errors.Is(echoErr, context.Canceled) {
+		err = fmt.Errorf("echo: %w", echoErr)
+	}
+	return samples, err
+}
+
+// echo answers every message on ep with one of its own until ctx ends.
+func (p *probe) echo(ctx context.Context, ep *runtime.Endpoint) error {
+	local := p.srvBuf.Local()
+	for {
+		m, err := ep.Recv(ctx)
+		if err != nil {
+			return err
+		}
+		m.Release()
+		if _, err := ep.Send(ctx, local).Wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func writeHeapProfile(name string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func mean(ds []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
+}
+
+// percentile returns the q-quantile of ds (sorting it), nearest rank.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := int(q*float64(len(ds))+0.5) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}

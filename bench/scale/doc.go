@@ -1,0 +1,63 @@
+// Scale measures what idle endpoints cost and what they do to an active
+// one, for issue 12 ("10,000 connected endpoints in one process, idle ones
+// nearly free, active ones unaffected"), so that every change to it is
+// measured by the same command:
+//
+//	go run ./bench/scale -pairs 1,100,1000,5000 -memlimit 3GiB
+//
+// For each number of pairs N in -pairs, the program runs a child process
+// of its own (it starts itself again), so that a process that dies, as one
+// did of "fatal error: thread exhaustion" when every endpoint kept an OS
+// thread, takes only its own row down: the parent prints that N died, how
+// far it got and why (from the child's stderr), and goes on with the next.
+//
+// A child makes two runtimes with default options (the default soft
+// provider, which runtimes of one process share), connects N endpoint
+// pairs through Listen on one and Dial on the other, and measures:
+//
+//   - heap/ep, stack/ep: HeapInuse and StackInuse after runtime.GC() with
+//     the N pairs idle, minus the same before the first pair, over the 2N
+//     endpoints;
+//   - reg/ep: the registered memory both runtimes mapped (ArenaSize), the
+//     same delta over 2N. The arena grows 4 MiB at a time, so small N
+//     show that step rather than the endpoints;
+//   - threads: the process's OS threads (/proc/self/status) once every
+//     endpoint has been idle for -pause, past the actors' and pollers'
+//     spin windows; goroutines likewise;
+//   - idle CPU: user and system time (getrusage) over -idlecpu of
+//     idleness, as a share of one core;
+//   - WRITE+Wait: the latency of a -size byte WRITE on one pair, the last
+//     connected, while the other N-1 stay idle, waited for one at a time
+//     (median and 99th percentile of -ops, after -warmup);
+//   - SEND/Recv: a round trip on that pair: one side Sends and waits for
+//     its future, the other Recvs, Releases and Sends back, and the first
+//     Recvs and Releases the reply;
+//   - setup: the time of each pair's Dial and Accept together; the mean of
+//     the first and of the last tenth of the pairs, and their ratio;
+//   - close/pair: the time both runtimes' Close took, over N;
+//   - load: the machine's load average over the minute before the
+//     latencies, since other work on the machine shows in all of them.
+//
+// The first N of -pairs is the baseline of the latency ratios printed
+// beside each latency: run it with 1 first to compare against one pair.
+// The table is markdown, for bench/README.md.
+//
+// Each endpoint takes 2 x 64 x 4 KiB of receive buffers by default (584
+// KiB of arena with its scratch and what the 4 MiB chunks leave over), and
+// each runtime maps at most 1 GiB unless told otherwise, so more than about
+// 1,700 pairs need -memlimit (the WithMemoryLimit of both runtimes).
+// -cpuprofile writes a CPU profile per N and phase, named with both before
+// the extension (cpu.out becomes cpu.5000.setup.out, cpu.5000.idle.out,
+// cpu.5000.write.out, cpu.5000.roundtrip.out and cpu.5000.close.out), so that what connecting
+// costs, what idleness costs and what slows the active pair are seen
+// apart; -memprofile writes a heap profile per N (heap.5000.out), taken
+// with the pairs idle.
+//
+// -parked gives both runtimes WithParkedActors, in which an idle actor
+// keeps its goroutine and its OS thread, as every actor did before issue
+// 12: the comparison, and the way to see a child die of thread exhaustion.
+//
+// A child that fails or dies (or outlives -timeout) gets a row saying so
+// and the run goes on; the program exits 0 unless it could not run at
+// all. Run the large N once, on a machine as quiet as can be had.
+package main

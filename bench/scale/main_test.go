@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain runs the test binary as the probe's child when the parent, run
+// by a test, starts it again (os.Executable is the test binary then), and
+// otherwise fails the package when a goroutine outlives the tests.
+func TestMain(m *testing.M) {
+	if slices.Contains(os.Args[1:], "-child") {
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+}
+
+// quick keeps a child short: few samples, a short idle window.
+var quick = []string{"-ops", "50", "-warmup", "10", "-idlecpu", "100ms", "-pause", "10ms", "-timeout", "2m"}
+
+// TestRunTable: every N gets a row of figures, and the first N is the
+// baseline of the latency ratios.
+func TestRunTable(t *testing.T) {
+	var out, log bytes.Buffer
+	if err := run(context.Background(), append([]string{"-pairs", "1,3"}, quick...), &out, &log); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	rows := tableRows(out.String())
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2:\n%s\n%s", len(rows), out.String(), log.String())
+	}
+	num := `-?\d+\.\d+ (KiB|MiB)`
+	dur := `\d+\.\d+ (µs|ms|s)`
+	for i, want := range []string{"1", "3"} {
+		cells := rows[i]
+		if len(cells) != len(columns) {
+			t.Fatalf("row %d has %d cells, want %d: %q", i, len(cells), len(columns), cells)
+		}
+		checks := map[string]string{"pairs": "^" + want + "$", "heap/ep": num, "stack/ep": num, "reg/ep": num,
+			"threads": `^\d+$`, "idle CPU": `^\d+\.\d\d%$`, "WRITE p50": dur + ` \(\d+\.\d\dx\)$`,
+			"SEND/Recv p99": dur + ` \(\d+\.\d\dx\)$`, "setup last 10%": dur, "close/pair": dur}
+		for col, re := range checks {
+			cell := cells[slices.Index(columns, col)]
+			if !regexp.MustCompile(re).MatchString(cell) {
+				t.Errorf("%s pairs: %s is %q, want %s", want, col, cell, re)
+			}
+		}
+	}
+	if cell := rows[0][slices.Index(columns, "WRITE p50")]; !strings.HasSuffix(cell, "(1.00x)") {
+		t.Errorf("the baseline's WRITE p50 is %q, want its ratio to itself, 1.00x", cell)
+	}
+}
+
+// TestRunReportsADeadChild: a child that fails takes only its own row
+// down, which says why; the next N still runs. 10 pairs need 5 MiB of
+// receive buffers per runtime, more than the 4 MiB allowed here.
+func TestRunReportsADeadChild(t *testing.T) {
+	var out, log bytes.Buffer
+	args := append([]string{"-pairs", "10,1", "-memlimit", "4MiB"}, quick...)
+	if err := run(context.Background(), args, &out, &log); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	rows := tableRows(out.String())
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2:\n%s\n%s", len(rows), out.String(), log.String())
+	}
+	died := rows[0][1]
+	if m := regexp.MustCompile(`^died after connecting (\d) pairs: .*WithMemoryLimit`).FindStringSubmatch(died); m == nil || m[1] == "0" {
+		t.Errorf("the 10-pair row says %q, want how many pairs it connected and that it died of the memory limit", died)
+	}
+	if !strings.HasSuffix(rows[1][slices.Index(columns, "WRITE p50")], "s") {
+		t.Errorf("the 1-pair row after it has no figures: %q", rows[1])
+	}
+}
+
+func tableRows(out string) [][]string {
+	var rows [][]string
+	for line := range strings.SplitSeq(out, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| pairs") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		rows = append(rows, cells)
+	}
+	return rows
+}
+
+func TestDeathReason(t *testing.T) {
+	for _, tc := range []struct {
+		name, stderr string
+		want         string
+	}{
+		{"thread exhaustion",
+			"runtime: program exceeds 10000-thread limit\nfatal error: thread exhaustion\n\ngoroutine 1 [running]:\n...",
+			"fatal error: thread exhaustion (runtime: program exceeds 10000-thread limit)"},
+		{"panic", "panic: runtime error: index out of range\n\ngoroutine 7 [running]:", "panic: runtime error: index out of range"},
+		{"the probe's own error", "scale: connecting pair 129 of 5000: registered arena exhausted\n", "connecting pair 129 of 5000: registered arena exhausted"},
+		{"killed", "", "signal: killed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deathReason(tc.stderr, errors.New("signal: killed")); got != tc.want {
+				t.Errorf("deathReason = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHeadWriterKeepsTheHead(t *testing.T) {
+	w := &headWriter{max: 8}
+	for _, s := range []string{"fatal", " error", ": more than fits"} {
+		if n, err := w.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v: a full write must be reported, or the child blocks", s, n, err)
+		}
+	}
+	if got := w.String(); got != "fatal er" {
+		t.Errorf("kept %q, want the first 8 bytes", got)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int{"3GiB": 3 << 30, "512MiB": 512 << 20, "64K": 64 << 10, "1.5G": 3 << 29, "4096": 4096} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "-1MiB", "lots"} {
+		if _, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q) succeeded", in)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i))
+	}
+	if p50, p99 := percentile(ds, 0.5), percentile(ds, 0.99); p50 != 50 || p99 != 99 {
+		t.Errorf("p50, p99 of 1..100 = %d, %d; want 50, 99", p50, p99)
+	}
+	if p := percentile([]time.Duration{7}, 0.99); p != 7 {
+		t.Errorf("p99 of one sample = %d, want it", p)
+	}
+}
+
+func TestProfileName(t *testing.T) {
+	if got := profileName(profileName("prof/cpu.out", "5000"), "idle"); got != "prof/cpu.5000.idle.out" {
+		t.Errorf("profileName = %q", got)
+	}
+	if got := profileName("", "5"); got != "" {
+		t.Errorf("no profile asked for, got %q", got)
+	}
+}
