@@ -200,18 +200,13 @@ func (a *allocator) useOne(l Local) (*qpactor.Hold, error) {
 	return &l.b.hold, nil
 }
 
-// use is useOne for a gather list: one hold for every buffer in it.
+// use is useOne for a gather list: one hold for every buffer in it. (Its
+// total length is toOp's to check.)
 func (a *allocator) use(locals []Local) (*qpactor.Hold, error) {
 	var hs []*qpactor.Hold
-	total := 0
 	for i, l := range locals {
 		if l.b == nil {
 			continue
-		}
-		total += l.n
-		if total > maxOpBytes {
-			release(hs)
-			return nil, fmt.Errorf("verbsrt: %d bytes in one operation, at most %d: %w", total, maxOpBytes, verbs.ErrInvalidArgument)
 		}
 		if held(locals[:i], l.b) {
 			continue
