@@ -62,8 +62,10 @@ const cacheLine = 64
 // while it is smaller than the capacity, closes it (a compare-and-swap of
 // the tail from pos to pos|closed, which no producer can claim) and links
 // a segment twice its size after it, where it and the others go on
-// pushing. The consumer reads the closed segment to the position it was
-// closed at (end), then moves to the next; the old one is garbage:
+// pushing; they wait for the link meanwhile, an allocation, at most
+// log2(capacity/initial) times in the ring's life. The consumer reads the
+// closed segment to the position it was closed at (end), then moves to the
+// next; the old one is garbage:
 //
 //	 first (consumer)           cur (producers)
 //	     v                           v
@@ -249,7 +251,6 @@ func (r *Ring[T]) Full() bool {
 func (r *Ring[T]) TryPush(v *T) bool {
 	seg := r.cur.Load()
 	pos := seg.tail.Load()
-	var grown *segment[T] // made for a close that another producer beat
 	for {
 		if pos&closedBit != 0 {
 			seg = r.successor(seg)
@@ -271,17 +272,16 @@ func (r *Ring[T]) TryPush(v *T) bool {
 			if size >= r.max {
 				return false
 			}
-			if grown == nil || uint64(len(grown.slots)) != 2*size {
-				// Sizes are powers of two below the capacity, also one.
-				grown = newSegment[T](2*size, size)
-			}
 			if seg.tail.CompareAndSwap(pos, pos|closedBit) {
-				// Linked before cur moves: a producer that finds seg
-				// closed waits for next (successor).
+				// Closed first, allocated after: of the producers that
+				// found it full, one allocates, and the others wait for
+				// the link (successor). Sizes are powers of two, so twice
+				// one below the capacity is at most the capacity.
+				grown := newSegment[T](2*size, size)
 				seg.end.Store(pos + 1)
 				seg.next.Store(grown)
 				r.cur.CompareAndSwap(seg, grown)
-				seg, grown = grown, nil
+				seg = grown
 			}
 		}
 		// Another producer claimed pos, or closed the segment, since we
