@@ -69,8 +69,13 @@ type Config struct {
 	// most MaxActorID, and different from the ID of every other actor
 	// whose completions may arrive on the same CQ.
 	ID uint16
-	// RingSize is the inbox capacity in submissions (0: 1024).
+	// RingSize is the inbox capacity in submissions (0: 1024). The inbox
+	// starts with room for a few and grows as it fills (NewGrowingRing).
 	RingSize int
+	// SendDepth caps the send-queue slots the actor fills: what was asked
+	// of the provider, which may have rounded max_send_wr up (rxe and soft
+	// make 256 into 511). 0: all of the QP's max_send_wr.
+	SendDepth int
 	// SignalEvery signals every k-th WR (and the last of each drain); 0:
 	// a quarter of the send queue.
 	SignalEvery int
@@ -105,8 +110,8 @@ type Driver interface {
 	Progress() int
 }
 
-// ScratchSize returns how many bytes of registered scratch an actor over a
-// send queue of maxSendWR entries needs.
+// ScratchSize returns how many bytes of registered scratch an actor that
+// fills maxSendWR send-queue slots needs.
 func ScratchSize(maxSendWR int) int { return scratchSlot * shadowSize(maxSendWR) }
 
 const (
@@ -116,6 +121,14 @@ const (
 	// sgesPerWR is the gather list room of a chained WR: a SEND's header
 	// and the caller's gather list.
 	sgesPerWR = MaxGather + 1
+	// inboxStart is the room a new inbox has, in submissions: it doubles
+	// as it fills, up to Config.RingSize.
+	inboxStart = 8
+	// postStart is the room the per-post arrays get when a drain first
+	// needs them (growPost); shadowStart the first shadow table's
+	// entries (growShadow).
+	postStart   = 4
+	shadowStart = 8
 )
 
 func shadowSize(maxSendWR int) int {
@@ -145,6 +158,32 @@ func (s *submission) ops() []Op {
 		return s.batch
 	}
 	return s.one[:]
+}
+
+// shadowTable maps the sequence numbers of the outstanding WRs posted since
+// it replaced the table before it (from since on) to their entries:
+// entries[seq&mask]. The WRs posted before stay in prev until completion
+// handling has retired them: growing never moves an entry that completion
+// handling may be reading. The actor writes a table before it publishes
+// it (Actor.shadow), and never reads prev; after that, only completion
+// handling writes prev, to drop the tables it is done with.
+type shadowTable struct {
+	entries []entry
+	mask    uint64
+	since   uint64
+	prev    *shadowTable
+}
+
+// entry returns the entry of the WR with sequence number seq, in the
+// table it was posted with, or nil when that table was dropped (all its
+// WRs retired).
+func (t *shadowTable) entry(seq uint64) *entry {
+	for seq < t.since {
+		if t = t.prev; t == nil {
+			return nil
+		}
+	}
+	return &t.entries[seq&t.mask]
 }
 
 // entry shadows one outstanding WR. seq holds the WR's sequence number + 1
@@ -192,17 +231,27 @@ type Actor struct {
 	seq         uint64
 	sinceSignal int
 	signalEvery int
-	chain       []verbs.SendWR
-	chainSGE    []verbs.SGE
-	owners      []*submission
-	retired     []retiredWR // Complete's and FailOutstanding's, kept for the next call
-	peer        peerCredits // the peer's receive credits (peercredits.go)
-	watched     int         // queued submissions, from the head, whose contexts are watched
-	drained     []submission
+	// The per-post arrays: chain, chainSGE (sgesPerWR per WR), owners,
+	// drained and peer.uses share one capacity, which starts at 0 and
+	// doubles as drains need it (growPost), up to the send queue: an
+	// endpoint that was never used has none, one used a WR at a time a
+	// few.
+	chain    []verbs.SendWR
+	chainSGE []verbs.SGE
+	owners   []*submission
+	drained  []submission
+	peer     peerCredits // the peer's receive credits (peercredits.go)
+	watched  int         // queued submissions, from the head, whose contexts are watched
+	// scratchMask maps a WR's sequence number to its scratch slot: one
+	// mapping for the actor's life, whatever table holds the WR.
+	scratchMask uint64
+
+	// shadow is written by the actor (growShadow), read by the actor and
+	// by completion handling.
+	shadow atomic.Pointer[shadowTable]
 
 	// Completion handling only (Complete, FailOutstanding).
-	entries []entry
-	mask    uint64
+	retired []retiredWR // kept for the next call: it grows to the most a call retired
 	head    uint64
 
 	stats  Stats
@@ -231,6 +280,9 @@ func New(cfg Config) (*Actor, error) {
 		return nil, err
 	}
 	depth := attr.Cap.MaxSendWR
+	if cfg.SendDepth > 0 {
+		depth = min(depth, cfg.SendDepth)
+	}
 	if len(cfg.Scratch.Bytes) < ScratchSize(depth) {
 		return nil, fmt.Errorf("qpactor: scratch of %d bytes, need %d", len(cfg.Scratch.Bytes), ScratchSize(depth))
 	}
@@ -239,21 +291,17 @@ func New(cfg Config) (*Actor, error) {
 		spin: cfg.Spin, scratch: cfg.Scratch,
 		limits:      verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},
 		signalEvery: cfg.SignalEvery,
-		entries:     make([]entry, shadowSize(depth)),
-		chain:       make([]verbs.SendWR, 0, depth),
-		chainSGE:    make([]verbs.SGE, sgesPerWR*depth),
-		owners:      make([]*submission, 0, depth),
-		retired:     make([]retiredWR, 0, depth),
-		drained:     make([]submission, 0, depth),
 		done:        make(chan struct{}),
 	}
+	a.scratchMask = uint64(shadowSize(depth) - 1)
+	n := min(shadowStart, shadowSize(depth))
+	a.shadow.Store(&shadowTable{entries: make([]entry, n), mask: uint64(n - 1)})
 	if cfg.Park {
 		a.waker = NewWaker()
 	} else {
 		a.waker = NewRestartingWaker(func() { go a.run() })
 	}
-	a.mask = uint64(len(a.entries) - 1)
-	a.lat.init(len(a.entries))
+	a.lat.init(shadowSize(depth))
 	if a.signalEvery <= 0 {
 		a.signalEvery = max(1, depth/4)
 	}
@@ -267,7 +315,7 @@ func New(cfg Config) (*Actor, error) {
 	if ring <= 0 {
 		ring = 1024
 	}
-	a.inbox = NewRing[submission](ring)
+	a.inbox = NewGrowingRing[submission](inboxStart, ring)
 	a.credits.Store(int64(depth))
 	return a, nil
 }
@@ -549,7 +597,7 @@ func (a *Actor) waitRoom(ctx context.Context) error {
 	if a.closing.Load() {
 		return ErrClosed
 	}
-	if a.inbox.Len() < a.inbox.Cap() {
+	if !a.inbox.Full() {
 		return nil
 	}
 	select {
@@ -751,14 +799,13 @@ func (a *Actor) drain() int {
 		return a.failQueued(err)
 	}
 	credits := int(a.credits.Load())
+	room := a.shadowRoom(credits)
 	a.chain, a.owners = a.chain[:0], a.owners[:0]
 	a.peer.uses = a.peer.uses[:0]
 	a.drained = a.drained[:0]
 	peerLeft := a.peer.credits.Load()
 	taken := 0
-	// drained never grows past its capacity, so owners' pointers into it
-	// stay valid for the whole drain.
-	for len(a.drained) < cap(a.drained) {
+	for {
 		s := a.inbox.Peek()
 		if s == nil {
 			break
@@ -772,6 +819,10 @@ func (a *Actor) drain() int {
 		if len(ops) > credits-len(a.chain) {
 			break // wait for credits; order is kept
 		}
+		if len(ops) > room-len(a.chain) {
+			a.growShadow(a.sqDepth - credits + len(a.chain) + len(ops))
+			room = a.shadowRoom(credits)
+		}
 		var need int64
 		if a.peer.on {
 			if need = peerNeed(ops); need > 0 && need > peerLeft-1 {
@@ -782,6 +833,12 @@ func (a *Actor) drain() int {
 				}
 				break // wait for the peer's credits; order is kept
 			}
+		}
+		if len(ops) > cap(a.chain)-len(a.chain) || len(a.drained) == cap(a.drained) {
+			if cap(a.chain) >= a.sqDepth {
+				break // drained is full at its largest: the rest goes next time
+			}
+			a.growPost(max(2*cap(a.chain), len(a.chain)+len(ops)))
 		}
 		if !a.take(s) { // its context ended a moment ago
 			a.dropCancelled()
@@ -813,6 +870,66 @@ func (a *Actor) drain() int {
 		a.post()
 	}
 	return taken
+}
+
+// shadowRoom returns how many more WRs the shadow table takes, the actor
+// holding credits send-queue credits: its entries less the WRs
+// outstanding, in it or in the tables before it (counting those keeps the
+// sums simple and costs nothing once the table has grown). The WRs
+// outstanding are the sequence numbers from completion handling's head to
+// a.seq, so room for them all keeps two of them off one entry.
+func (a *Actor) shadowRoom(credits int) int {
+	return len(a.shadow.Load().entries) - (a.sqDepth - credits)
+}
+
+// growShadow replaces the shadow table by one of at least n entries, and
+// twice the old one's (at most the full size, where it has room for every
+// credit), for the WRs from a.seq on. The outstanding WRs stay where they
+// are (shadowTable.prev).
+func (a *Actor) growShadow(n int) {
+	old := a.shadow.Load()
+	size := 2 * len(old.entries)
+	for size < n {
+		size <<= 1
+	}
+	size = min(size, int(a.scratchMask)+1)
+	a.shadow.Store(&shadowTable{entries: make([]entry, size), mask: uint64(size - 1), since: a.seq, prev: old})
+}
+
+// growPost gives the per-post arrays room for n WRs and submissions (at
+// least postStart, at most the send queue), keeping what the chain being
+// built holds: its gather lists move to the new chainSGE and its owners to
+// the new drained, so that a burst still goes out in one PostSend. The
+// actor calls it while it builds a chain, never while post runs.
+func (a *Actor) growPost(n int) {
+	n = min(max(n, postStart), a.sqDepth)
+	sge := make([]verbs.SGE, sgesPerWR*n)
+	copy(sge, a.chainSGE)
+	chain := make([]verbs.SendWR, len(a.chain), n)
+	for i, wr := range a.chain {
+		if k := len(wr.SGL); k > 0 {
+			// WR i's gather list starts at sgesPerWR*i (buildWR).
+			b := sgesPerWR * i
+			wr.SGL = sge[b : b+k : b+cap(wr.SGL)]
+		}
+		chain[i] = wr
+	}
+	drained := make([]submission, len(a.drained), n)
+	copy(drained, a.drained)
+	owners := make([]*submission, len(a.owners), n)
+	j := 0 // owners are in drained's order
+	for i, o := range a.owners {
+		owners[i] = o
+		for k := j; k < len(a.drained); k++ {
+			if &a.drained[k] == o {
+				owners[i], j = &drained[k], k
+				break
+			}
+		}
+	}
+	uses := make([]peerUse, len(a.peer.uses), n)
+	copy(uses, a.peer.uses)
+	a.chain, a.chainSGE, a.owners, a.drained, a.peer.uses = chain, sge, owners, drained, uses
 }
 
 // appendOps validates a submission's ops and appends them to the chain; on
@@ -879,10 +996,10 @@ func (a *Actor) post() {
 		}
 		// The WRs from posted on never reached the queue: their entries
 		// and credits go back.
-		base := a.seq
+		base, tab := a.seq, a.shadow.Load()
 		a.credits.Add(int64(len(a.chain) - posted))
 		for i := posted; i < len(a.chain); i++ {
-			a.entries[(base+uint64(i-posted))&a.mask].seq.Store(0)
+			tab.entries[(base+uint64(i-posted))&tab.mask].seq.Store(0)
 		}
 		var wrErr *verbs.WRError
 		if !errors.As(err, &wrErr) {
@@ -941,11 +1058,11 @@ func (a *Actor) post() {
 // postOnce prepares the chain and calls PostSend once. a.seq advances by
 // the WRs posted.
 func (a *Actor) postOnce() (int, error) {
-	base := a.seq
+	base, tab := a.seq, a.shadow.Load()
 	for i := range a.chain {
 		wr := &a.chain[i]
 		seq := base + uint64(i)
-		slot := seq & a.mask
+		slot := seq & a.scratchMask
 		wr.ID = WRID(a.id, seq)
 		a.sinceSignal++
 		if a.sinceSignal >= a.signalEvery || i == len(a.chain)-1 {
@@ -959,7 +1076,7 @@ func (a *Actor) postOnce() (int, error) {
 			a.placeHeader(i, wr, slot)
 			length -= HeaderSize // the caller's bytes
 		}
-		e := &a.entries[slot]
+		e := &tab.entries[seq&tab.mask]
 		e.fut, e.opcode, e.length = a.owners[i].fut, wr.Opcode, length
 		e.raddr, e.rkey = wr.RDMA.RemoteAddr, wr.RDMA.RKey
 		if wr.Opcode.IsAtomic() {
@@ -1028,7 +1145,8 @@ func (a *Actor) dropCancelled() {
 // poller, or the actor through its Driver) may call it.
 func (a *Actor) Complete(wc *verbs.WC) bool {
 	id, seq := DecodeWRID(wc.WRID)
-	if id != a.id || a.entries[seq&a.mask].seq.Load() != seq+1 || seq < a.head {
+	tab := a.shadow.Load()
+	if e := tab.entry(seq); id != a.id || e == nil || e.seq.Load() != seq+1 || seq < a.head {
 		a.stats.Stale.Inc()
 		return false
 	}
@@ -1038,8 +1156,8 @@ func (a *Actor) Complete(wc *verbs.WC) bool {
 	// in-flight gauge).
 	done := a.retired[:0]
 	for ; a.head <= seq; a.head++ {
-		e := &a.entries[a.head&a.mask]
-		if e.seq.Load() != a.head+1 {
+		e := tab.entry(a.head)
+		if e == nil || e.seq.Load() != a.head+1 {
 			continue
 		}
 		if a.head == seq {
@@ -1050,6 +1168,7 @@ func (a *Actor) Complete(wc *verbs.WC) bool {
 			done = append(done, a.retire(e, verbs.WC{Opcode: verbs.WCOpcodeOf(e.opcode), ByteLen: e.length}))
 		}
 	}
+	dropRetiredTables(tab, a.head)
 	a.credits.Add(int64(len(done)))
 	a.resolve(done, nil)
 	a.retired = done[:0]
@@ -1078,14 +1197,25 @@ func wrInfo(wr *verbs.SendWR) opInfo {
 	return info
 }
 
-// retire takes the WR at head off the send queue, reading what its
-// completion returns (an atomic's original value, from the slot's scratch,
-// which the next WR in the slot overwrites).
+// dropRetiredTables lets go of the tables before tab whose WRs are all
+// retired: those before head. Completion handling only.
+func dropRetiredTables(tab *shadowTable, head uint64) {
+	for t := tab; t.prev != nil; t = t.prev {
+		if head >= t.since {
+			t.prev = nil
+			return
+		}
+	}
+}
+
+// retire takes the WR at head, e, off the send queue, reading what its
+// completion returns (an atomic's original value, from the slot's
+// scratch, which the next WR in the slot overwrites).
 func (a *Actor) retire(e *entry, wc verbs.WC) retiredWR {
 	var value uint64
 	if wc.Status == verbs.WCSuccess {
 		if e.opcode.IsAtomic() {
-			off := 8 * (a.head & a.mask)
+			off := 8 * (a.head & a.scratchMask)
 			value = leUint64(a.scratch.Bytes[off : off+8])
 		} else if a.peer.on && e.opcode.IsSend() {
 			wc.ByteLen = e.length // without the header
@@ -1128,17 +1258,18 @@ func leUint64(b []byte) uint64 {
 // runtime is shutting down). Later completions for them count as stale.
 // Only the goroutine handling the QP's CQ may call it (as Complete).
 func (a *Actor) FailOutstanding(err error) int {
-	tail := a.postedTail.Load()
+	tail, tab := a.postedTail.Load(), a.shadow.Load()
 	done := a.retired[:0]
 	for ; a.head < tail; a.head++ {
-		e := &a.entries[a.head&a.mask]
-		if e.seq.Load() != a.head+1 {
+		e := tab.entry(a.head)
+		if e == nil || e.seq.Load() != a.head+1 {
 			continue
 		}
 		done = append(done, retiredWR{fut: e.fut, info: e.info()})
 		e.fut = nil
 		e.seq.Store(0)
 	}
+	dropRetiredTables(tab, a.head)
 	freed := len(done)
 	if freed > 0 {
 		// The poller calls this every round for an abandoned actor: wake

@@ -194,13 +194,20 @@ func (a *Actor) appendReport(sqCredits int, peerLeft int64) {
 		return
 	}
 	if h, n := a.peer.rep.Stamp(false); n > 0 {
-		a.appendCreditOnly(h, n)
+		a.appendCreditOnly(h, n, sqCredits)
 	}
 }
 
 // appendCreditOnly chains a SEND of header h alone (reporting n credits),
-// which consumes one of the peer's receives; nobody waits for it.
-func (a *Actor) appendCreditOnly(h Header, n uint32) {
+// which consumes one of the peer's receives; nobody waits for it. The
+// actor holds credits send-queue credits, more than the chain has WRs.
+func (a *Actor) appendCreditOnly(h Header, n uint32, credits int) {
+	if len(a.chain) == cap(a.chain) {
+		a.growPost(2 * cap(a.chain))
+	}
+	if len(a.chain) >= a.shadowRoom(credits) {
+		a.growShadow(a.sqDepth - credits + len(a.chain) + 1)
+	}
 	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSend, SGL: a.withHeader(len(a.chain), nil)})
 	a.owners = append(a.owners, &a.peer.reportSub)
 	a.peer.uses = append(a.peer.uses, peerUse{credit: true, stamped: n, hdr: h})
@@ -240,13 +247,16 @@ func (a *Actor) SayGoodbye() { a.peer.goodbye.Store(true) }
 // postGoodbye posts the goodbye SEND of a closing actor, when one is wanted
 // and a send-queue slot and a peer receive are left for it.
 func (a *Actor) postGoodbye() {
+	credits := int(a.credits.Load())
 	if !a.peer.on || !a.peer.goodbye.CompareAndSwap(true, false) || a.broken.Load() != nil ||
-		a.credits.Load() < 1 || a.peer.credits.Load() < 1 {
+		credits < 1 || a.peer.credits.Load() < 1 {
 		return
 	}
 	a.chain, a.owners = a.chain[:0], a.owners[:0]
 	a.peer.uses = a.peer.uses[:0]
-	a.appendCreditOnly(a.peer.rep.Goodbye())
+	a.drained = a.drained[:0]
+	h, n := a.peer.rep.Goodbye()
+	a.appendCreditOnly(h, n, credits)
 	seq := a.seq
 	a.post()
 	a.peer.saidBye.Store(a.seq != seq) // post advances seq by the WRs posted

@@ -160,8 +160,9 @@ func TestRingPopBatchPartial(t *testing.T) {
 // consumer there, even with later slots published.
 func TestRingStopsAtClaimedSlot(t *testing.T) {
 	r := NewRing[int](4)
+	seg := r.first.Load()
 	// Claim position 0 the way TryPush does, and stall before writing.
-	if !r.tail.CompareAndSwap(0, 1) {
+	if !seg.tail.CompareAndSwap(0, 1) {
 		t.Fatal("claim failed")
 	}
 	one := 1
@@ -176,8 +177,8 @@ func TestRingStopsAtClaimedSlot(t *testing.T) {
 		t.Fatalf("Len %d, want 2 (claimed slots count)", r.Len())
 	}
 	// The stalled producer finishes.
-	r.slots[0].val = 0
-	r.slots[0].seq.Store(1)
+	seg.slots[0].val = 0
+	seg.slots[0].seq.Store(1)
 	if n := r.PopBatch(dst); n != 2 || dst[0] != 0 || dst[1] != 1 {
 		t.Fatalf("PopBatch after publishing: %d %v", n, dst[:n])
 	}
@@ -197,7 +198,8 @@ func TestRingReleaseZeroesSlot(t *testing.T) {
 		}
 	}
 	released := func(pos int) bool {
-		return r.slots[pos&int(r.mask)].val == msg{}
+		seg := r.first.Load()
+		return seg.slots[pos&int(seg.mask)].val == msg{}
 	}
 
 	push(0)

@@ -115,10 +115,14 @@ func (ep *Endpoint) setup(nbufs int) error {
 		return fmt.Errorf("verbsrt: a CQ of %d entries cannot hold the completions of the QP's %d sends and %d receives (WithCQSize): %w",
 			ep.cq.CQE(), attr.Cap.MaxSendWR, attr.Cap.MaxRecvWR, verbs.ErrInvalidArgument)
 	}
-	if ep.scrat, err = rt.Alloc(qpactor.ScratchSize(attr.Cap.MaxSendWR)); err != nil {
+	// The actor fills the send queue to what was asked for, not to what
+	// the provider rounded that up to (256 asks, 511 granted): its shadow
+	// and scratch are sized by it.
+	depth := min(attr.Cap.MaxSendWR, rt.cfg.sqDepth)
+	if ep.scrat, err = rt.Alloc(qpactor.ScratchSize(depth)); err != nil {
 		return err
 	}
-	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: qpactor.ActorID(rt.nextID.Inc()),
+	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: qpactor.ActorID(rt.nextID.Inc()), SendDepth: depth,
 		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Park: rt.cfg.parkActors, Executor: rt.pool,
 		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
 	if err != nil {

@@ -32,7 +32,12 @@ type cq struct {
 	ctx *context
 	ch  *compChannel
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// cqe is the CQ's size (ibv_cq.cqe, as rxe rounds it); ring has room
+	// for the most completions it has held at once, doubled as needed up
+	// to cqe (push): a CQ that is polled as it fills never allocates room
+	// for cqe of them.
+	cqe    int
 	ring   []verbs.WC
 	head   int
 	count  int
@@ -59,7 +64,7 @@ func newCQ(c *context, spec verbs.CQSpec) (*cq, error) {
 	if spec.CQE < 1 || spec.CQE > maxCQE {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "cqe %d outside 1..%d", spec.CQE, maxCQE)
 	}
-	q := &cq{ctx: c, ring: make([]verbs.WC, queueCapacity(spec.CQE))}
+	q := &cq{ctx: c, cqe: queueCapacity(spec.CQE)}
 	if spec.Channel != nil {
 		ch, ok := spec.Channel.(*compChannel)
 		if !ok || ch.ctx != c {
@@ -72,7 +77,7 @@ func newCQ(c *context, spec verbs.CQSpec) (*cq, error) {
 }
 
 func (q *cq) rank() int { return rankCQ }
-func (q *cq) CQE() int  { return len(q.ring) }
+func (q *cq) CQE() int  { return q.cqe }
 
 // push appends a completion. A full CQ loses it and raises IBV_EVENT_CQ_ERR,
 // one event per lost completion, as rxe does (SEMANTICS 10a); the CQ stays
@@ -83,11 +88,14 @@ func (q *cq) push(wc *verbs.WC, solicited bool) {
 		q.mu.Unlock()
 		return
 	}
-	if q.count == len(q.ring) || q.forcedOverruns.Load() > 0 && q.forcedOverruns.Add(-1) >= 0 {
+	if q.count == q.cqe || q.forcedOverruns.Load() > 0 && q.forcedOverruns.Add(-1) >= 0 {
 		q.mu.Unlock()
 		q.lost.Add(1)
 		q.ctx.raise(verbs.AsyncEvent{Type: verbs.EventCQErr, CQ: q})
 		return
+	}
+	if q.count == len(q.ring) {
+		q.grow()
 	}
 	i := q.head + q.count
 	if i >= len(q.ring) {
@@ -105,6 +113,19 @@ func (q *cq) push(wc *verbs.WC, solicited bool) {
 	if fire && q.ch != nil {
 		q.ch.signal(q)
 	}
+}
+
+// cqStart is the room a CQ gets for its first completion (grow).
+const cqStart = 4
+
+// grow doubles the ring's room, up to cqe, keeping the completions in
+// order from its start.
+func (q *cq) grow() {
+	ring := make([]verbs.WC, min(max(2*len(q.ring), cqStart), q.cqe))
+	for i := range q.count {
+		ring[i] = q.ring[(q.head+i)%len(q.ring)]
+	}
+	q.ring, q.head = ring, 0
 }
 
 // Poll copies out up to len(wcs) completions, oldest first.

@@ -30,7 +30,7 @@
 //
 // Each open Context has an engine, the "HCA", that executes the WQEs of its
 // QPs and writes completions, one WQE of the context at a time. PostSend
-// copies the WRs into preallocated slots and rings the doorbell: when no
+// copies the WRs into the send queue's slots and rings the doorbell: when no
 // other WQE of the context is executing, the poster's goroutine executes
 // the new WQEs itself before PostSend returns, as rxe runs its requester
 // task in the poster's context; otherwise, and for what waits on a timer
@@ -43,7 +43,12 @@
 // WQE allocates nothing.
 //
 // Queue sizes are rounded up to 2^n - 1, as rxe rounds them; read the
-// granted sizes back with QP.Query and CQ.CQE.
+// granted sizes back with QP.Query and CQ.CQE. The memory behind a queue
+// follows its use, not its size: send and receive queues and CQs start
+// with room for a few entries and double it when it fills, up to the
+// granted size, so an idle QP costs a few KiB whatever its caps, and a
+// send queue of 256 granted 511 never holds (or allocates) more than the
+// 256 its user keeps in it. Posting allocates only while a queue grows.
 //
 // # Where it differs from rxe, and why
 //

@@ -215,6 +215,8 @@ func (e *engine) executeLocked(q *qp, budget int) (more bool) {
 			// completed (or dropped) the WQE already.
 			continue
 		}
+		// A post may have grown the queue while it ran (growSQ).
+		w = &q.sq[idx%uint64(len(q.sq))]
 		e.settleLocked(q, w, res)
 	}
 	q.mu.Unlock()

@@ -9,8 +9,8 @@ import (
 )
 
 // sendWQE is a posted send WR as the engine sees it. Slots and their SGE
-// and inline storage are allocated once, when the QP is created: posting
-// allocates nothing.
+// and inline storage are allocated as the queue grows (growSQ): posting
+// allocates nothing once the queue has held as many WRs as it holds now.
 type sendWQE struct {
 	id         uint64
 	op         verbs.Opcode
@@ -48,9 +48,12 @@ type qp struct {
 	caps   verbs.QPCaps
 	limits verbs.SendLimits
 
-	mu      sync.Mutex
-	state   verbs.QPState
-	attr    verbs.QPAttr
+	mu    sync.Mutex
+	state verbs.QPState
+	attr  verbs.QPAttr
+	// sq has room for the most WRs the QP has held at once, doubled as
+	// needed up to caps.MaxSendWR (growSQ): a QP that never holds many
+	// WRs never allocates room for them, whatever max_send_wr says.
 	sq      []sendWQE
 	sqHead  uint64 // next WQE to execute
 	sqTail  uint64 // next slot to fill
@@ -136,16 +139,6 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 			q.caps.MaxRecvWR = queueCapacity(caps.MaxRecvWR)
 			q.caps.MaxRecvSGE = max(caps.MaxRecvSGE, 1)
 			q.rq = newRecvQueue(q.caps.MaxRecvWR, q.caps.MaxRecvSGE)
-		}
-	}
-	if hasSQ {
-		q.sq = make([]sendWQE, q.caps.MaxSendWR)
-		sgl := make([]verbs.SGE, q.caps.MaxSendWR*q.caps.MaxSendSGE)
-		inl := make([]byte, q.caps.MaxSendWR*q.caps.MaxInlineData)
-		for i := range q.sq {
-			s, n := i*q.caps.MaxSendSGE, i*q.caps.MaxInlineData
-			q.sq[i].sgl = sgl[s : s : s+q.caps.MaxSendSGE]
-			q.sq[i].inline = inl[n : n : n+q.caps.MaxInlineData]
 		}
 	}
 	q.limits = verbs.SendLimits{Type: q.typ, MaxSendSGE: q.caps.MaxSendSGE, MaxInlineData: q.caps.MaxInlineData}
@@ -245,7 +238,10 @@ func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 			return i, err
 		}
 		if q.sqTail-q.sqFreed >= uint64(len(q.sq)) {
-			return i, errSQFull
+			if len(q.sq) >= q.caps.MaxSendWR {
+				return i, errSQFull
+			}
+			q.growSQ()
 		}
 		w := &q.sq[q.sqTail%uint64(len(q.sq))]
 		w.id, w.op, w.flags = wr.ID, wr.Opcode, wr.Flags
@@ -278,6 +274,34 @@ func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 		q.sqTail++
 	}
 	return len(wrs), nil
+}
+
+// sqStart is the room a send queue gets for its first WR (growSQ).
+const sqStart = 4
+
+// growSQ doubles the send queue's room, up to caps.MaxSendWR, moving the
+// WQEs that hold slots to their places in the bigger ring. The engine
+// finds the head WQE again after each unlock, so none of it points into
+// the old one.
+func (q *qp) growSQ() {
+	n := min(max(2*len(q.sq), sqStart), q.caps.MaxSendWR)
+	maxSGE, maxInline := q.caps.MaxSendSGE, q.caps.MaxInlineData
+	sq := make([]sendWQE, n)
+	sgl := make([]verbs.SGE, n*maxSGE)
+	inl := make([]byte, n*maxInline)
+	for i := range sq {
+		s, k := i*maxSGE, i*maxInline
+		sq[i].sgl = sgl[s : s : s+maxSGE]
+		sq[i].inline = inl[k : k : k+maxInline]
+	}
+	for p := q.sqFreed; p < q.sqTail; p++ {
+		old, w := &q.sq[p%uint64(len(q.sq))], &sq[p%uint64(n)]
+		sgl, inl := w.sgl, w.inline
+		*w = *old
+		w.sgl = append(sgl, old.sgl...)
+		w.inline = append(inl, old.inline...)
+	}
+	q.sq = sq
 }
 
 // PostRecv posts receive WRs. On a QP in ERR they complete at once with
@@ -331,7 +355,7 @@ func (q *qp) toErrorLocked() {
 	if q.recvCQ != nil && q.srq == nil {
 		q.flushRecvLocked()
 	}
-	if q.sq != nil {
+	if q.sendCQ != nil {
 		q.flushSendLocked()
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// recvWQE is a posted receive. Its SGE storage is allocated once per slot.
+// recvWQE is a posted receive. Its SGE storage is allocated with its slot.
 type recvWQE struct {
 	id  uint64
 	n   int
@@ -14,20 +14,39 @@ type recvWQE struct {
 }
 
 // recvQueue is a ring of receive WQEs (a QP's RQ or an SRQ). Its owner
-// locks it.
+// locks it. It holds capacity receives (max_recv_wr or max_wr, as rxe
+// rounds them); slots has room for the most it has held at once, doubled
+// as needed up to capacity (grow): 64 receives posted to a queue that
+// rounds to 127 take 64 slots.
 type recvQueue struct {
 	slots      []recvWQE
+	capacity   int
 	head, tail uint64
 	maxSGE     int
 }
 
 func newRecvQueue(capacity, maxSGE int) recvQueue {
-	q := recvQueue{slots: make([]recvWQE, capacity), maxSGE: maxSGE}
-	backing := make([]verbs.SGE, capacity*maxSGE)
-	for i := range q.slots {
-		q.slots[i].sgl = backing[i*maxSGE : (i+1)*maxSGE : (i+1)*maxSGE]
+	return recvQueue{capacity: capacity, maxSGE: maxSGE}
+}
+
+// recvStart is the room a receive queue gets for its first receive.
+const recvStart = 4
+
+// grow doubles the room, up to capacity, moving the posted receives to
+// their places in the bigger ring.
+func (q *recvQueue) grow() {
+	n := min(max(2*len(q.slots), recvStart), q.capacity)
+	slots := make([]recvWQE, n)
+	backing := make([]verbs.SGE, n*q.maxSGE)
+	for i := range slots {
+		slots[i].sgl = backing[i*q.maxSGE : (i+1)*q.maxSGE : (i+1)*q.maxSGE]
 	}
-	return q
+	for p := q.head; p < q.tail; p++ {
+		old, s := &q.slots[p%uint64(len(q.slots))], &slots[p%uint64(n)]
+		s.id = old.id
+		s.n = copy(s.sgl, old.sgl[:old.n])
+	}
+	q.slots = slots
 }
 
 func (q *recvQueue) len() int { return int(q.tail - q.head) }
@@ -41,7 +60,10 @@ func (q *recvQueue) post(wrs []verbs.RecvWR) (int, error) {
 			return i, err
 		}
 		if q.len() == len(q.slots) {
-			return i, errRQFull
+			if len(q.slots) >= q.capacity {
+				return i, errRQFull
+			}
+			q.grow()
 		}
 		s := &q.slots[q.tail%uint64(len(q.slots))]
 		s.id = wrs[i].ID
@@ -94,8 +116,8 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "max_wr %d max_sge %d", spec.MaxWR, spec.MaxSGE)
 	}
 	s := &srq{pd: p, ctx: c, rq: newRecvQueue(queueCapacity(spec.MaxWR), max(spec.MaxSGE, 1))}
-	if spec.Limit > len(s.rq.slots) || spec.Limit < 0 {
-		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", spec.Limit, len(s.rq.slots))
+	if spec.Limit > s.rq.capacity || spec.Limit < 0 {
+		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", spec.Limit, s.rq.capacity)
 	}
 	s.limit = spec.Limit
 	switch spec.Type {
@@ -164,8 +186,8 @@ func (s *srq) Modify(attr verbs.SRQAttr, mask verbs.SRQAttrMask) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if mask&verbs.SRQAttrLimit != 0 {
-		if attr.Limit < 0 || attr.Limit > len(s.rq.slots) {
-			return verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", attr.Limit, len(s.rq.slots))
+		if attr.Limit < 0 || attr.Limit > s.rq.capacity {
+			return verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", attr.Limit, s.rq.capacity)
 		}
 		s.limit = attr.Limit
 	}
@@ -175,7 +197,7 @@ func (s *srq) Modify(attr verbs.SRQAttr, mask verbs.SRQAttrMask) error {
 func (s *srq) Query() (verbs.SRQAttr, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return verbs.SRQAttr{MaxWR: len(s.rq.slots), MaxSGE: s.rq.maxSGE, Limit: s.limit}, nil
+	return verbs.SRQAttr{MaxWR: s.rq.capacity, MaxSGE: s.rq.maxSGE, Limit: s.limit}, nil
 }
 
 func (s *srq) SRQN() (uint32, error) {
