@@ -161,6 +161,7 @@ type Poller struct {
 	wake        chan struct{} // one slot: a sleeping poller's token
 	stop        chan struct{}
 	done        chan struct{}
+	events      context.Context // ends when Close begins
 	stopEvents  context.CancelFunc
 	eventsDone  chan struct{}
 	eventFailed bool // the event goroutine's own: it logged a failure
@@ -191,6 +192,7 @@ func New(cfg Config) (*Poller, error) {
 		wcs := make([]verbs.WC, cfg.Batch)
 		return &wcs
 	}
+	p.events, p.stopEvents = context.WithCancel(context.Background())
 	return p, nil
 }
 
@@ -203,9 +205,7 @@ func (p *Poller) Start() {
 	if p.cfg.Policy == Busy {
 		close(p.eventsDone) // nothing is armed: there are no events to wait for
 	} else {
-		ctx, cancel := context.WithCancel(context.Background())
-		p.stopEvents = cancel
-		go p.watchEvents(ctx)
+		go p.watchEvents(p.events)
 	}
 	go p.run()
 }
@@ -338,9 +338,7 @@ func (p *Poller) Close() {
 	p.closed = true
 	close(p.stop)
 	p.mu.Unlock()
-	if p.stopEvents != nil {
-		p.stopEvents()
-	}
+	p.stopEvents()
 	<-p.done
 	<-p.eventsDone
 }
