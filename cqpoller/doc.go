@@ -43,8 +43,7 @@
 //
 // Waking a parked locked goroutine costs about 15 µs on the development
 // machine (see the design notes), against ~90 ns for one that spins, hence
-// the spin phase while traffic flows. The poller gives its thread back
-// while it sleeps, so that its wake-up is that of a plain goroutine.
+// the spin phase while traffic flows.
 //
 // # Actors that drive their own CQ
 //
