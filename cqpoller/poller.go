@@ -382,11 +382,11 @@ func (p *Poller) watchEvents(ctx context.Context) {
 		// A CQ removed (or never added) is left alone: its owner may have
 		// closed it, and a provider acknowledges what is left when it
 		// destroys the CQ.
+		// A CQ its actor drives needs no poller: the actor handles the
+		// completion, and arms the CQ when it hands it back.
 		if t := p.byCQ[cq]; t != nil {
 			t.CQ.AckEvents(1)
 			if !t.driven.Load() {
-				// A driving actor handles the completion, and arms the CQ
-				// when it hands it back: no need to wake the poller.
 				p.wakeTargetLocked(t)
 			}
 		}
@@ -397,12 +397,12 @@ func (p *Poller) watchEvents(ctx context.Context) {
 // waitAfterEventError handles a completion channel that fails (closed
 // under the poller, a dead device): its events are lost, so every target
 // enters the active set, which finds what they hold as a sweep would, and
-// the channel is tried again after backoff instead of being spun on. It
-// reports false once the poller closes.
+// the channel is tried again after backoff (doubling up to a second)
+// instead of being spun on. It reports false once the poller closes.
 func (p *Poller) waitAfterEventError(ctx context.Context, err error, backoff time.Duration) bool {
 	if !p.eventFailed {
 		p.eventFailed = true
-		p.log.Error("cqpoller: waiting for CQ events failed; every CQ is polled until it works again", "err", err)
+		p.log.Error("cqpoller: waiting for CQ events failed; every CQ is swept, at most a second apart, until it works again", "err", err)
 	}
 	p.mu.Lock()
 	for _, t := range p.byCQ {
@@ -426,13 +426,7 @@ func (p *Poller) admit() {
 	for i, t := range p.woken {
 		p.woken[i] = nil
 		t.queued = false
-		if t.setAt < 0 {
-			t.inSet.Store(true)
-			t.setAt = len(p.active)
-			t.hot = false
-			t.lastHit = p.now
-			p.active = append(p.active, t)
-		}
+		p.enterLocked(t)
 	}
 	p.woken = p.woken[:0]
 	p.hasWoken.Store(false)
@@ -443,14 +437,20 @@ func (p *Poller) admit() {
 // removed.
 func (p *Poller) enter(t *Target) {
 	p.mu.Lock()
-	if t.added && t.setAt < 0 {
-		t.inSet.Store(true)
-		t.setAt = len(p.active)
-		t.hot = false
-		t.lastHit = p.now
-		p.active = append(p.active, t)
-	}
+	p.enterLocked(t)
 	p.mu.Unlock()
+}
+
+// enterLocked is enter with p.mu held: under it, so that Remove sees
+// inSet set once the poller may touch t.
+func (p *Poller) enterLocked(t *Target) {
+	if !t.added || t.setAt >= 0 {
+		return
+	}
+	t.inSet.Store(true)
+	t.setAt = len(p.active)
+	t.hot, t.lastHit = false, p.now
+	p.active = append(p.active, t)
 }
 
 // leave takes t out of the active set; the last the poller does with t.
