@@ -115,6 +115,37 @@ func TestIdleTargetsLeftAlone(t *testing.T) {
 	}
 }
 
+// TestAddRemoveLeaveOthersAlone: adding and removing targets polls and
+// arms only those, so setting up and tearing down the n-th costs the same
+// as the first. (Before, each Add and Remove woke a poller that polled
+// every CQ, and armed every one before it slept again.)
+func TestAddRemoveLeaveOthersAlone(t *testing.T) {
+	const settled, more = 100, 20
+	loops := newLoops(t, settled+more)
+	p, cqs, _ := watchLoops(t, cqpoller.Adaptive, loops[:settled])
+	eventually(t, "every target armed", func() bool {
+		return sumOf(cqs, func(c *watchedCQ) int64 { return min(c.arms.Load(), 1) }) == settled
+	})
+	polls, arms := sumOf(cqs, func(c *watchedCQ) int64 { return c.polls.Load() }), sumOf(cqs, func(c *watchedCQ) int64 { return c.arms.Load() })
+	added := make([]*watchedCQ, more)
+	for i, l := range loops[settled:] {
+		added[i] = &watchedCQ{CQ: l.cq}
+		if err := p.Add(&cqpoller.Target{CQ: added[i], Recv: func(*verbs.WC) {}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the new target armed", func() bool { return added[i].arms.Load() > 0 })
+	}
+	for _, c := range added {
+		p.Remove(c)
+	}
+	if n := sumOf(cqs, func(c *watchedCQ) int64 { return c.polls.Load() }) - polls; n != 0 {
+		t.Errorf("%d Adds and Removes polled the %d other CQs %d times", 2*more, settled, n)
+	}
+	if n := sumOf(cqs, func(c *watchedCQ) int64 { return c.arms.Load() }) - arms; n != 0 {
+		t.Errorf("%d Adds and Removes armed the %d other CQs %d times", 2*more, settled, n)
+	}
+}
+
 // TestEventPollsOnlyItsTarget: a sleeping poller woken by a completion
 // polls the CQ that raised the event, not the others.
 func TestEventPollsOnlyItsTarget(t *testing.T) {
