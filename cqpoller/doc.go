@@ -5,22 +5,41 @@
 // unknown completion is counted and dropped, never misdelivered) and every
 // receive completion to the runtime's receive handler.
 //
+// # Which CQs are polled
+//
+// A poller polls only its active set, not every CQ it has: a target
+// enters it when it is added, when its CQ raises an event on the
+// completion channel (a second goroutine of the poller, not locked to a
+// thread, waits on the channel, acknowledges each event and maps the CQ
+// that fired back to its target), and when its actor, abandoned with WRs
+// outstanding, needs the poller's rounds. A target whose CQ stays empty
+// for its window is armed (ReqNotify), polled once more, to close the race
+// with a completion that landed before the arming and raised no event,
+// and leaves the set; only those targets are armed, never all. So an idle
+// target costs the poller nothing: neither a poll per round nor a
+// re-arming per sleep, and Add and Remove cost the same whatever the
+// number of targets (Remove waits for the poller goroutine only when the
+// target is in the active set).
+//
 // # Idle policy
 //
-// A poller that finds its CQs empty follows its Policy:
+// What a poller does when a round finds nothing follows its Policy:
 //   - Busy spins: lowest latency, one core per poller. Use it only where a
-//     core can be given away.
+//     core can be given away. Nothing is armed, so every target stays in
+//     the active set.
 //   - Adaptive (default) spins for Config.Spin, then polls with
-//     runtime.Gosched between rounds for Config.Yield, then arms every CQ
-//     (ReqNotify), polls once more to close the race with a completion that
-//     arrived before the arming, and sleeps on the completion channel. An
-//     idle runtime costs no CPU. It spins and yields only after finding
-//     completions since it last woke, and only while it holds a spin slot
-//     (qpactor.SpinSlot: an actor that wants one comes first) or, on one P
-//     where there are none, while nobody holds one; otherwise it goes
-//     straight to the arming and the sleep, since a locked goroutine that
-//     yields hands its P to another thread each time.
-//   - Event arms and sleeps after the first empty poll.
+//     runtime.Gosched between rounds for Config.Yield, while a target is
+//     in its window: Spin+Yield since its last completion, none for a
+//     target that had none since it entered (a new target, an event for a
+//     completion its actor took first). An empty active set puts the
+//     poller to sleep until an event, a new target, a task or Close. An
+//     idle runtime costs no CPU. It spins and yields only while it holds a
+//     spin slot (qpactor.SpinSlot: an actor that wants one comes first)
+//     or, on one P where there are none, while nobody holds one;
+//     otherwise it arms every target of the active set at once and
+//     sleeps, since a locked goroutine that yields hands its P to another
+//     thread each time.
+//   - Event arms a target after its first empty poll.
 //
 // Waking a parked locked goroutine costs about 15 µs on the development
 // machine (see the design notes), against ~90 ns for one that spins, hence
@@ -32,10 +51,12 @@
 // a busy actor and a busy poller, each holding a P, leave the goroutines
 // waiting for the futures nowhere to run. Poller.Driver lets the actor of
 // a target poll that target's CQ itself between drains while it is awake
-// (qpactor.Driver): the poller neither polls nor arms a driven CQ, and an
-// actor that parks arms its CQ, polls it once more and hands it back, so
-// a sleeping poller wakes on its next completion. One locked goroutine per
-// busy QP then does both jobs and the poller sleeps.
+// (qpactor.Driver): the poller neither polls nor arms a driven CQ (it
+// leaves the active set, and its events wake nobody), and an actor that
+// parks arms its CQ, polls it once more and hands it back, so a sleeping
+// poller wakes on its next completion. Under Busy, where nothing is
+// armed, the CQ handed back enters the active set again. One locked
+// goroutine per busy QP then does both jobs and the poller sleeps.
 //
 // # A failing CQ
 //
@@ -52,10 +73,10 @@
 // target's completions are handled by one goroutine at a time, the poller
 // or the target's driving actor (a mutex per target, taken with TryLock on
 // the polling paths, and waited for in the last poll before a side stops
-// watching a CQ: the poller's before it sleeps, an actor's when it hands
-// its CQ back; a completion that lands between the other side's poll and
-// the arming raises no event, so that poll must not be skipped); DoTarget
-// runs a function on the poller goroutine while neither handles them, so
-// the runtime can fail an actor's outstanding WRs without racing
-// completions.
+// watching a CQ: the poller's when the target leaves the active set, an
+// actor's when it hands its CQ back; a completion that lands between the
+// other side's poll and the arming raises no event, so that poll must not
+// be skipped); DoTarget runs a function on the poller goroutine while
+// neither handles them, so the runtime can fail an actor's outstanding WRs
+// without racing completions.
 package cqpoller

@@ -30,7 +30,11 @@ type loop struct {
 	mr verbs.MR
 }
 
-func newLoop(t *testing.T) *loop {
+func newLoop(t *testing.T) *loop { return newLoops(t, 1)[0] }
+
+// newLoops returns n loops of one device context, whose CQs share one
+// completion channel, as a runtime's endpoints share their poller's.
+func newLoops(t testing.TB, n int) []*loop {
 	t.Helper()
 	p := soft.New(soft.Config{})
 	arena, _ := verbs.NewArena(1 << 16)
@@ -38,20 +42,26 @@ func newLoop(t *testing.T) *loop {
 	devs, _ := p.Devices()
 	c, _ := devs[0].Open()
 	pd, _ := c.AllocPD()
-	l := &loop{}
-	l.ch, _ = c.CreateCompChannel()
-	l.cq, _ = c.CreateCQ(verbs.CQSpec{CQE: 64, Channel: l.ch})
-	var err error
-	if l.qp, err = pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: l.cq, RecvCQ: l.cq,
-		Caps: verbs.QPCaps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	l.mr, _ = pd.RegMR(arena.Bytes(), verbs.AccessAllRemote)
+	ch, _ := c.CreateCompChannel()
+	mr, _ := pd.RegMR(arena.Bytes(), verbs.AccessAllRemote)
 	gid, _ := c.QueryGID(1, 1)
-	if err := verbs.Connect(l.qp, verbs.ConnectSpec{GIDIndex: 1}, verbs.PeerInfo{QPN: l.qp.QPN(), GID: gid}); err != nil {
-		t.Fatal(err)
+	loops := make([]*loop, n)
+	for i := range loops {
+		l := &loop{ch: ch, mr: mr}
+		var err error
+		if l.cq, err = c.CreateCQ(verbs.CQSpec{CQE: 64, Channel: ch}); err != nil {
+			t.Fatal(err)
+		}
+		if l.qp, err = pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: l.cq, RecvCQ: l.cq,
+			Caps: verbs.QPCaps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := verbs.Connect(l.qp, verbs.ConnectSpec{GIDIndex: 1}, verbs.PeerInfo{QPN: l.qp.QPN(), GID: gid}); err != nil {
+			t.Fatal(err)
+		}
+		loops[i] = l
 	}
-	return l
+	return loops
 }
 
 func (l *loop) write(id uint64) {
@@ -237,6 +247,10 @@ type countingCQ struct {
 	verbs.CQ
 	polls atomic.Int64
 }
+
+// Unwrap lets the poller match the completion channel's events, which name
+// the wrapped CQ, to this one.
+func (c *countingCQ) Unwrap() verbs.CQ { return c.CQ }
 
 func (c *countingCQ) Poll(wcs []verbs.WC) (int, error) {
 	c.polls.Add(1)

@@ -1,0 +1,102 @@
+package cqpoller
+
+import (
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Drain handles every completion in t's CQ now, waiting for whoever
+// handles it: for a caller that must have seen what arrived before some
+// event outside the CQ (the runtime, before it takes an rdma_cm disconnect
+// for a lost peer, looks for the peer's goodbye).
+func (p *Poller) Drain(t *Target) {
+	wcs := p.wcPool.Get().(*[]verbs.WC)
+	defer p.wcPool.Put(wcs)
+	d := targetDriver{p, t}
+	for d.poll(true, *wcs) > 0 {
+	}
+}
+
+// Driver returns what t's actor calls to poll t's CQ itself while it is
+// awake (qpactor.Driver).
+func (p *Poller) Driver(t *Target) qpactor.Driver { return targetDriver{p, t} }
+
+// targetDriver lets an actor handle its own CQ: with a busy actor and a
+// busy poller each holding one of a small machine's Ps, the goroutines
+// that wait for the futures get neither, and a locked goroutine cannot
+// yield its P cheaply. An actor that polls its CQ between drains keeps one
+// P for everything else and hands the CQ back when it parks.
+type targetDriver struct {
+	p *Poller
+	t *Target
+}
+
+func (d targetDriver) Drive(on bool) {
+	t := d.t
+	if on {
+		if t.driveWCs == nil {
+			t.driveWCs = d.p.wcPool.Get().(*[]verbs.WC)
+		}
+		t.driven.Store(true)
+		return
+	}
+	t.driven.Store(false)
+	wcs := t.driveWCs
+	if wcs == nil {
+		wcs = d.p.wcPool.Get().(*[]verbs.WC)
+	}
+	t.driveWCs = nil
+	defer d.p.wcPool.Put(wcs)
+	if d.p.cfg.Policy == Busy {
+		// Nothing is armed under Busy: the CQ goes back to the active
+		// set, which the poller polls whatever happens.
+		d.p.wakeTarget(t)
+		return
+	}
+	// Arm the CQ for the poller, then poll once more (a completion that
+	// came before the arming raises no event): a sleeping poller wakes on
+	// the CQ's next completion, without being woken now for nothing. A
+	// failed CQ is armed by nobody.
+	if !t.failed.Load() {
+		d.p.stats.Armed.Inc()
+		if err := t.CQ.ReqNotify(false); err != nil {
+			// Cannot arm: the poller takes the CQ back, and polls it
+			// until it can.
+			d.p.wakeTarget(t)
+		}
+	}
+	// Wait for the CQ: the poller, having seen driven go false, may be
+	// polling it right now, in the last poll before it lets it go. A
+	// completion that lands after that poll and before the arming above
+	// raises no event and would be missed by both if this poll gave way.
+	d.poll(true, *wcs)
+	if needsRounds(t) {
+		d.p.wakeTarget(t)
+	}
+}
+
+func (d targetDriver) Progress() int {
+	wcs := d.t.driveWCs
+	if wcs == nil { // Progress without Drive(true): not the protocol, but harmless
+		wcs = d.p.wcPool.Get().(*[]verbs.WC)
+		defer d.p.wcPool.Put(wcs)
+	}
+	return d.poll(false, *wcs)
+}
+
+// poll polls the CQ once into wcs, waiting for whoever handles it with
+// wait, else only if nobody does now, and returns how many completions it
+// handled.
+func (d targetDriver) poll(wait bool, wcs []verbs.WC) int {
+	if wait {
+		d.t.mu.Lock()
+	} else if !d.t.mu.TryLock() {
+		return 0
+	}
+	got := d.p.pollLocked(d.t, wcs)
+	d.t.mu.Unlock()
+	if got > 0 {
+		d.p.stats.PollsHit.Inc()
+	}
+	return got
+}

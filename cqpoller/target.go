@@ -1,0 +1,88 @@
+package cqpoller
+
+import (
+	"sync"
+	"time"
+
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Target is a CQ and who its completions go to. A Target belongs to one
+// poller at a time, from Add until Remove returns.
+type Target struct {
+	// CQ is the CQ to poll. The poller finds the target of an event by the
+	// CQ the completion channel returns, the provider's own: a CQ that
+	// wraps another (a decorator, a test's counter) must say so with an
+	// Unwrap() verbs.CQ method, or its events are taken for another CQ's.
+	CQ verbs.CQ
+	// Send receives the send completions (wr_id without qpactor.RecvBit).
+	Send *qpactor.Actor
+	// Recv handles receive completions (wr_id with qpactor.RecvBit); nil when the
+	// CQ has none.
+	Recv func(wc *verbs.WC)
+	// Failed, when set, is told of every completion with an error status
+	// other than WR_FLUSH_ERR (a WR that moved its QP to the error state),
+	// before Send or Recv handles it.
+	Failed func(wc *verbs.WC)
+	// PollFailed, when set, is called once if the CQ's Poll fails (a
+	// provider's ibv_poll_cq failing: verbs.ErrPollFailed), with that
+	// error, on a goroutine of its own: it may call DoTarget and Remove.
+	// The CQ is polled no more, since polling a CQ that fails would spin
+	// on the error and a CQ that failed once can no longer be trusted;
+	// its completions are lost, so the owner should fail what waits for
+	// them (the runtime fails the endpoint). Nil: the failure is only
+	// logged, at error level.
+	PollFailed func(err error)
+
+	// mu is held by whoever handles the CQ's completions: the poller, or
+	// the actor of Send while it drives them (Driver). One handler at a
+	// time keeps a QP's completions in order.
+	mu sync.Mutex
+	// driven is set while the actor of Send polls the CQ itself: the
+	// poller then neither polls nor arms it.
+	driven atomic.Bool
+	// failed is set once Poll failed: nobody polls or arms the CQ again.
+	failed atomic.Bool
+	// driveWCs is the batch the driving actor polls into, taken from the
+	// poller's pool by Drive(true) and given back by Drive(false), so that
+	// an idle target holds none. The actor's goroutine alone uses it.
+	driveWCs *[]verbs.WC
+
+	// Under Poller.mu.
+	added  bool // between Add and Remove
+	queued bool // in Poller.woken
+	wokeAt int  // its index there
+
+	// inSet is set, under Poller.mu, when the target enters the poller's
+	// active set, and cleared by the poller goroutine after its last touch
+	// of the target when it leaves: Remove waits for the poller only while
+	// it is set.
+	inSet atomic.Bool
+
+	// The poller goroutine's own.
+	setAt   int           // index in Poller.active
+	hot     bool          // completions found since it entered the active set
+	lastHit time.Duration // Poller.now when it last had completions
+}
+
+// providerCQ returns the CQ that cq wraps, if it does (Target.CQ), else
+// cq.
+func providerCQ(cq verbs.CQ) verbs.CQ {
+	for {
+		w, ok := cq.(interface{ Unwrap() verbs.CQ })
+		if !ok {
+			return cq
+		}
+		cq = w.Unwrap()
+	}
+}
+
+// needsRounds reports whether t's actor was abandoned with WRs still
+// outstanding: then its CQ's completions may never come, and whoever
+// handles it fails what is outstanding after every poll.
+func needsRounds(t *Target) bool {
+	return t.Send != nil && t.Send.AbandonedErr() != nil && t.Send.Outstanding() > 0
+}
