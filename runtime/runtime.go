@@ -33,6 +33,11 @@ type Runtime struct {
 	pool     *callbackRunner
 	pollers  []*cqpoller.Poller
 	chans    []verbs.CompChannel
+	devAttr  verbs.DeviceAttr
+
+	poolsMu     sync.Mutex
+	pools       []*recvPool // the shared receive side (recvpool.go), one SRQ each
+	poolsClosed bool
 
 	nextID     atomic.Uint32
 	nextPoller atomic.Uint32
@@ -90,6 +95,9 @@ func (rt *Runtime) open() error {
 		return err
 	}
 	go rt.watchEvents(rt.vctx.AsyncEvents())
+	if rt.devAttr, err = rt.vctx.QueryDevice(); err != nil {
+		return err
+	}
 	port, err := rt.vctx.QueryPort(1)
 	if err != nil {
 		return err
@@ -302,6 +310,13 @@ func (rt *Runtime) teardown() {
 	for _, p := range rt.pollers {
 		p.Close()
 	}
+	rt.poolsMu.Lock()
+	pools := rt.pools
+	rt.pools, rt.poolsClosed = nil, true
+	rt.poolsMu.Unlock()
+	for _, p := range pools {
+		p.close()
+	}
 	if rt.pool != nil {
 		// Waits for queued and running callbacks and ants' own purge and
 		// ticker goroutines; a callback stuck past the bound is logged, not
@@ -345,4 +360,40 @@ func (rt *Runtime) unregister(ep *Endpoint) {
 	delete(rt.endpoints, ep)
 	delete(rt.byQPN, ep.qp.QPN())
 	delete(rt.byCQ, ep.cq)
+}
+
+// joinRecvPool gives r its initial window in a receive pool with room for
+// it, opening another pool when every one is full.
+func (rt *Runtime) joinRecvPool(r *recvSide) (*recvPool, error) {
+	rt.poolsMu.Lock()
+	defer rt.poolsMu.Unlock()
+	if rt.poolsClosed {
+		return nil, ErrClosed
+	}
+	r.maxWindow = rt.cfg.recvDepth
+	r.msgs = make(chan *msgSlot, 2*r.maxWindow)
+	// The newest pool first: the older ones filled before it was opened.
+	for i := len(rt.pools) - 1; i >= 0; i-- {
+		p := rt.pools[i]
+		r.pool = p
+		if err := p.join(r); err == nil {
+			return p, nil
+		} else if !errors.Is(err, errPoolFull) {
+			r.pool = nil
+			return nil, err
+		}
+	}
+	p, err := rt.newRecvPool()
+	if err != nil {
+		r.pool = nil
+		return nil, err
+	}
+	r.pool = p
+	if err := p.join(r); err != nil {
+		p.close()
+		r.pool = nil
+		return nil, err
+	}
+	rt.pools = append(rt.pools, p)
+	return p, nil
 }
