@@ -221,7 +221,7 @@ func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
 		var targets []*Endpoint
 		rt.mu.Lock()
 		switch ev.Type {
-		case verbs.EventQPFatal, verbs.EventQPReqErr, verbs.EventQPAccessErr:
+		case verbs.EventQPFatal, verbs.EventQPReqErr, verbs.EventQPAccessErr, verbs.EventQPLastWQEReached:
 			if ev.QP != nil {
 				if ep := rt.byQPN[ev.QP.QPN()]; ep != nil {
 					targets = append(targets, ep)
@@ -241,6 +241,15 @@ func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
 		// a QP's error flushes what it holds.
 		lost := ev.Type == verbs.EventCQErr || ev.Type == verbs.EventDeviceFatal
 		for _, ep := range targets {
+			if ev.Type == verbs.EventQPLastWQEReached {
+				// An SRQ's QP went to ERR: its receives are not flushed, so
+				// this event is all that says so when nothing is in flight.
+				// At Close it is the endpoint's own doing.
+				if !ep.closing.Load() {
+					ep.fail(fmt.Errorf("%w: the QP went to the error state (%s)", ErrConnFailed, ev.Type), false)
+				}
+				continue
+			}
 			ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()}, lost)
 		}
 	}
