@@ -61,7 +61,10 @@
 //
 // A failure (an asynchronous event, a CQ overrun, a CQ that can no longer
 // be polled: verbs.ErrPollFailed, an operation that failed on the wire:
-// ErrConnFailed) ends it with that error, and the endpoint hangs up the
+// ErrConnFailed; a QP found in the error state with nothing in flight to
+// say so, which the runtime checks for every 2 s per endpoint and at most
+// 1,000 QPs a second, so within 10 s at 10,000 endpoints: ErrConnFailed)
+// ends it with that error, and the endpoint hangs up the
 // connection beside its QP at once, so its peer ends too (ErrPeerLost). In
 // each case what was pending resolves and Recv returns. No future resolves
 // before the device has given its WR back, except where the device's

@@ -52,6 +52,7 @@ type Endpoint struct {
 	scrat  *Buffer
 	watch  peerWatch // the connection beside the QP that says the peer is gone (peerlink.go)
 
+	listIndex   int // in Runtime.epList, while registered
 	recv        recvSide
 	peerMsgSize int  // the largest message the peer receives (its hello)
 	remote      Addr // the peer's QP

@@ -45,9 +45,15 @@ type Runtime struct {
 	mu        sync.Mutex
 	closed    bool
 	endpoints map[*Endpoint]struct{}
-	byQPN     map[uint32]*Endpoint
-	byCQ      map[verbs.CQ]*Endpoint
-	listeners map[*Listener]struct{}
+	// epList holds the endpoints too, in an order checkQPs walks
+	// (Endpoint.listIndex is each one's place).
+	epList      []*Endpoint
+	qpCheckNext int
+	qpCheckStop chan struct{}
+	qpCheckDone chan struct{}
+	byQPN       map[uint32]*Endpoint
+	byCQ        map[verbs.CQ]*Endpoint
+	listeners   map[*Listener]struct{}
 	// eventsErr is set once the device's asynchronous events can no
 	// longer be read: no endpoint may start after it (watchEvents).
 	eventsErr error
@@ -130,6 +136,8 @@ func (rt *Runtime) open() error {
 		p.Start()
 		rt.pollers = append(rt.pollers, p)
 	}
+	rt.qpCheckStop, rt.qpCheckDone = make(chan struct{}), make(chan struct{})
+	go rt.checkQPs(rt.qpCheckStop, rt.qpCheckDone)
 	rt.log.Debug("verbsrt: runtime up", "provider", rt.prov.Name(), "device", dev.Name(), "gid", rt.gid)
 	return nil
 }
@@ -316,6 +324,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 
 // teardown releases what New acquired, in reverse.
 func (rt *Runtime) teardown() {
+	if rt.qpCheckStop != nil {
+		close(rt.qpCheckStop)
+		<-rt.qpCheckDone
+	}
 	for _, p := range rt.pollers {
 		p.Close()
 	}
@@ -355,6 +367,8 @@ func (rt *Runtime) register(ep *Endpoint) error {
 		return fmt.Errorf("verbsrt: no endpoint can start: %w", rt.eventsErr)
 	}
 	rt.endpoints[ep] = struct{}{}
+	ep.listIndex = len(rt.epList)
+	rt.epList = append(rt.epList, ep)
 	rt.byQPN[ep.qp.QPN()] = ep
 	rt.byCQ[ep.cq] = ep
 	return nil
@@ -365,6 +379,10 @@ func (rt *Runtime) unregister(ep *Endpoint) {
 	defer rt.mu.Unlock()
 	if _, ok := rt.endpoints[ep]; ok {
 		rt.counters.retire(ep)
+		last := rt.epList[len(rt.epList)-1]
+		rt.epList[ep.listIndex], last.listIndex = last, ep.listIndex
+		rt.epList[len(rt.epList)-1] = nil
+		rt.epList = rt.epList[:len(rt.epList)-1]
 	}
 	delete(rt.endpoints, ep)
 	delete(rt.byQPN, ep.qp.QPN())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -275,5 +276,32 @@ func TestIdleEndpointsShareReceives(t *testing.T) {
 	}
 	if after := rt.Stats(); after.RecvBuffers != s.RecvBuffers {
 		t.Errorf("reconnecting %d pairs after closing as many grew the pool from %d to %d buffers", pairs, s.RecvBuffers, after.RecvBuffers)
+	}
+}
+
+// TestIdleQPErrorIsNoticed: a QP moved to ERR while nothing is in flight
+// fails its endpoint within the bound, with ErrConnFailed. Its receives
+// are the shared queue's, which the error does not flush, and soft (as
+// rxe) raises no event for it: only the runtime's check of its QPs' state
+// tells (before that check, Done never closed).
+func TestIdleQPErrorIsNoticed(t *testing.T) {
+	_, a, b := pair(t)
+	if err := a.QP().Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case <-a.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done did not close within 10 s of the QP's error")
+	}
+	if err := a.Err(); !errors.Is(err, runtime.ErrConnFailed) {
+		t.Errorf("Err: %v, want ErrConnFailed", err)
+	}
+	t.Logf("noticed after %v: %v", time.Since(start).Round(time.Millisecond), a.Err())
+	select { // the peer learns it from the link a's failure hangs up
+	case <-b.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the peer's Done did not close")
 	}
 }
