@@ -83,11 +83,11 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	if len(rt.chans) > 0 {
 		ch = rt.chans[pi]
 	}
+	ep.recv.ep = ep
 	pool, err := rt.joinRecvPool(&ep.recv)
 	if err != nil {
 		return nil, err
 	}
-	ep.recv.ep = ep
 	if ep.cq, err = rt.vctx.CreateCQ(verbs.CQSpec{CQE: cqe, Channel: ch}); err != nil {
 		ep.recv.release(nil)
 		return nil, err

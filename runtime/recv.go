@@ -249,6 +249,9 @@ func (r *recvSide) release(cq verbs.CQ) {
 // it stamps a report. With n 0 it still asks for the report that is due: a
 // window that shrank makes the credits already unreported due.
 func (r *recvSide) grantedLocked(n int) {
+	if r.left || r.ep.actor == nil {
+		return // the endpoint is gone, or not started: nothing to report
+	}
 	if n > 0 {
 		r.unreported.Add(int64(n))
 	}
