@@ -162,10 +162,25 @@ func TestWindowFollowsDemand(t *testing.T) {
 			m.Release()
 		}
 	}
-	// A stream: many sends queued at once.
+	// A stream: many sends queued at once. The window is read while it
+	// runs: once the sender is idle, it gives back what the window grew by.
 	const stream = 2000
 	done := make(chan struct{})
-	go func() { defer close(done); recvN(stream) }()
+	var grown int
+	go func() {
+		defer close(done)
+		for range stream {
+			m, err := srv.Recv(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			m.Release()
+			if w, _ := runtime.Window(srv); w > grown {
+				grown = w
+			}
+		}
+	}()
 	fs := make([]runtime.Future, stream)
 	for i := range fs {
 		fs[i] = cli.Send(ctx, buf.Slice(0, 8))
@@ -176,11 +191,22 @@ func TestWindowFollowsDemand(t *testing.T) {
 		}
 	}
 	<-done
-	grown, _ := runtime.Window(srv)
 	if grown <= runtime.InitialWindow || grown > depth {
-		t.Errorf("after a stream of %d sends the window is %d, want more than %d and at most %d", stream, grown, runtime.InitialWindow, depth)
+		t.Errorf("in a stream of %d sends the window grew to %d, want more than %d and at most %d", stream, grown, runtime.InitialWindow, depth)
 	}
-	// One send at a time: the window shrinks back.
+	// Idle, the sender gives back what it holds beyond the initial window.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if w, _ := runtime.Window(srv); w == runtime.InitialWindow {
+			break
+		}
+	}
+	if w, _ := runtime.Window(srv); w != runtime.InitialWindow {
+		t.Errorf("5 s after the stream the window is %d (it grew to %d), want %d", w, grown, runtime.InitialWindow)
+	}
+	if cli.Actor().Stats().Ops.CreditOnly.Load() == 0 {
+		t.Error("the idle sender posted no credit-only SEND to give its credits back")
+	}
+	// One send at a time: the window stays at its initial size.
 	for range depth {
 		if _, err := cli.Send(ctx, buf.Slice(0, 8)).Wait(ctx); err != nil {
 			t.Fatal(err)
