@@ -32,11 +32,12 @@ import (
 // unreported) starts at initialWindow and follows its peer's demand, up to
 // WithRecvDepth: a SEND whose sender had more queued than its credits
 // allowed (the header's backlog flag) grows it by one, so it doubles each
-// round trip while the sender is held back; a SEND without the flag
-// shrinks it by one, down to initialWindow, by not returning that credit.
-// A sender whose next batch needs more than its window asks for it in a
-// credit-only SEND (the header's want field): the pool grows the window to
-// that at once or as buffers allow. An endpoint never takes credits back
+// round trip while the sender is held back. A sender whose next batch
+// needs more than its window asks for it in a credit-only SEND (the
+// header's want field): the pool grows the window to that at once or as
+// buffers allow. A sender whose actor goes idle gives back what it holds
+// beyond initialWindow (the header's flagReturn), which shrinks the window
+// and frees those receives for other endpoints. An endpoint never takes credits back
 // for more buffers than 2 x WithRecvDepth at once, counting the messages
 // the application holds (a slow reader slows its writer, it does not grow
 // the pool).
@@ -270,9 +271,10 @@ func (p *recvPool) serveLocked(r *recvSide) int {
 
 // adjust moves r's window by what its peer's SEND said: backlog grows it
 // by one, a want to that size, returned credits shrink it by as many (the
-// peer holds them no more: their receives are free for others); a SEND
-// with none of these shrinks it by one (the credit it took is not
-// returned), down to initialWindow.
+// peer holds them no more: their receives are free for others). Nothing
+// else shrinks it: shrinking by one on every SEND without backlog (tried
+// first) kept a busy sender's window at the edge of starvation, and 16
+// callers' SEND+Wait took 35% longer (bench/README.md).
 func (p *recvPool) adjust(r *recvSide, h header) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -288,10 +290,6 @@ func (p *recvPool) adjust(r *recvSide, h header) {
 		r.want = max(r.want, min(h.want, r.maxWindow))
 	case h.backlog:
 		r.want = max(r.want, min(r.target+1, r.maxWindow))
-	case r.target > initialWindow && r.debt > 0:
-		r.target--
-		r.debt--
-		r.want = min(r.want, r.target)
 	}
 }
 
