@@ -673,6 +673,9 @@ func (a *Actor) loop() (stopped bool) {
 			continue
 		}
 		spin.Release()
+		if a.peer.on && a.peer.credits.Load() > a.peer.initial && a.inbox.Peek() == nil {
+			a.postReturn()
+		}
 		if d != nil {
 			d.Drive(false)
 		}
@@ -789,7 +792,9 @@ func (a *Actor) canDrain() bool {
 	// A closing actor fails what waits for the peer's credits: draining
 	// does that too.
 	need := peerNeed(s.ops())
-	return need == 0 || need <= a.peer.credits.Load()-1 || a.closing.Load()
+	left := a.peer.credits.Load()
+	return need == 0 || need <= left-1 || a.closing.Load() ||
+		!a.peer.wanted && left >= 2 // drain asks for a larger window
 }
 
 // drain chains everything queued, up to the credits held, into one PostSend
@@ -805,6 +810,7 @@ func (a *Actor) drain() int {
 	a.drained = a.drained[:0]
 	peerLeft := a.peer.credits.Load()
 	taken := 0
+	var starved int64 // the peer credits the next submission needs and lacks
 	for {
 		s := a.inbox.Peek()
 		if s == nil {
@@ -830,6 +836,8 @@ func (a *Actor) drain() int {
 					// The peer's credits may never come (it may be gone):
 					// a closing actor does not wait for them.
 					taken += a.failQueued(ErrClosed)
+				} else {
+					starved = need
 				}
 				break // wait for the peer's credits; order is kept
 			}
@@ -848,6 +856,9 @@ func (a *Actor) drain() int {
 		a.drained = append(a.drained, *s)
 		a.pop()
 		taken++
+		if need > 0 {
+			a.peer.wanted = false // a want is for the submission at the head
+		}
 		sub := &a.drained[len(a.drained)-1]
 		start := len(a.chain)
 		if err := a.appendOps(sub); err != nil {
@@ -860,6 +871,10 @@ func (a *Actor) drain() int {
 		}
 	}
 	if a.peer.on {
+		if starved > 0 {
+			a.markBacklog()
+			peerLeft = a.appendWant(credits, peerLeft, starved)
+		}
 		a.appendReport(credits, peerLeft)
 	}
 	if taken > 0 {

@@ -60,18 +60,35 @@ type CreditReporter interface {
 	// which tells the peer the connection is over, and the credits it
 	// reports.
 	Goodbye() (h Header, n uint32)
+	// MarkBacklog flags the stamped header of a SEND posted while the
+	// actor had more to send than the peer's credits allowed: the peer
+	// may grow the window.
+	MarkBacklog(h *Header)
+	// Want returns the header of a credit-only SEND (reporting n credits,
+	// as Stamp(false)) that asks the peer for a window of window credits:
+	// the actor's next submission needs that many.
+	Want(window int) (h Header, n uint32)
+	// Return returns the header of a credit-only SEND (reporting n
+	// credits, as Stamp(false)) that gives the peer back returned credits
+	// the actor holds and has no use for: an idle actor keeps its initial
+	// window, so that what a burst made the peer grant serves others.
+	Return(returned int) (h Header, n uint32)
 }
 
 // peerCredits is the actor's share of the scheme.
 type peerCredits struct {
-	on     bool // set by EnablePeerCredits, before Start
-	window int64
-	rep    CreditReporter
+	on      bool  // set by EnablePeerCredits, before Start
+	window  int64 // the most credits the peer grants: its largest window
+	initial int64 // the credits the peer granted first: an idle actor keeps these
+	rep     CreditReporter
 
 	credits atomic.Int64 // the peer's receives we may still consume
 	report  atomic.Bool  // a credit-only SEND is wanted
 	goodbye atomic.Bool  // a closing actor says goodbye (SayGoodbye)
 	saidBye atomic.Bool  // the goodbye SEND was posted
+	// wanted: the actor asked the peer for a larger window since it last
+	// took a submission that consumes the peer's receives.
+	wanted bool
 	// uses[i] is what the chain's WR i took of the scheme.
 	uses []peerUse
 	// reportSub owns a credit-only SEND while it is chained; its future is
@@ -86,16 +103,21 @@ type peerUse struct {
 }
 
 // EnablePeerCredits makes the actor spend the peer's receive credits, of
-// which it starts with window (the peer's receive depth), and report the
-// receive side's credits through r, in a header in front of each SEND's
-// data: the QP needs max_send_sge 2. Call it before Start.
-func (a *Actor) EnablePeerCredits(window int, r CreditReporter) error {
+// which it starts with initial and may be granted up to window (the peer's
+// largest window), and report the receive side's credits through r, in a
+// header in front of each SEND's data: the QP needs max_send_sge 2. Call
+// it before Start.
+func (a *Actor) EnablePeerCredits(initial, window int, r CreditReporter) error {
 	if a.limits.MaxSendSGE < 2 {
 		return fmt.Errorf("qpactor: peer credits need max_send_sge 2 (a header and the data), the QP has %d: %w",
 			a.limits.MaxSendSGE, verbs.ErrInvalidArgument)
 	}
-	a.peer.on, a.peer.window, a.peer.rep = true, int64(window), r
-	a.peer.credits.Store(int64(window))
+	if initial < 2 || window < initial {
+		return fmt.Errorf("qpactor: peer credits: an initial window of %d and a largest of %d (at least 2, one kept for reports): %w",
+			initial, window, verbs.ErrInvalidArgument)
+	}
+	a.peer.on, a.peer.window, a.peer.initial, a.peer.rep = true, int64(window), int64(initial), r
+	a.peer.credits.Store(int64(initial))
 	a.peer.uses = make([]peerUse, 0, cap(a.chain))
 	return nil
 }
@@ -183,6 +205,31 @@ func (a *Actor) stampChain(start int, need int64) {
 	a.peer.credits.Sub(need)
 }
 
+// appendWant asks the peer for a window of need+1 in a credit-only SEND,
+// once per submission that waits for more credits than the peer granted,
+// when a send-queue slot and two peer receives are left: one for it, one
+// kept for reports. Without it, a batch larger than the window would wait
+// for credits nothing in flight brings.
+func (a *Actor) appendWant(sqCredits int, peerLeft, need int64) int64 {
+	if a.peer.wanted || len(a.chain) >= sqCredits || peerLeft < 2 {
+		return peerLeft
+	}
+	a.peer.wanted = true
+	h, n := a.peer.rep.Want(int(need + 1))
+	a.appendCreditOnly(h, n, sqCredits)
+	return peerLeft - 1
+}
+
+// markBacklog flags the headers of the chain's SENDs: the actor had more
+// to send than the peer's credits allowed.
+func (a *Actor) markBacklog() {
+	for i := range a.peer.uses {
+		if a.chain[i].Opcode.IsSend() {
+			a.peer.rep.MarkBacklog(&a.peer.uses[i].hdr)
+		}
+	}
+}
+
 // appendReport chains a credit-only SEND when one is wanted and due, and
 // a peer receive and a send-queue slot are left for it.
 func (a *Actor) appendReport(sqCredits int, peerLeft int64) {
@@ -260,6 +307,31 @@ func (a *Actor) postGoodbye() {
 	seq := a.seq
 	a.post()
 	a.peer.saidBye.Store(a.seq != seq) // post advances seq by the WRs posted
+}
+
+// postReturn gives the peer back the credits an idle actor holds beyond
+// its initial window, in a credit-only SEND that takes one of them: the
+// peer's shared receives they stand for serve other senders (the peer
+// sends that one back, so the actor keeps its initial window). Only the
+// actor calls it, with nothing queued.
+func (a *Actor) postReturn() {
+	credits := int(a.credits.Load())
+	left := a.peer.credits.Load()
+	if !a.peer.on || left <= a.peer.initial || a.broken.Load() != nil || a.closing.Load() || credits < 1 {
+		return
+	}
+	a.chain, a.owners = a.chain[:0], a.owners[:0]
+	a.peer.uses = a.peer.uses[:0]
+	a.drained = a.drained[:0]
+	returned := left - a.peer.initial
+	h, n := a.peer.rep.Return(int(returned))
+	a.appendCreditOnly(h, n, credits) // takes one credit
+	a.peer.credits.Sub(returned)
+	seq := a.seq
+	a.post()
+	if a.seq == seq { // not posted: post gave the credit-only SEND's back
+		a.peer.credits.Add(returned)
+	}
 }
 
 // SaidGoodbye reports whether the closed actor posted its goodbye SEND, the

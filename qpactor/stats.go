@@ -47,6 +47,10 @@ type OpStats struct {
 	// Cancelled counts the submissions whose context ended while they
 	// were queued: taken (and resolved) without reaching the QP.
 	Cancelled atomic.Uint64
+	// CreditOnly counts the actor's own SENDs of a header alone (peer
+	// credits): credit reports, requests for a larger window and credits
+	// given back. They are in WRsPosted and ByOpcode too.
+	CreditOnly atomic.Uint64
 
 	_ [64]byte // the poller's counters on lines of their own
 
@@ -138,6 +142,17 @@ func (a *Actor) countPosted(posted int) {
 		}
 		ops.ByOpcode[op&(OpcodeSlots-1)].Add(uint64(j - i))
 		i = j
+	}
+	if a.peer.on {
+		n := 0
+		for _, o := range a.owners[:posted] {
+			if o == &a.peer.reportSub {
+				n++
+			}
+		}
+		if n > 0 {
+			ops.CreditOnly.Add(uint64(n))
+		}
 	}
 }
 

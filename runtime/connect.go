@@ -22,7 +22,8 @@ type hello struct {
 	PSN       uint32 `json:"psn"`
 	LID       uint16 `json:"lid"`
 	GID       string `json:"gid"`
-	RecvDepth int    `json:"recv_depth"`
+	RecvDepth int    `json:"recv_depth"` // the largest window (WithRecvDepth)
+	Window    int    `json:"window"`     // the initial window: the peer's first credits
 	MsgSize   int    `json:"msg_size"`
 
 	gid verbs.GID
@@ -31,13 +32,15 @@ type hello struct {
 // helloVersion is the version of the handshake and of what travels on the
 // connection after it (doc.go, "Wire format"). Version 2 moved the credit
 // reports from the immediate data of SENDs into a header in front of their
-// data, giving the immediate data to the application.
-const helloVersion = 2
+// data, giving the immediate data to the application. Version 3 shares
+// receives: windows start at Window, grow to RecvDepth, and the header
+// carries the backlog flag and the want field.
+const helloVersion = 3
 
 // hello returns what every hello of this runtime says, whichever way it
 // travels: the version, the receive credits and the largest message.
 func (rt *Runtime) hello() hello {
-	return hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, MsgSize: rt.cfg.msgSize}
+	return hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, Window: initialWindow, MsgSize: rt.cfg.msgSize}
 }
 
 // handshakeTimeout bounds the exchange when the caller's context does not.
@@ -225,7 +228,7 @@ func exchange(c net.Conn, br *bufio.Reader, mine hello) (hello, error) {
 	if err := json.Unmarshal(line, &peer); err != nil {
 		return hello{}, fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
-	if peer.Version != helloVersion || peer.RecvDepth < 1 || peer.MsgSize < 1 {
+	if peer.Version != helloVersion || peer.Window < 2 || peer.RecvDepth < peer.Window || peer.MsgSize < 1 {
 		return hello{}, fmt.Errorf("%w: unexpected hello %+v", ErrProtocol, peer)
 	}
 	a, err := netip.ParseAddr(peer.GID)

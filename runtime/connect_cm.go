@@ -12,8 +12,8 @@ import (
 // private data of the connect request and of the accept (see doc.go, "Wire
 // format"): 16 bytes, big-endian.
 //
-//	0       4        6       8            12          16
-//	| "VRTH" | version | flags | recv depth | msg size |
+//	0       4         6        8            12         16
+//	| "VRTH" | version | window | recv depth | msg size |
 //
 // The QP numbers, PSNs and the path are the connection manager's business.
 const (
@@ -25,6 +25,7 @@ func (h hello) marshalCM() []byte {
 	b := make([]byte, cmHelloLen)
 	copy(b, cmHelloMagic)
 	binary.BigEndian.PutUint16(b[4:], uint16(h.Version))
+	binary.BigEndian.PutUint16(b[6:], uint16(h.Window))
 	binary.BigEndian.PutUint32(b[8:], uint32(h.RecvDepth))
 	binary.BigEndian.PutUint32(b[12:], uint32(h.MsgSize))
 	return b
@@ -36,9 +37,9 @@ func unmarshalCMHello(b []byte) (hello, error) {
 	if len(b) < cmHelloLen || string(b[:4]) != cmHelloMagic {
 		return hello{}, fmt.Errorf("%w: private data %x is not a verbsrt hello", ErrProtocol, b[:min(len(b), cmHelloLen)])
 	}
-	h := hello{Version: int(binary.BigEndian.Uint16(b[4:])), RecvDepth: int(binary.BigEndian.Uint32(b[8:])),
-		MsgSize: int(binary.BigEndian.Uint32(b[12:]))}
-	if h.Version != helloVersion || h.RecvDepth < 1 || h.MsgSize < 1 || h.RecvDepth > 1<<20 || h.MsgSize > 1<<30 {
+	h := hello{Version: int(binary.BigEndian.Uint16(b[4:])), Window: int(binary.BigEndian.Uint16(b[6:])),
+		RecvDepth: int(binary.BigEndian.Uint32(b[8:])), MsgSize: int(binary.BigEndian.Uint32(b[12:]))}
+	if h.Version != helloVersion || h.Window < 2 || h.RecvDepth < h.Window || h.MsgSize < 1 || h.RecvDepth > 1<<16 || h.MsgSize > 1<<30 {
 		return hello{}, fmt.Errorf("%w: unexpected hello %+v", ErrProtocol, h)
 	}
 	return h, nil

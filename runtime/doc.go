@@ -61,7 +61,10 @@
 //
 // A failure (an asynchronous event, a CQ overrun, a CQ that can no longer
 // be polled: verbs.ErrPollFailed, an operation that failed on the wire:
-// ErrConnFailed) ends it with that error, and the endpoint hangs up the
+// ErrConnFailed; a QP found in the error state with nothing in flight to
+// say so, which the runtime checks for every 2 s per endpoint and at most
+// 1,000 QPs a second, so within 10 s at 10,000 endpoints: ErrConnFailed)
+// ends it with that error, and the endpoint hangs up the
 // connection beside its QP at once, so its peer ends too (ErrPeerLost). In
 // each case what was pending resolves and Recv returns. No future resolves
 // before the device has given its WR back, except where the device's
@@ -92,9 +95,17 @@
 //     rest wait in a queue one more goroutine runs (at most one callback
 //     per pending future, allocated by the caller), never on a goroutine
 //     each and never on a poller.
-//   - Received messages wait for Recv in the endpoint's own receive
-//     buffers (2 x WithRecvDepth): while the application holds them, the
-//     peer gets no credits back and its sends wait.
+//   - Received messages wait for Recv in buffers of the runtime's shared
+//     receive pool (recvpool.go): an endpoint's peer holds credits for
+//     receives posted for it, 3 to begin with, more while its sends are
+//     held back by credits (up to WithRecvDepth), and gives back what it
+//     does not use once its actor is idle. An endpoint takes credits back
+//     for at most 2 x WithRecvDepth buffers at once, counting the messages
+//     its application holds: while it holds them, the peer's sends wait.
+//     The pool grows 64 buffers at a time, within WithMemoryLimit; when it
+//     cannot, a credit waits for a buffer another endpoint releases (an
+//     application that holds messages while it waits for more can then
+//     stall: size the limit for what it holds). It does not shrink.
 //
 // # Memory
 //
@@ -138,34 +149,39 @@
 //
 // The handshake is versioned, and its version covers what travels on the
 // connection after it; a peer of another version is refused with
-// ErrProtocol, never half-connected. Version 2:
+// ErrProtocol, never half-connected. Version 3:
 //
 //   - Over TCP, each side writes one line of JSON, its hello, and reads the
-//     peer's: {"version":2,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
-//     "recv_depth":N,"msg_size":N}, the QP number, first PSN, LID and GID
-//     that ibv_rc_pingpong exchanges, plus the receive credits and the
-//     largest message the side accepts (its data, without the header
-//     below). Each then moves its QP to RTS and writes the line "ready",
+//     peer's: {"version":3,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
+//     "recv_depth":N,"window":N,"msg_size":N}, the QP number, first PSN,
+//     LID and GID that ibv_rc_pingpong exchanges, plus the largest window
+//     of receive credits the side grants, the credits the peer starts with
+//     and the largest message the side accepts (its data, without the
+//     header below). Each then moves its QP to RTS and writes the line "ready",
 //     and waits for the peer's before it returns, so neither side sends to
 //     a QP not yet ready to receive. Nothing more is written: each side
 //     keeps the connection open until its endpoint closes (after the
 //     goodbye's acknowledgement) or its process ends.
 //   - Through the connection manager, the hello is 16 bytes of private
 //     data in the connect request and in the accept: "VRTH", the version
-//     (2 bytes), 2 bytes of flags (0), the receive credits (4 bytes) and the
-//     largest message (4 bytes), big-endian. The QP numbers, PSNs and path
+//     (2 bytes), the initial credits (2 bytes), the largest window (4
+//     bytes) and the largest message (4 bytes), big-endian. The QP numbers, PSNs and path
 //     are the connection manager's.
 //   - On the connection, every SEND (and SEND_WITH_IMM) starts with an
-//     8-byte header: the receive credits its sender re-posted since its
+//     8-byte header: the receive credits its sender granted since its
 //     last report (4 bytes, big-endian), the kind (1 byte: 0 a message, 1
-//     a credit report, 2 the goodbye, which also reports credits) and 3
-//     bytes of zeros. The message's data follows the header; a credit
+//     a credit report, 2 the goodbye, which also reports credits), flags
+//     (1 byte: bit 0, the sender was held back by credits, which grows the
+//     window by one; bit 1, the next field returns credits) and 2 bytes,
+//     big-endian: the window a credit report asks for (a batch that needs
+//     it), or the credits it gives back, or 0. The message's data follows the header; a credit
 //     report and the goodbye are the header alone and never reach Recv. A
 //     SEND holds at most 8 + msg_size bytes (the receiver's msg_size). The
 //     immediate data of a SEND_WITH_IMM or a WRITE_WITH_IMM is the
 //     application's, untouched.
 //     (Version 1 carried the credits and the kind in the immediate data of
-//     every SEND, which left none to the application.)
+//     every SEND, which left none to the application; version 2 had fixed
+//     windows of recv_depth, each endpoint with receives of its own.)
 //
 // Nothing is global: each Runtime has its own device context, arena,
 // pollers and worker pool, and Close stops them all.

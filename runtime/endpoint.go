@@ -52,6 +52,7 @@ type Endpoint struct {
 	scrat  *Buffer
 	watch  peerWatch // the connection beside the QP that says the peer is gone (peerlink.go)
 
+	listIndex   int // in Runtime.epList, while registered
 	recv        recvSide
 	peerMsgSize int  // the largest message the peer receives (its hello)
 	remote      Addr // the peer's QP
@@ -69,38 +70,43 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	cfg := rt.cfg
 	pi := int(rt.nextPoller.Inc()) % len(rt.pollers)
 	ep := &Endpoint{rt: rt, poller: rt.pollers[pi], over: make(chan struct{})}
-	nbufs := 2 * cfg.recvDepth
 	cqe := cfg.cqSize
 	if cqe <= 0 {
-		// Room for a completion of every WR the QP may hold at once: a
-		// flush completes each of them, signaled or not. Providers round
-		// max_send_wr up, soft and rxe to 2n-1 (SEMANTICS 8a): planned for
-		// here, and checked once the QP says what it got.
-		cqe = 2*cfg.sqDepth + nbufs + 16
+		// Room for a completion of every WR the QP may hold at once (a
+		// flush completes each of them, signaled or not) and of every
+		// receive its peer may consume (its largest window). Providers
+		// round max_send_wr up, soft and rxe to 2n-1 (SEMANTICS 8a):
+		// planned for here, and checked once the QP says what it got.
+		cqe = 2*cfg.sqDepth + cfg.recvDepth + 16
 	}
 	var ch verbs.CompChannel
 	if len(rt.chans) > 0 {
 		ch = rt.chans[pi]
 	}
-	var err error
-	if ep.cq, err = rt.vctx.CreateCQ(verbs.CQSpec{CQE: cqe, Channel: ch}); err != nil {
+	ep.recv.ep = ep
+	pool, err := rt.joinRecvPool(&ep.recv)
+	if err != nil {
 		return nil, err
 	}
-	if ep.qp, err = rt.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: ep.cq, RecvCQ: ep.cq,
-		// A SEND's header and a gather list of MaxGather; a receive's
-		// header and data (recv.go).
-		Caps: verbs.QPCaps{MaxSendWR: cfg.sqDepth, MaxRecvWR: cfg.recvDepth, MaxSendSGE: 1 + MaxGather, MaxRecvSGE: recvSGEs}}); err != nil {
+	if ep.cq, err = rt.vctx.CreateCQ(verbs.CQSpec{CQE: cqe, Channel: ch}); err != nil {
+		ep.recv.release(nil)
+		return nil, err
+	}
+	if ep.qp, err = rt.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: ep.cq, RecvCQ: ep.cq, SRQ: pool.srq,
+		// A SEND's header and a gather list of MaxGather (recv.go).
+		Caps: verbs.QPCaps{MaxSendWR: cfg.sqDepth, MaxSendSGE: 1 + MaxGather}}); err != nil {
+		ep.recv.release(nil)
 		ep.cq.Close()
 		return nil, err
 	}
-	if err := ep.setup(nbufs); err != nil {
+	if err := ep.setup(); err != nil {
 		ep.release()
 		return nil, err
 	}
 	return ep, nil
 }
 
-func (ep *Endpoint) setup(nbufs int) error {
+func (ep *Endpoint) setup() error {
 	rt := ep.rt
 	if err := verbs.Init(ep.qp, verbs.ConnectSpec{}); err != nil {
 		return err
@@ -109,11 +115,11 @@ func (ep *Endpoint) setup(nbufs int) error {
 	if err != nil {
 		return err
 	}
-	if need := attr.Cap.MaxSendWR + attr.Cap.MaxRecvWR; ep.cq.CQE() < need {
+	if need := attr.Cap.MaxSendWR + rt.cfg.recvDepth; ep.cq.CQE() < need {
 		// A flush would overrun the CQ and lose completions whose futures
 		// then wait for ever.
 		return fmt.Errorf("verbsrt: a CQ of %d entries cannot hold the completions of the QP's %d sends and %d receives (WithCQSize): %w",
-			ep.cq.CQE(), attr.Cap.MaxSendWR, attr.Cap.MaxRecvWR, verbs.ErrInvalidArgument)
+			ep.cq.CQE(), attr.Cap.MaxSendWR, rt.cfg.recvDepth, verbs.ErrInvalidArgument)
 	}
 	// The actor fills the send queue to what was asked for, not to what
 	// the provider rounded that up to (256 asks, 511 granted): its shadow
@@ -128,7 +134,7 @@ func (ep *Endpoint) setup(nbufs int) error {
 	if err != nil {
 		return err
 	}
-	return ep.recv.init(ep, nbufs, rt.cfg.recvDepth, rt.cfg.msgSize)
+	return nil
 }
 
 // start connects the QP to the peer, registers the endpoint and starts its
@@ -152,7 +158,7 @@ func (rt *Runtime) connectSpec() verbs.ConnectSpec {
 // grants, the registration, the polling and the actor.
 func (ep *Endpoint) run(peer hello) error {
 	rt := ep.rt
-	if err := ep.actor.EnablePeerCredits(peer.RecvDepth, &ep.recv); err != nil {
+	if err := ep.actor.EnablePeerCredits(peer.Window, peer.RecvDepth, &ep.recv); err != nil {
 		return err
 	}
 	ep.peerMsgSize = peer.MsgSize
@@ -178,13 +184,16 @@ func (ep *Endpoint) release() {
 	if ep.qp != nil {
 		ep.qp.Close()
 	}
+	// The receives the QP took from the shared queue before it was
+	// destroyed and no one polled are counted before its window leaves the
+	// pool (recvpool.go).
+	ep.recv.release(ep.cq)
 	if ep.cq != nil {
 		ep.cq.Close()
 	}
 	if ep.scrat != nil {
 		ep.scrat.Free()
 	}
-	ep.recv.release()
 }
 
 // LocalAddr returns this end of the connection: the runtime's GID and the

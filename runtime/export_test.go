@@ -24,8 +24,16 @@ func ArenaRef(b *Buffer) RemoteRef {
 	return RemoteRef{Addr: b.addr, RKey: b.ch.mr.RKey(), Len: uint64(len(b.mem))}
 }
 
-// RecvBuffer returns ep's receive buffers.
-func RecvBuffer(ep *Endpoint) *Buffer { return ep.recv.buf }
+// InitialWindow is the credits a peer starts with.
+const InitialWindow = initialWindow
+
+// RecvBuffer returns the first receive buffers of ep's pool.
+func RecvBuffer(ep *Endpoint) *Buffer {
+	p := ep.recv.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.slabs[0].data
+}
 
 // Uses returns the uses of b's memory taken and not given back.
 func Uses(b *Buffer) int { return b.hold.Uses() }
@@ -71,3 +79,12 @@ func LinkConnForTest(ep *Endpoint) net.Conn {
 
 // DeviceContext returns the runtime's device context, for fault injection.
 func DeviceContext(rt *Runtime) verbs.Context { return rt.vctx }
+
+// Window returns the window ep grants its peer and the messages its
+// application holds.
+func Window(ep *Endpoint) (window, held int) {
+	p := ep.recv.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ep.recv.target, ep.recv.held
+}

@@ -65,7 +65,9 @@ func WithSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
 // full send and receive queue, which is what guarantees no overrun).
 func WithCQSize(n int) Option { return func(c *config) { c.cqSize = n } }
 
-// WithSendQueueDepth sets max_send_wr of each endpoint's QP (default 256).
+// WithSendQueueDepth sets max_send_wr of each endpoint's QP (default 256):
+// the endpoint keeps at most n WRs in flight, even where the provider
+// rounds the queue up.
 func WithSendQueueDepth(n int) Option { return func(c *config) { c.sqDepth = n } }
 
 // WithSignalEvery makes every k-th WR signaled (default: a quarter of the
@@ -82,16 +84,19 @@ func WithRingSize(n int) Option { return func(c *config) { c.ringSize = n } }
 // A callback must not wait for another future's Then callback.
 func WithPoolSize(n int) Option { return func(c *config) { c.poolSize = n } }
 
-// WithRecvDepth sets how many receives each endpoint keeps posted, which is
-// also the sender's initial credit (default 64, at least 4).
+// WithRecvDepth sets the largest window of receive credits an endpoint
+// grants its peer (default 64, at least 4). Receives come from the
+// runtime's shared pool: a peer starts with 3 credits, and the window grows
+// toward this while the peer's sends wait for credits (package doc,
+// "Backpressure"). A batch may carry at most n-1 SENDs and WRITE_WITH_IMMs.
 func WithRecvDepth(n int) Option { return func(c *config) { c.recvDepth = n } }
 
 // WithMessageSize sets the largest message Send may carry (default 4096).
 func WithMessageSize(n int) Option { return func(c *config) { c.msgSize = n } }
 
 // WithMemoryLimit bounds the registered memory the runtime maps for Alloc,
-// the connections' receive buffers (2 x WithRecvDepth x WithMessageSize
-// each, 512 KiB by default) and the actors' scratch (default 1 GiB). The
+// the shared receive pool (WithMessageSize per buffer: 3 per idle
+// connection, more for busy ones) and the actors' scratch (default 1 GiB). The
 // arena grows on demand, 4 MiB at a time, up to the limit; memory of the
 // application's own (Register) does not count. On Linux, registered memory
 // is locked: RLIMIT_MEMLOCK must allow what the runtime maps.

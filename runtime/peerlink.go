@@ -113,6 +113,14 @@ func (ep *Endpoint) linkEnded(how string) {
 	if ep.closing.Load() || ep.Err() != nil {
 		return
 	}
+	// A QP already in ERR failed with the connection: the peer's
+	// operation failed (a REM_ACCESS_ERR puts both QPs in ERR) and its
+	// end hung up. Its receives come from the shared queue, which is not
+	// flushed, so nothing in the CQ said so.
+	if attr, err := ep.qp.Query(); err == nil && attr.State == verbs.QPStateErr {
+		ep.fail(fmt.Errorf("%w: the QP is in the error state, and the peer hung up (%s)", ErrConnFailed, how), false)
+		return
+	}
 	ep.fail(fmt.Errorf("%w: %s", ErrPeerLost, how), false)
 }
 

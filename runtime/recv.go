@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync"
 
 	"go.uber.org/atomic"
 
@@ -17,39 +16,52 @@ import (
 
 // Receive credits.
 //
-// Each endpoint keeps recvDepth receives posted from a pool of 2*recvDepth
-// registered buffers, and its peer starts with recvDepth send credits. A
-// SEND (or WRITE_WITH_IMM) spends one. The receiver re-posts a buffer as
-// soon as a completion frees one (from the pool, not waiting for the
-// application to Release the message) and reports the re-posts back: in the
-// header in front of the data of its own SENDs, or, when it has nothing to
-// send and half the window is unreported, in a SEND of the header alone (a
-// credit report). The immediate data of SENDs and WRITE_WITH_IMMs is the
-// application's, delivered whole. Data sends never take the last credit,
-// which is kept for that credit report, so two peers cannot both wait for
-// credits only the other could report. The
+// Every endpoint receives through its pool's shared receive queue
+// (recvpool.go), and its peer holds credits for the receives posted there
+// for it: initialWindow to begin with, then what the window grows to, up to
+// WithRecvDepth. A SEND (or WRITE_WITH_IMM) spends one. The receiver gets a
+// receive posted for it again as soon as a completion takes one (from the
+// pool, not waiting for the application to Release the message) and
+// reports it back: in the header in front of the data of its own SENDs,
+// or, when it has nothing to send and half the window is unreported, in a
+// SEND of the header alone (a credit report). The immediate data of SENDs
+// and WRITE_WITH_IMMs is the application's, delivered whole. Data sends
+// never take the last credit, which is kept for that credit report, so two
+// peers cannot both wait for credits only the other could report. The
 // endpoint's actor owns the peer's credits beside its send-queue credits
 // (qpactor.EnablePeerCredits): a send waits in the actor's inbox, in order,
 // until both suffice, its credit report is stamped when it is posted, and
 // the credit-only SEND is the actor's own, so no report is lost to a full
 // inbox. A SEND never meets an empty receive queue, and RNR never happens
-// in normal use. A batch may carry at most the peer's depth less one of
-// ops that consume its receives; a larger one is refused.
+// in normal use. A batch may carry at most WithRecvDepth less one of ops
+// that consume the peer's receives; a larger one is refused.
 
 // The header in front of every SEND of the runtime (qpactor.HeaderSize
 // bytes; doc.go, "Wire format"), which the actor gathers from its scratch
 // and the receiver scatters into a header buffer of its own (recvSGEs):
 //
-//	0         4      5          8
-//	| credits | kind | reserved |
+//	0         4      5       6      8
+//	| credits | kind | flags | want |
 //
-// credits, big-endian, are the receives its sender re-posted since its last
-// report; reserved is zero.
+// credits, big-endian, are the receives its sender had posted for the peer
+// since its last report (credits granted); flags bit 0 (flagBacklog) says
+// the sender had more to send than its credits allowed; want, big-endian,
+// is the window a credit-only SEND asks for (a batch needs it), or, with
+// flags bit 1 (flagReturn), the credits an idle sender gives back; 0
+// otherwise. The other flag bits are zero.
 const (
 	headerSize    = qpactor.HeaderSize
 	headerCredits = 0
 	headerKind    = 4
+	headerFlags   = 5
+	headerWant    = 6
 	recvSGEs      = 2 // a receive's scatter list: the header, then the data
+)
+
+// A header's flags.
+const (
+	flagBacklog = 1 << 0 // the sender was held back by credits
+	flagReturn  = 1 << 1 // want is credits given back, not a window asked for
 )
 
 // The kinds of SEND (the header's kind byte).
@@ -66,15 +78,34 @@ func makeHeader(credits uint32, kind byte) (h qpactor.Header) {
 	return h
 }
 
+// header is a received SEND's header.
+type header struct {
+	credits  uint32
+	kind     byte
+	backlog  bool
+	want     int
+	returned int
+}
+
 // parseHeader reads the header of a SEND of n bytes, hdr.
-func parseHeader(hdr []byte, n uint32) (credits uint32, kind byte, err error) {
+func parseHeader(hdr []byte, n uint32) (header, error) {
 	if n < headerSize {
-		return 0, 0, fmt.Errorf("%w: a SEND of %d bytes, shorter than the %d-byte header", ErrProtocol, n, headerSize)
+		return header{}, fmt.Errorf("%w: a SEND of %d bytes, shorter than the %d-byte header", ErrProtocol, n, headerSize)
 	}
-	if kind = hdr[headerKind]; kind > kindGoodbye {
-		return 0, 0, fmt.Errorf("%w: a SEND of unknown kind %d", ErrProtocol, kind)
+	h := header{credits: binary.BigEndian.Uint32(hdr[headerCredits:]), kind: hdr[headerKind],
+		backlog: hdr[headerFlags]&flagBacklog != 0}
+	if w := int(binary.BigEndian.Uint16(hdr[headerWant:])); hdr[headerFlags]&flagReturn != 0 {
+		h.returned = w
+	} else {
+		h.want = w
 	}
-	return binary.BigEndian.Uint32(hdr[headerCredits:]), kind, nil
+	if h.kind > kindGoodbye {
+		return header{}, fmt.Errorf("%w: a SEND of unknown kind %d", ErrProtocol, h.kind)
+	}
+	if hdr[headerFlags]&^(flagBacklog|flagReturn) != 0 {
+		return header{}, fmt.Errorf("%w: a SEND with unknown flags %#x", ErrProtocol, hdr[headerFlags])
+	}
+	return h, nil
 }
 
 // takeUnreported takes the re-posted receives not yet reported, at most
@@ -102,8 +133,11 @@ type Message struct {
 // msgSlot is one receive buffer's message; gen counts its deliveries, so a
 // Message of an earlier one is told apart.
 type msgSlot struct {
-	r      *recvSide
+	pool   *recvPool
+	slab   *recvSlab
 	idx    int
+	data   []byte    // the whole buffer
+	r      *recvSide // the endpoint it was delivered to
 	n      int
 	imm    uint32
 	hasImm bool
@@ -123,8 +157,7 @@ func (m Message) live(call string) *msgSlot {
 // Bytes returns the message's data (empty for a WriteImm notification).
 func (m Message) Bytes() []byte {
 	s := m.live("Bytes")
-	off := s.idx * s.r.msgSize
-	return s.r.mem[off : off+s.n : off+s.n]
+	return s.data[:s.n:s.n]
 }
 
 // Len returns the length of the message's data.
@@ -138,82 +171,68 @@ func (m Message) Imm() (uint32, bool) {
 	return s.imm, s.hasImm
 }
 
-// Release gives the message's buffer back to the endpoint's pool, to be
-// posted for another receive. Releasing again does nothing.
+// Release gives the message's buffer back to the runtime's receive pool,
+// to be posted for another receive. Releasing again does nothing.
 func (m Message) Release() {
 	if m.s == nil || !m.s.gen.CompareAndSwap(m.gen, m.gen+1) {
 		return
 	}
-	r := m.s.r
-	r.putFree(m.s.idx)
-	r.replenish()
-	r.buf.hold.Release()
+	s := m.s
+	s.pool.released(s)
+	s.slab.data.hold.Release()
 }
 
-// deliver hands slot s's message to Recv; it holds the pool's memory until
+// deliver hands slot s's message to Recv; it holds the slab's memory until
 // Release.
 func (r *recvSide) deliver(s *msgSlot) {
-	r.buf.hold.Acquire() // the pool is freed only at release, after the last delivery
-	r.msgs <- s          // never blocks: the channel holds every buffer
+	s.slab.data.hold.Acquire() // the slab is freed only at release, after the last delivery
+	s.r = r
+	r.pool.delivered(r)
+	r.msgs <- s // never blocks: the channel holds every buffer the endpoint may hold
 }
 
+// recvSide is an endpoint's share of its receive pool.
 type recvSide struct {
-	ep      *Endpoint
-	buf     *Buffer // the messages' data, msgSize bytes per buffer
-	mem     []byte
-	hdrBuf  *Buffer // the SENDs' headers, headerSize bytes per buffer
-	hdrs    []byte
-	msgSize int
-	depth   int
-	msgs    chan *msgSlot
-	slots   []msgSlot
+	ep        *Endpoint
+	pool      *recvPool
+	maxWindow int // WithRecvDepth
+	msgs      chan *msgSlot
 
-	mu     sync.Mutex // idle, closed and posting
-	idle   []int      // buffers neither posted nor held by a Message
-	closed bool       // the QP is gone: nothing to post any more
-	posted int
-	wrs    []verbs.RecvWR
-	sges   []verbs.SGE
+	// The window, guarded by pool.mu (recvpool.go).
+	target   int  // the window: credits the peer holds, owed and unreported
+	want     int  // what the peer asked the window to grow to
+	assigned int  // credits backed by posted receives: the peer's and unreported
+	debt     int  // credits owed back, not yet backed by a posted receive
+	held     int  // messages delivered and not released
+	waiting  bool // in pool.waiting
+	left     bool // the QP is gone (leave)
 
-	unreported atomic.Int64 // re-posted receives the peer has not been told of
+	unreported atomic.Int64 // credits granted the peer has not been told of
 }
 
-func (r *recvSide) init(ep *Endpoint, nbufs, depth, msgSize int) error {
-	r.ep, r.depth, r.msgSize = ep, depth, msgSize
-	var err error
-	if r.buf, err = ep.rt.Alloc(nbufs * msgSize); err != nil {
-		return err
+// release gives the window back once the QP is gone: the receives it took
+// and no one saw (drained from the CQ first), the messages never received.
+// A message the application holds keeps its buffer until Release.
+func (r *recvSide) release(cq verbs.CQ) {
+	if r.pool == nil {
+		return
 	}
-	r.mem = r.buf.Bytes()
-	// The headers apart from the data: a receive scatters a SEND's header
-	// into one and its data into the other, so each data buffer keeps the
-	// size and alignment the application asked for, and the arena's
-	// power-of-two blocks do not double for a few bytes each.
-	if r.hdrBuf, err = ep.rt.Alloc(nbufs * headerSize); err != nil {
-		return err
+	if cq != nil {
+		var wcs [16]verbs.WC
+		for {
+			n, err := cq.Poll(wcs[:])
+			for i := range wcs[:n] {
+				if qpactor.IsRecv(wcs[i].WRID) {
+					r.pool.consumed(r)
+					r.pool.putIdle(qpactor.RecvIndex(wcs[i].WRID))
+				}
+			}
+			if n == 0 || err != nil {
+				break
+			}
+		}
 	}
-	r.hdrs = r.hdrBuf.Bytes()
-	r.msgs = make(chan *msgSlot, nbufs)
-	r.slots = make([]msgSlot, nbufs)
-	r.idle = make([]int, 0, nbufs)
-	for i := range nbufs {
-		r.slots[i].r, r.slots[i].idx = r, i
-		r.idle = append(r.idle, nbufs-1-i)
-	}
-	r.wrs = make([]verbs.RecvWR, depth)
-	r.sges = make([]verbs.SGE, recvSGEs*depth)
-	r.replenish()
-	r.unreported.Store(0) // the first window is the peer's initial credit
-	return nil
-}
-
-// release gives the pool back once the QP is gone: the messages never
-// received are released here, and the memory returns when the
-// application released the ones it holds (Buffer.Free waits for them).
-func (r *recvSide) release() {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
+	r.pool.leave(r)
 	for {
 		select {
 		case s := <-r.msgs:
@@ -223,99 +242,68 @@ func (r *recvSide) release() {
 		}
 		break
 	}
-	if r.buf != nil {
-		r.buf.Free()
-	}
-	if r.hdrBuf != nil {
-		r.hdrBuf.Free()
-	}
 }
 
-func (r *recvSide) putFree(idx int) {
-	r.mu.Lock()
-	r.idle = append(r.idle, idx)
-	r.mu.Unlock()
-}
-
-// replenish posts free buffers until depth receives are posted, in one
-// PostRecv, and reports them as credits when that is due.
-func (r *recvSide) replenish() {
-	r.mu.Lock()
-	n := 0
-	for !r.closed && r.posted+n < r.depth && len(r.idle) > 0 {
-		idx := r.idle[len(r.idle)-1]
-		r.idle = r.idle[:len(r.idle)-1]
-		sgl := r.sges[recvSGEs*n : recvSGEs*n+recvSGEs : recvSGEs*n+recvSGEs]
-		sgl[0] = r.hdrBuf.Slice(idx*headerSize, headerSize).sge()
-		sgl[1] = r.buf.Slice(idx*r.msgSize, r.msgSize).sge()
-		r.wrs[n] = verbs.RecvWR{ID: qpactor.RecvWRID(idx), SGL: sgl}
-		n++
+// grantedLocked reports n credits the pool posted receives for; the pool's
+// lock is held. It only wakes the actor, which takes the lock itself when
+// it stamps a report. With n 0 it still asks for the report that is due: a
+// window that shrank makes the credits already unreported due.
+func (r *recvSide) grantedLocked(n int) {
+	if r.left || r.ep.actor == nil {
+		return // the endpoint is gone, or not started: nothing to report
 	}
-	posted := 0
 	if n > 0 {
-		var err error
-		posted, err = r.ep.qp.PostRecv(r.wrs[:n])
-		if err != nil {
-			// The QP left the states that take receives (closing or
-			// failed): the buffers go back to the pool.
-			for _, wr := range r.wrs[posted:n] {
-				r.idle = append(r.idle, qpactor.RecvIndex(wr.ID))
-			}
-		}
-		r.posted += posted
+		r.unreported.Add(int64(n))
 	}
-	r.mu.Unlock()
-	if posted > 0 {
-		r.unreported.Add(int64(posted))
-		if r.ReportDue() {
-			r.ep.actor.WantReport()
-		}
+	if r.unreported.Load() > 0 && r.dueLocked() {
+		r.ep.actor.WantReport()
 	}
 }
 
 // onRecv handles a receive completion on the poller goroutine.
 func (r *recvSide) onRecv(wc *verbs.WC) {
 	idx := qpactor.RecvIndex(wc.WRID)
-	r.mu.Lock()
-	r.posted--
-	r.mu.Unlock()
-	if idx >= len(r.slots) {
+	m := r.pool.slot(idx)
+	if m == nil {
 		return
 	}
+	r.pool.consumed(r)
 	if wc.Status != verbs.WCSuccess {
-		r.putFree(idx)
-		// A receive flushed while the endpoint is open: the QP went to
+		r.pool.putIdle(idx)
+		r.pool.serve(r)
+		// A receive that failed while the endpoint is open: the QP went to
 		// the error state without a failure of its own (the peer's
 		// operation failed on its side of the connection).
 		r.ep.wcFailed(wc)
 		return
 	}
-	m := &r.slots[idx]
 	if wc.Opcode == verbs.WCRecvRDMAWithImm {
 		m.n, m.imm, m.hasImm = 0, wc.Imm, true
 		r.deliver(m)
-		r.replenish()
+		r.pool.serve(r)
 		return
 	}
-	credits, kind, err := parseHeader(r.hdrs[idx*headerSize:idx*headerSize+headerSize], wc.ByteLen)
+	hdr := m.slab.hdrs.mem[idx%slabBuffers*headerSize:][:headerSize]
+	h, err := parseHeader(hdr, wc.ByteLen)
 	if err != nil {
-		r.putFree(idx)
+		r.pool.putIdle(idx)
 		r.ep.fail(err, false)
 		return
 	}
-	r.ep.actor.GrantPeerCredits(int64(credits))
-	switch kind {
+	r.ep.actor.GrantPeerCredits(int64(h.credits))
+	r.pool.adjust(r, h)
+	switch h.kind {
 	case kindMessage:
 		m.n, m.imm, m.hasImm = int(wc.ByteLen)-headerSize, wc.Imm, wc.Flags&verbs.WCFlagWithImm != 0
 		r.deliver(m)
 	case kindCredits:
-		r.putFree(idx)
+		r.pool.putIdle(idx)
 	case kindGoodbye:
-		r.putFree(idx)
+		r.pool.putIdle(idx)
 		r.ep.fail(ErrPeerClosed, false)
 		return
 	}
-	r.replenish()
+	r.pool.serve(r)
 }
 
 // Recv returns the next message, waiting until one arrives, ctx ends or the
@@ -348,8 +336,8 @@ func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
 
 func (s *msgSlot) message() Message { return Message{s: s, gen: s.gen.Load()} }
 
-// The receive side reports its re-posted receives through the actor's
-// SENDs (qpactor.CreditReporter).
+// The receive side reports its credits through the actor's SENDs
+// (qpactor.CreditReporter).
 
 // Stamp takes the unreported credits into a SEND's header.
 func (r *recvSide) Stamp(msg bool) (h qpactor.Header, n uint32) {
@@ -369,5 +357,35 @@ func (r *recvSide) Goodbye() (h qpactor.Header, n uint32) {
 	return makeHeader(n, kindGoodbye), n
 }
 
-// ReportDue: half the window is unreported.
-func (r *recvSide) ReportDue() bool { return r.unreported.Load() >= int64(max(r.depth/2, 1)) }
+// MarkBacklog flags a stamped SEND's header: its sender had more to send
+// than the peer's credits allowed.
+func (r *recvSide) MarkBacklog(h *qpactor.Header) { h[headerFlags] |= flagBacklog }
+
+// Want returns a credit report that asks the peer for a window of n.
+func (r *recvSide) Want(n int) (h qpactor.Header, stamped uint32) {
+	h, stamped = r.Stamp(false)
+	binary.BigEndian.PutUint16(h[headerWant:], uint16(min(n, math.MaxUint16)))
+	return h, stamped
+}
+
+// Return returns a credit report that gives the peer back returned
+// credits.
+func (r *recvSide) Return(returned int) (h qpactor.Header, stamped uint32) {
+	h, stamped = r.Stamp(false)
+	h[headerFlags] |= flagReturn
+	binary.BigEndian.PutUint16(h[headerWant:], uint16(min(returned, math.MaxUint16)))
+	return h, stamped
+}
+
+// ReportDue: half the window is unreported (and at least one credit,
+// and no more than the peer can spend before it needs them back).
+func (r *recvSide) ReportDue() bool {
+	r.pool.mu.Lock()
+	defer r.pool.mu.Unlock()
+	return r.dueLocked()
+}
+
+func (r *recvSide) dueLocked() bool {
+	w := r.target
+	return r.unreported.Load() >= int64(max(1, min(w-1, (w+1)/2)))
+}

@@ -33,6 +33,11 @@ type Runtime struct {
 	pool     *callbackRunner
 	pollers  []*cqpoller.Poller
 	chans    []verbs.CompChannel
+	devAttr  verbs.DeviceAttr
+
+	poolsMu     sync.Mutex
+	pools       []*recvPool // the shared receive side (recvpool.go), one SRQ each
+	poolsClosed bool
 
 	nextID     atomic.Uint32
 	nextPoller atomic.Uint32
@@ -40,9 +45,15 @@ type Runtime struct {
 	mu        sync.Mutex
 	closed    bool
 	endpoints map[*Endpoint]struct{}
-	byQPN     map[uint32]*Endpoint
-	byCQ      map[verbs.CQ]*Endpoint
-	listeners map[*Listener]struct{}
+	// epList holds the endpoints too, in an order checkQPs walks
+	// (Endpoint.listIndex is each one's place).
+	epList      []*Endpoint
+	qpCheckNext int
+	qpCheckStop chan struct{}
+	qpCheckDone chan struct{}
+	byQPN       map[uint32]*Endpoint
+	byCQ        map[verbs.CQ]*Endpoint
+	listeners   map[*Listener]struct{}
 	// eventsErr is set once the device's asynchronous events can no
 	// longer be read: no endpoint may start after it (watchEvents).
 	eventsErr error
@@ -90,6 +101,9 @@ func (rt *Runtime) open() error {
 		return err
 	}
 	go rt.watchEvents(rt.vctx.AsyncEvents())
+	if rt.devAttr, err = rt.vctx.QueryDevice(); err != nil {
+		return err
+	}
 	port, err := rt.vctx.QueryPort(1)
 	if err != nil {
 		return err
@@ -122,6 +136,8 @@ func (rt *Runtime) open() error {
 		p.Start()
 		rt.pollers = append(rt.pollers, p)
 	}
+	rt.qpCheckStop, rt.qpCheckDone = make(chan struct{}), make(chan struct{})
+	go rt.checkQPs(rt.qpCheckStop, rt.qpCheckDone)
 	rt.log.Debug("verbsrt: runtime up", "provider", rt.prov.Name(), "device", dev.Name(), "gid", rt.gid)
 	return nil
 }
@@ -213,7 +229,7 @@ func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
 		var targets []*Endpoint
 		rt.mu.Lock()
 		switch ev.Type {
-		case verbs.EventQPFatal, verbs.EventQPReqErr, verbs.EventQPAccessErr:
+		case verbs.EventQPFatal, verbs.EventQPReqErr, verbs.EventQPAccessErr, verbs.EventQPLastWQEReached:
 			if ev.QP != nil {
 				if ep := rt.byQPN[ev.QP.QPN()]; ep != nil {
 					targets = append(targets, ep)
@@ -233,6 +249,15 @@ func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
 		// a QP's error flushes what it holds.
 		lost := ev.Type == verbs.EventCQErr || ev.Type == verbs.EventDeviceFatal
 		for _, ep := range targets {
+			if ev.Type == verbs.EventQPLastWQEReached {
+				// An SRQ's QP went to ERR: its receives are not flushed, so
+				// this event is all that says so when nothing is in flight.
+				// At Close it is the endpoint's own doing.
+				if !ep.closing.Load() {
+					ep.fail(fmt.Errorf("%w: the QP went to the error state (%s)", ErrConnFailed, ev.Type), false)
+				}
+				continue
+			}
 			ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()}, lost)
 		}
 	}
@@ -299,8 +324,19 @@ func (rt *Runtime) Close(ctx context.Context) error {
 
 // teardown releases what New acquired, in reverse.
 func (rt *Runtime) teardown() {
+	if rt.qpCheckStop != nil {
+		close(rt.qpCheckStop)
+		<-rt.qpCheckDone
+	}
 	for _, p := range rt.pollers {
 		p.Close()
+	}
+	rt.poolsMu.Lock()
+	pools := rt.pools
+	rt.pools, rt.poolsClosed = nil, true
+	rt.poolsMu.Unlock()
+	for _, p := range pools {
+		p.close()
 	}
 	if rt.pool != nil {
 		// Waits for queued and running callbacks and ants' own purge and
@@ -331,6 +367,8 @@ func (rt *Runtime) register(ep *Endpoint) error {
 		return fmt.Errorf("verbsrt: no endpoint can start: %w", rt.eventsErr)
 	}
 	rt.endpoints[ep] = struct{}{}
+	ep.listIndex = len(rt.epList)
+	rt.epList = append(rt.epList, ep)
 	rt.byQPN[ep.qp.QPN()] = ep
 	rt.byCQ[ep.cq] = ep
 	return nil
@@ -341,8 +379,48 @@ func (rt *Runtime) unregister(ep *Endpoint) {
 	defer rt.mu.Unlock()
 	if _, ok := rt.endpoints[ep]; ok {
 		rt.counters.retire(ep)
+		last := rt.epList[len(rt.epList)-1]
+		rt.epList[ep.listIndex], last.listIndex = last, ep.listIndex
+		rt.epList[len(rt.epList)-1] = nil
+		rt.epList = rt.epList[:len(rt.epList)-1]
 	}
 	delete(rt.endpoints, ep)
 	delete(rt.byQPN, ep.qp.QPN())
 	delete(rt.byCQ, ep.cq)
+}
+
+// joinRecvPool gives r its initial window in a receive pool with room for
+// it, opening another pool when every one is full.
+func (rt *Runtime) joinRecvPool(r *recvSide) (*recvPool, error) {
+	rt.poolsMu.Lock()
+	defer rt.poolsMu.Unlock()
+	if rt.poolsClosed {
+		return nil, ErrClosed
+	}
+	r.maxWindow = rt.cfg.recvDepth
+	r.msgs = make(chan *msgSlot, 2*r.maxWindow)
+	// The newest pool first: the older ones filled before it was opened.
+	for i := len(rt.pools) - 1; i >= 0; i-- {
+		p := rt.pools[i]
+		r.pool = p
+		if err := p.join(r); err == nil {
+			return p, nil
+		} else if !errors.Is(err, errPoolFull) {
+			r.pool = nil
+			return nil, err
+		}
+	}
+	p, err := rt.newRecvPool()
+	if err != nil {
+		r.pool = nil
+		return nil, err
+	}
+	r.pool = p
+	if err := p.join(r); err != nil {
+		p.close()
+		r.pool = nil
+		return nil, err
+	}
+	rt.pools = append(rt.pools, p)
+	return p, nil
 }

@@ -36,7 +36,9 @@ type Stats struct {
 	InflightWRs    int // WRs posted and not completed
 	SQCredits      int // send-queue slots free
 	RecvCredits    int // receive credits held: SENDs the peers' receive queues take now
-	RecvPosted     int // receives posted on this side
+	RecvPosted     int // receives posted in the shared receive queues
+	RecvBuffers    int // receive buffers of the shared pools: posted, idle or held by a Message
+	RecvPools      int // shared receive queues
 	FuturesPending int // futures not yet resolved: queued, waiting for credits, or in flight
 }
 
@@ -83,7 +85,7 @@ func (s *Stats) addCounters(a *qpactor.Actor) {
 }
 
 // Stats returns a snapshot of the runtime's counters. It takes the
-// runtime's lock and every endpoint's receive lock briefly, and allocates
+// runtime's lock and every receive pool's lock briefly, and allocates
 // nothing: call it at scrape time, not per operation.
 func (rt *Runtime) Stats() Stats {
 	rt.mu.Lock()
@@ -95,11 +97,16 @@ func (rt *Runtime) Stats() Stats {
 		s.SQCredits += ep.actor.Credits()
 		s.FuturesPending += ep.actor.Pending()
 		s.RecvCredits += int(max(ep.actor.PeerCredits(), 0))
-		ep.recv.mu.Lock()
-		s.RecvPosted += ep.recv.posted
-		ep.recv.mu.Unlock()
 	}
 	rt.mu.Unlock()
+	rt.poolsMu.Lock()
+	for _, p := range rt.pools {
+		posted, buffers := p.stats()
+		s.RecvPosted += posted
+		s.RecvBuffers += buffers
+		s.RecvPools++
+	}
+	rt.poolsMu.Unlock()
 	for _, p := range rt.pollers {
 		ps := p.Stats()
 		s.PollsEmpty += ps.PollsEmpty.Load()

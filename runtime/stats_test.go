@@ -17,7 +17,10 @@ func TestStats(t *testing.T) {
 	ctx := ctxT(t)
 	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
 	s0 := rt.Stats()
-	if s0.Endpoints != 2 || s0.RecvPosted != 2*64 || s0.RecvCredits != 2*64 || s0.SQCredits == 0 || s0.InflightWRs != 0 {
+	// Each endpoint's peer starts with the initial window, backed by as
+	// many receives in the shared pool.
+	if w := runtime.InitialWindow; s0.Endpoints != 2 || s0.RecvPosted != 2*w || s0.RecvCredits != 2*w || s0.RecvPools != 1 ||
+		s0.SQCredits == 0 || s0.InflightWRs != 0 {
 		t.Fatalf("idle pair: %+v", s0)
 	}
 	for i := range 130 {

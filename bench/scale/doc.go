@@ -42,10 +42,10 @@
 // beside each latency: run it with 1 first to compare against one pair.
 // The table is markdown, for bench/README.md.
 //
-// Each endpoint takes 2 x 64 x 4 KiB of receive buffers by default (584
-// KiB of arena with its scratch and what the 4 MiB chunks leave over), and
-// each runtime maps at most 1 GiB unless told otherwise, so more than about
-// 1,700 pairs need -memlimit (the WithMemoryLimit of both runtimes).
+// An idle endpoint takes its actor's scratch and the 3 receive buffers of
+// 4 KiB that back its peer's initial credits in the runtime's shared
+// receive pool, and each runtime maps at most 1 GiB unless told otherwise
+// (-memlimit sets the WithMemoryLimit of both runtimes).
 // -cpuprofile writes a CPU profile per N and phase, named with both before
 // the extension (cpu.out becomes cpu.5000.setup.out, cpu.5000.idle.out,
 // cpu.5000.write.out, cpu.5000.roundtrip.out and cpu.5000.close.out), so that what connecting

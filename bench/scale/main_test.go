@@ -62,11 +62,12 @@ func TestRunTable(t *testing.T) {
 }
 
 // TestRunReportsADeadChild: a child that fails takes only its own row
-// down, which says why; the next N still runs. 10 pairs need 5 MiB of
-// receive buffers per runtime, more than the 4 MiB allowed here.
+// down, which says why; the next N still runs. 300 pairs need about 4 MiB
+// of scratch and receive buffers per runtime (3 buffers of 4 KiB and 2 KiB
+// of scratch an endpoint), more than the 2 MiB allowed here.
 func TestRunReportsADeadChild(t *testing.T) {
 	var out, log bytes.Buffer
-	args := append([]string{"-pairs", "10,1", "-memlimit", "4MiB"}, quick...)
+	args := append([]string{"-pairs", "300,1", "-memlimit", "2MiB"}, quick...)
 	if err := run(context.Background(), args, &out, &log); err != nil {
 		t.Fatalf("run: %v\n%s", err, log.String())
 	}
@@ -75,8 +76,8 @@ func TestRunReportsADeadChild(t *testing.T) {
 		t.Fatalf("%d rows, want 2:\n%s\n%s", len(rows), out.String(), log.String())
 	}
 	died := rows[0][1]
-	if m := regexp.MustCompile(`^died after connecting (\d) pairs: .*WithMemoryLimit`).FindStringSubmatch(died); m == nil || m[1] == "0" {
-		t.Errorf("the 10-pair row says %q, want how many pairs it connected and that it died of the memory limit", died)
+	if m := regexp.MustCompile(`^died after connecting (\d+) pairs: .*WithMemoryLimit`).FindStringSubmatch(died); m == nil || m[1] == "0" {
+		t.Errorf("the 300-pair row says %q, want how many pairs it connected and that it died of the memory limit", died)
 	}
 	if !strings.HasSuffix(rows[1][slices.Index(columns, "WRITE p50")], "s") {
 		t.Errorf("the 1-pair row after it has no figures: %q", rows[1])

@@ -1,0 +1,333 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// TestNoRNRWithManySendersOnOneReceiver: 1,000 senders, each its own
+// connection, stream SENDs at one receiving runtime whose shared receive
+// pool cannot give every connection its largest window at once (its memory
+// limit holds about half of that), and whose application reads slowly. With
+// rnr_retry 0, a single SEND meeting an empty shared receive queue would
+// fail its connection with RNR_RETRY_EXC_ERR: none does, every message
+// arrives once and in order, and the pool stays within its limit.
+func TestNoRNRWithManySendersOnOneReceiver(t *testing.T) {
+	const senders, depth, inflight = 1000, 16, 8
+	msgs := 60
+	if testing.Short() {
+		msgs = 12
+	}
+	// The initial windows (12 MiB) and what the receivers hold (up to 3
+	// messages each, 12 MiB) fit; 1,000 full windows (64 MiB) do not.
+	limit := 40 << 20
+	fabric := soft.New(soft.Config{Devices: 2})
+	t.Cleanup(func() { fabric.Close() })
+	opts := []runtime.Option{runtime.WithProvider(fabric), runtime.WithRNRRetry(0), runtime.WithRecvDepth(depth), runtime.WithMemoryLimit(limit)}
+	cliRT := newRuntime(t, append(opts, runtime.WithDevice("soft0"))...)
+	srvRT := newRuntime(t, append(opts, runtime.WithDevice("soft1"))...)
+	type conn struct{ cli, srv *runtime.Endpoint }
+	conns := make([]conn, senders)
+	ln, err := srvRT.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	accepted := make(chan *runtime.Endpoint, senders)
+	go func() {
+		for range senders {
+			ep, err := ln.Accept(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			accepted <- ep
+		}
+	}()
+	for i := range conns {
+		cli, err := cliRT.Dial(ctx, ln.Addr().String())
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		conns[i] = conn{cli: cli, srv: <-accepted}
+	}
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*senders)
+	for i, c := range conns {
+		wg.Add(2)
+		go func() { // the sender: inflight SENDs at a time, numbered
+			defer wg.Done()
+			buf, err := cliRT.Alloc(8 * inflight)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer buf.Free()
+			var fs [inflight]runtime.Future
+			for k := range msgs {
+				slot := k % inflight
+				if k >= inflight {
+					if _, err := fs[slot].Wait(ctx); err != nil {
+						errs <- fmt.Errorf("sender %d, message %d: %w", i, k-inflight, err)
+						return
+					}
+				}
+				binary.BigEndian.PutUint64(buf.Bytes()[8*slot:], uint64(k))
+				fs[slot] = c.cli.Send(ctx, buf.Slice(8*slot, 8))
+			}
+			for k := max(0, msgs-inflight); k < msgs; k++ {
+				if _, err := fs[k%inflight].Wait(ctx); err != nil {
+					errs <- fmt.Errorf("sender %d, message %d: %w", i, k, err)
+					return
+				}
+			}
+		}()
+		go func() { // the receiver: slow, and holding a few messages at a time
+			defer wg.Done()
+			var held []runtime.Message
+			for k := range msgs {
+				m, err := c.srv.Recv(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("receiver %d, message %d: %w", i, k, err)
+					return
+				}
+				if got := binary.BigEndian.Uint64(m.Bytes()); got != uint64(k) || m.Len() != 8 {
+					errs <- fmt.Errorf("receiver %d: message %d is %d (%d bytes)", i, k, got, m.Len())
+					return
+				}
+				if held = append(held, m); len(held) == 4 {
+					time.Sleep(time.Duration(i%7) * 100 * time.Microsecond)
+					for _, m := range held {
+						m.Release()
+					}
+					held = held[:0]
+				}
+			}
+			for _, m := range held {
+				m.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, rt := range []*runtime.Runtime{cliRT, srvRT} {
+		s := rt.Stats()
+		if rnr := s.RNREvents(); rnr != 0 {
+			t.Errorf("%d SENDs met RNR", rnr)
+		}
+		if a := rt.ArenaSize(); a > limit {
+			t.Errorf("the arena grew to %d bytes, past its limit of %d", a, limit)
+		}
+	}
+	s := srvRT.Stats()
+	t.Logf("%d senders x %d messages: the receiver's pool has %d buffers (%d posted) in %d shared queue(s), %d bytes of arena",
+		senders, msgs, s.RecvBuffers, s.RecvPosted, s.RecvPools, srvRT.ArenaSize())
+}
+
+// TestWindowFollowsDemand: a sender held back by its credits makes the
+// receiver's window grow, up to WithRecvDepth; a sender that is not makes
+// it shrink back to the initial window. A batch larger than the window
+// asks for it and goes out.
+func TestWindowFollowsDemand(t *testing.T) {
+	const depth = 32
+	rt, cli, srv := pair(t, runtime.WithRecvDepth(depth))
+	ctx := ctxT(t)
+	buf := alloc(t, rt, 64)
+	if w, _ := runtime.Window(srv); w != runtime.InitialWindow {
+		t.Fatalf("a new endpoint's window is %d, want %d", w, runtime.InitialWindow)
+	}
+	recvN := func(n int) {
+		t.Helper()
+		for range n {
+			m, err := srv.Recv(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Release()
+		}
+	}
+	// A stream: many sends queued at once. The window is read while it
+	// runs: once the sender is idle, it gives back what the window grew by.
+	const stream = 2000
+	done := make(chan struct{})
+	var grown int
+	go func() {
+		defer close(done)
+		for range stream {
+			m, err := srv.Recv(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			m.Release()
+			if w, _ := runtime.Window(srv); w > grown {
+				grown = w
+			}
+		}
+	}()
+	fs := make([]runtime.Future, stream)
+	for i := range fs {
+		fs[i] = cli.Send(ctx, buf.Slice(0, 8))
+	}
+	for _, f := range fs {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	if grown <= runtime.InitialWindow || grown > depth {
+		t.Errorf("in a stream of %d sends the window grew to %d, want more than %d and at most %d", stream, grown, runtime.InitialWindow, depth)
+	}
+	// Idle, the sender gives back what it holds beyond the initial window.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if w, _ := runtime.Window(srv); w == runtime.InitialWindow {
+			break
+		}
+	}
+	if w, _ := runtime.Window(srv); w != runtime.InitialWindow {
+		t.Errorf("5 s after the stream the window is %d (it grew to %d), want %d", w, grown, runtime.InitialWindow)
+	}
+	if cli.Actor().Stats().Ops.CreditOnly.Load() == 0 {
+		t.Error("the idle sender posted no credit-only SEND to give its credits back")
+	}
+	// One send at a time: the window stays at its initial size.
+	for range depth {
+		if _, err := cli.Send(ctx, buf.Slice(0, 8)).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		recvN(1)
+	}
+	if w, _ := runtime.Window(srv); w != runtime.InitialWindow {
+		t.Errorf("after %d sends one at a time the window is %d (it was %d), want %d", depth, w, grown, runtime.InitialWindow)
+	}
+	// A batch of depth-1 SENDs, the most a batch may carry, against the
+	// initial window: the actor asks for the window it needs.
+	ops := make([]runtime.Op, depth-1)
+	for i := range ops {
+		ops[i] = runtime.Op{Opcode: verbs.OpSend, Local: []runtime.Local{buf.Slice(0, 8)}}
+	}
+	f := cli.Post(ctx, ops)
+	recvN(len(ops))
+	if _, err := f.Wait(ctx); err != nil {
+		t.Fatalf("a batch of %d SENDs: %v", len(ops), err)
+	}
+}
+
+// TestSlowReaderHoldsThePoolBack: a receiver that reads nothing stops its
+// sender after 2 x WithRecvDepth messages, without taking more of the
+// shared pool; reading them lets the sender go on, and every message
+// arrives in order.
+func TestSlowReaderHoldsThePoolBack(t *testing.T) {
+	const depth, n = 8, 200
+	rt, cli, srv := pair(t, runtime.WithRecvDepth(depth))
+	ctx := ctxT(t)
+	buf := alloc(t, rt, 8*n)
+	fs := make([]runtime.Future, n)
+	for i := range fs {
+		binary.BigEndian.PutUint64(buf.Bytes()[8*i:], uint64(i))
+		fs[i] = cli.Send(ctx, buf.Slice(8*i, 8))
+	}
+	// The sender gets as far as the receiver lets it.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, held := runtime.Window(srv); held < 2*depth-runtime.InitialWindow && time.Now().Before(deadline); _, held = runtime.Window(srv) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // room for more, were the bound broken
+	_, held := runtime.Window(srv)
+	if held > 2*depth {
+		t.Fatalf("the receiver holds %d unread messages, more than 2 x %d", held, depth)
+	}
+	buffers := rt.Stats().RecvBuffers
+	for i := range n {
+		m, err := srv.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m.Bytes(), buf.Bytes()[8*i:8*i+8]) {
+			t.Fatalf("message %d is %x", i, m.Bytes())
+		}
+		m.Release()
+	}
+	for _, f := range fs {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := rt.Stats().RecvBuffers; after != buffers {
+		t.Errorf("the pool grew from %d to %d buffers while the reader caught up", buffers, after)
+	}
+}
+
+// TestIdleEndpointsShareReceives: idle connections cost the shared pool
+// their initial windows, not a receive queue each, and the receives of
+// closed connections serve new ones.
+func TestIdleEndpointsShareReceives(t *testing.T) {
+	const pairs = 100
+	rt := newRuntime(t)
+	eps := make([]*runtime.Endpoint, 0, 2*pairs)
+	for range pairs {
+		a, b := connect(t, rt)
+		eps = append(eps, a, b)
+	}
+	s := rt.Stats()
+	// Slabs of 64 buffers, rounded up.
+	if want := (2*pairs*runtime.InitialWindow + 63) / 64 * 64; s.RecvBuffers != want || s.RecvPosted != 2*pairs*runtime.InitialWindow {
+		t.Errorf("%d idle endpoints: %d receive buffers (%d posted), want %d (%d posted)",
+			2*pairs, s.RecvBuffers, s.RecvPosted, want, 2*pairs*runtime.InitialWindow)
+	}
+	ctx := ctxT(t)
+	for _, ep := range eps {
+		if err := ep.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range pairs {
+		connect(t, rt)
+	}
+	if after := rt.Stats(); after.RecvBuffers != s.RecvBuffers {
+		t.Errorf("reconnecting %d pairs after closing as many grew the pool from %d to %d buffers", pairs, s.RecvBuffers, after.RecvBuffers)
+	}
+}
+
+// TestIdleQPErrorIsNoticed: a QP moved to ERR while nothing is in flight
+// fails its endpoint within the bound, with ErrConnFailed. Its receives
+// are the shared queue's, which the error does not flush, and soft (as
+// rxe) raises no event for it: only the runtime's check of its QPs' state
+// tells (before that check, Done never closed).
+func TestIdleQPErrorIsNoticed(t *testing.T) {
+	_, a, b := pair(t)
+	if err := a.QP().Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case <-a.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done did not close within 10 s of the QP's error")
+	}
+	if err := a.Err(); !errors.Is(err, runtime.ErrConnFailed) {
+		t.Errorf("Err: %v, want ErrConnFailed", err)
+	}
+	t.Logf("noticed after %v: %v", time.Since(start).Round(time.Millisecond), a.Err())
+	select { // the peer learns it from the link a's failure hangs up
+	case <-b.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the peer's Done did not close")
+	}
+}
