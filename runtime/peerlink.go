@@ -118,6 +118,9 @@ func (ep *Endpoint) linkEnded(how string) {
 	// end hung up. Its receives come from the shared queue, which is not
 	// flushed, so nothing in the CQ said so.
 	if attr, err := ep.qp.Query(); err == nil && attr.State == verbs.QPStateErr {
+		if ep.closing.Load() {
+			return // Close's own ERR (it sets closing first)
+		}
 		ep.fail(fmt.Errorf("%w: the QP is in the error state, and the peer hung up (%s)", ErrConnFailed, how), false)
 		return
 	}

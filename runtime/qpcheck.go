@@ -41,6 +41,11 @@ func (rt *Runtime) checkQPs(stop <-chan struct{}, done chan<- struct{}) {
 		}
 		failed = rt.checkSomeQPs(failed[:0])
 		for _, ep := range failed {
+			// Looked at after the query: Close sets closing before it moves
+			// the QP to ERR, so an ERR of Close's own making is seen here.
+			if ep.closing.Load() || ep.Err() != nil {
+				continue
+			}
 			ep.fail(fmt.Errorf("%w: the QP is in the error state, and no completion or event said so", ErrConnFailed), false)
 		}
 	}
