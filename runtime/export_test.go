@@ -88,3 +88,19 @@ func Window(ep *Endpoint) (window, held int) {
 	defer p.mu.Unlock()
 	return ep.recv.target, ep.recv.held
 }
+
+// CheckRecvPools returns an error when a receive pool has more credits out
+// than receives posted: a SEND could then meet an empty SRQ.
+func CheckRecvPools(rt *Runtime) error {
+	rt.poolsMu.Lock()
+	defer rt.poolsMu.Unlock()
+	for i, p := range rt.pools {
+		p.mu.Lock()
+		posted, assigned := p.posted, p.assigned
+		p.mu.Unlock()
+		if assigned > posted {
+			return fmt.Errorf("receive pool %d: %d credits out, %d receives posted", i, assigned, posted)
+		}
+	}
+	return nil
+}

@@ -119,7 +119,7 @@ func (p *recvPool) join(r *recvSide) error {
 		return errPoolFull
 	}
 	if err := p.supplyLocked(initialWindow); err != nil {
-		return err
+		return err // what it posted stays, unassigned, for the next
 	}
 	p.assigned += initialWindow
 	r.assigned, r.target, r.want = initialWindow, initialWindow, initialWindow
@@ -127,23 +127,27 @@ func (p *recvPool) join(r *recvSide) error {
 }
 
 // supplyLocked makes n receives posted and unassigned, posting idle
-// buffers and adding slabs as needed; ErrNoMemory when the arena cannot
-// give a slab.
+// buffers and adding slabs as needed. When the arena cannot give a slab it
+// posts what it can and returns that error (ErrNoMemory): fewer than n are
+// then posted and unassigned.
 func (p *recvPool) supplyLocked(n int) error {
 	need := n - (p.posted - p.assigned)
 	if need <= 0 {
 		return nil
 	}
+	var growErr error
 	for len(p.idle) < need {
-		if err := p.growLocked(); err != nil {
-			if len(p.idle) == 0 {
-				return err
-			}
+		if growErr = p.growLocked(); growErr != nil {
 			need = len(p.idle)
 			break
 		}
 	}
-	return p.postLocked(need)
+	if need > 0 {
+		if err := p.postLocked(need); err != nil {
+			return err
+		}
+	}
+	return growErr
 }
 
 // availableLocked is how many more receives could be supplied without

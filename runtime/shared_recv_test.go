@@ -127,6 +127,9 @@ func TestNoRNRWithManySendersOnOneReceiver(t *testing.T) {
 		t.Error(err)
 	}
 	for _, rt := range []*runtime.Runtime{cliRT, srvRT} {
+		if err := runtime.CheckRecvPools(rt); err != nil {
+			t.Error(err)
+		}
 		s := rt.Stats()
 		if rnr := s.RNREvents(); rnr != 0 {
 			t.Errorf("%d SENDs met RNR", rnr)
