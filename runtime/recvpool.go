@@ -211,7 +211,7 @@ func (p *recvPool) postLocked(n int) error {
 
 // consumed accounts for a receive of r that completed (or that r's QP
 // took before it was destroyed): one posted receive and one credit fewer,
-// which r now owes its peer unless its window shrinks.
+// which r now owes its peer.
 func (p *recvPool) consumed(r *recvSide) {
 	p.mu.Lock()
 	p.posted--
