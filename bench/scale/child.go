@@ -9,9 +9,11 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/procstat"
 	"github.com/verbsrt/verbsrt/runtime"
 )
 
@@ -42,7 +44,7 @@ type result struct {
 // hangs costs only the closing's figure.
 func runChild(ctx context.Context, cfg config, out io.Writer) error {
 	progress := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
-	prof := &phaseProfiler{name: cfg.cpuProfile}
+	prof := &phaseProfiler{name: cfg.cpuProfile, traceName: cfg.trace}
 	defer prof.stop()
 	if err := prof.start("setup"); err != nil {
 		return err
@@ -73,38 +75,62 @@ func runChild(ctx context.Context, cfg config, out io.Writer) error {
 	return err
 }
 
-// phaseProfiler writes a CPU profile per phase of a child, so that what
-// setup costs, what idleness costs and what the active pair costs are
-// seen apart.
+// phaseProfiler writes a CPU profile and an execution trace per phase of
+// a child, so that what setup costs, what idleness costs and what the
+// active pair costs are seen apart. The traces show what the CPU profiles
+// cannot: where a round trip waits (a goroutine runnable but not running,
+// a thread woken late).
 type phaseProfiler struct {
-	name string // "": no profiles
-	f    *os.File
+	name      string // "": no CPU profiles
+	traceName string // "": no traces
+	f, tf     *os.File
 }
 
-// start ends the current phase's profile and starts the next one's.
+// start ends the current phase's profile and trace and starts the next
+// one's.
 func (pp *phaseProfiler) start(phase string) error {
-	if err := pp.stop(); err != nil || pp.name == "" {
+	if err := pp.stop(); err != nil {
 		return err
 	}
-	f, err := os.Create(profileName(pp.name, phase))
-	if err != nil {
-		return err
+	if pp.name != "" {
+		f, err := os.Create(profileName(pp.name, phase))
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		pp.f = f
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return err
+	if pp.traceName != "" {
+		f, err := os.Create(profileName(pp.traceName, phase))
+		if err != nil {
+			return err
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			return err
+		}
+		pp.tf = f
 	}
-	pp.f = f
 	return nil
 }
 
 func (pp *phaseProfiler) stop() error {
-	if pp.f == nil {
-		return nil
+	var err error
+	if pp.f != nil {
+		pprof.StopCPUProfile()
+		err = pp.f.Close()
+		pp.f = nil
 	}
-	pprof.StopCPUProfile()
-	err := pp.f.Close()
-	pp.f = nil
+	if pp.tf != nil {
+		trace.Stop()
+		if cerr := pp.tf.Close(); err == nil {
+			err = cerr
+		}
+		pp.tf = nil
+	}
 	return err
 }
 
@@ -199,7 +225,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 		return res, err
 	}
 	defer ln.Close()
-	res.ThreadsBefore = osThreads()
+	res.ThreadsBefore = procstat.Threads()
 	before := p.usage()
 
 	setup := make([]time.Duration, n)
@@ -215,7 +241,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 		p.pairs = append(p.pairs, pr)
 		progress("%s%d", pairsTag, i+1)
 		if (i+1)%step == 0 || i+1 == n {
-			progress("connected %d/%d pairs; this one took %v, %d OS threads", i+1, n, setup[i].Round(time.Microsecond), osThreads())
+			progress("connected %d/%d pairs; this one took %v, %d OS threads", i+1, n, setup[i].Round(time.Microsecond), procstat.Threads())
 		}
 	}
 	res.SetupTotal = time.Since(start)
@@ -223,7 +249,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 	res.SetupFirst, res.SetupLast = mean(setup[:tenth]), mean(setup[n-tenth:])
 
 	time.Sleep(p.cfg.pause)
-	res.Threads = osThreads()
+	res.Threads = procstat.Threads()
 	res.Goroutines = goruntime.NumGoroutine()
 	after := p.usage()
 	eps := float64(2 * n)
@@ -240,15 +266,15 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 	if err := prof.start("idle"); err != nil {
 		return res, err
 	}
-	cpu0, t0 := cpuTime(), time.Now()
+	cpu0, t0 := procstat.CPUTime(), time.Now()
 	time.Sleep(p.cfg.idleCPU)
 	if cpu0 >= 0 {
-		res.IdleCPU = float64(cpuTime()-cpu0) / float64(time.Since(t0))
+		res.IdleCPU = float64(procstat.CPUTime()-cpu0) / float64(time.Since(t0))
 	} else {
 		res.IdleCPU = -1
 	}
 
-	res.LoadAverage = loadAverage()
+	res.LoadAverage = procstat.LoadAverage()
 	if err := prof.start("write"); err != nil {
 		return res, err
 	}

@@ -36,6 +36,7 @@ type config struct {
 	memLimit   int // 0: the runtime's default
 	parked     bool
 	cpuProfile string
+	trace      string
 	memProfile string
 	timeout    time.Duration
 
@@ -56,6 +57,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&memLimit, "memlimit", "", "WithMemoryLimit of both runtimes, e.g. 3GiB (default: the runtime's, 1 GiB)")
 	fs.BoolVar(&cfg.parked, "parked", false, "for comparison: WithParkedActors, an idle actor keeping its goroutine and OS thread, as before issue 12")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles to this file name, N and the phase (setup, idle, write, roundtrip, close) inserted before the extension")
+	fs.StringVar(&cfg.trace, "trace", "", "write execution traces to this file name, N and the phase inserted before the extension (go tool trace reads them)")
 	fs.StringVar(&cfg.memProfile, "memprofile", "", "write a heap profile per N, taken with the pairs idle, N inserted before the extension")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Minute, "bound on each child process")
 	fs.IntVar(&cfg.child, "child", 0, "internal: run as the child process measuring this many pairs")

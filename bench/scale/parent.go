@@ -119,6 +119,9 @@ func childArgs(cfg config, n int) []string {
 	if cfg.cpuProfile != "" {
 		args = append(args, "-cpuprofile", profileName(cfg.cpuProfile, strconv.Itoa(n)))
 	}
+	if cfg.trace != "" {
+		args = append(args, "-trace", profileName(cfg.trace, strconv.Itoa(n)))
+	}
 	if cfg.memProfile != "" {
 		args = append(args, "-memprofile", profileName(cfg.memProfile, strconv.Itoa(n)))
 	}

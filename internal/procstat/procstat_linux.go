@@ -1,4 +1,4 @@
-package main
+package procstat
 
 import (
 	"bytes"
@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// osThreads returns the process's OS threads, or -1.
-func osThreads() int {
+// Threads returns the process's OS threads, or -1.
+func Threads() int {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return -1
@@ -25,8 +25,17 @@ func osThreads() int {
 	return -1
 }
 
-// cpuTime returns the user and system time the process has used, or -1.
-func cpuTime() time.Duration {
+// OpenFDs returns the process's open file descriptors, or -1.
+func OpenFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents) - 1 // the directory's own, open while it is read
+}
+
+// CPUTime returns the user and system time the process used, or -1.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return -1
@@ -34,9 +43,9 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// loadAverage returns the machine's load average over the last minute, or
+// LoadAverage returns the machine's load average over the last minute, or
 // "?": other work on the machine shows in every figure.
-func loadAverage() string {
+func LoadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "?"
