@@ -26,7 +26,7 @@ type Collector struct {
 	stale, rnr, asyncEvents, latency *prometheus.Desc
 	inflight, sqCredits, recvCredits *prometheus.Desc
 	recvPosted, futures, endpoints   *prometheus.Desc
-	cancelled                        *prometheus.Desc
+	cancelled, actorRuns             *prometheus.Desc
 }
 
 // New returns a collector over src. Register it yourself, or use Register.
@@ -53,6 +53,7 @@ func New(src Source) *Collector {
 		futures:     d("futures_pending", "Operation futures not yet resolved: queued, waiting for receive credits or in flight."),
 		endpoints:   d("endpoints", "Connected endpoints."),
 		cancelled:   d("ops_cancelled_total", "Operations whose context ended while they were queued: removed before they reached the device."),
+		actorRuns:   d("actor_runs_total", "Starts of the endpoints' actor goroutines: each endpoint's first, and each time work woke an idle actor (a goroutine on a locked OS thread)."),
 	}
 }
 
@@ -71,7 +72,7 @@ func Register(reg prometheus.Registerer, rt *runtime.Runtime) (*Collector, error
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.wrsPosted, c.postCalls, c.postBatch, c.completions, c.polls,
 		c.sleeps, c.stale, c.rnr, c.asyncEvents, c.latency, c.inflight, c.sqCredits, c.recvCredits,
-		c.recvPosted, c.futures, c.endpoints, c.cancelled} {
+		c.recvPosted, c.futures, c.endpoints, c.cancelled, c.actorRuns} {
 		ch <- d
 	}
 }
@@ -100,6 +101,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.postCalls, s.PostCalls)
 	counter(c.cancelled, s.Cancelled)
+	counter(c.actorRuns, s.ActorRuns)
 	ch <- constHistogram(c.postBatch, s.PostBatches[:], batchBounds, float64(wrs))
 	for st := range numWCStatus {
 		counter(c.completions, s.Completions[st], verbs.WCStatus(st).Name())

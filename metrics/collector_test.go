@@ -34,6 +34,7 @@ func snapshot() *fixed {
 	s.Completions[verbs.WCRNRRetryExcErr] = 1
 	s.PollsEmpty, s.PollsHit, s.Sleeps, s.StaleCompletions = 100, 9, 4, 1
 	s.AsyncEvents[verbs.EventQPFatal] = 1
+	s.ActorRuns = 7
 	s.InflightWRs, s.SQCredits, s.RecvCredits, s.RecvPosted, s.FuturesPending = 5, 1017, 126, 128, 3
 	f := fixed(s)
 	return &f
@@ -113,6 +114,9 @@ verbsrt_op_latency_seconds_bucket{opcode="RDMA_WRITE",le="1.048576"} 2
 verbsrt_op_latency_seconds_bucket{opcode="RDMA_WRITE",le="+Inf"} 2
 verbsrt_op_latency_seconds_sum{opcode="RDMA_WRITE"} 1.5e-05
 verbsrt_op_latency_seconds_count{opcode="RDMA_WRITE"} 2
+# HELP verbsrt_actor_runs_total Starts of the endpoints' actor goroutines: each endpoint's first, and each time work woke an idle actor (a goroutine on a locked OS thread).
+# TYPE verbsrt_actor_runs_total counter
+verbsrt_actor_runs_total 7
 # HELP verbsrt_inflight_wrs Work requests posted and not completed.
 # TYPE verbsrt_inflight_wrs gauge
 verbsrt_inflight_wrs 5
@@ -137,7 +141,7 @@ verbsrt_endpoints 2
 		"verbsrt_cq_polls_total", "verbsrt_cq_sleeps_total", "verbsrt_stale_completions_total",
 		"verbsrt_rnr_events_total", "verbsrt_op_latency_seconds", "verbsrt_inflight_wrs",
 		"verbsrt_sq_credits_available", "verbsrt_recv_credits", "verbsrt_recv_posted",
-		"verbsrt_futures_pending", "verbsrt_endpoints"); err != nil {
+		"verbsrt_futures_pending", "verbsrt_endpoints", "verbsrt_actor_runs_total"); err != nil {
 		t.Error(err)
 	}
 	// Every status and event type has a series, zero or not.

@@ -33,6 +33,8 @@
 //	recv_posted                     gauge      receives posted on this side
 //	futures_pending                 gauge      futures not yet resolved
 //	endpoints                       gauge      connected endpoints
+//	ops_cancelled_total             counter    operations whose context ended while they were queued
+//	actor_runs_total                counter    actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
 //
 // op_latency_seconds is sampled: the actor stamps the WR whose sequence
 // number is a multiple of 64 when it posts it, the poller reads the clock

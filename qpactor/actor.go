@@ -218,14 +218,18 @@ type Actor struct {
 
 	// credits is the number of send-queue slots the actor may fill: the
 	// poller adds what it retires.
-	credits    atomic.Int64
-	closing    atomic.Bool
-	started    atomic.Bool
-	stopped    atomic.Bool  // the actor goroutine has made its last sweep
-	exitMu     sync.Mutex   // the consumer role after stopped
-	broken     atomic.Error // set when the QP takes no more work
-	abandoned  atomic.Error // set when its outstanding WRs' completions may never come
-	postedTail atomic.Uint64
+	credits atomic.Int64
+	// waitsForCredits: the actor went to sleep (or left) able to use
+	// credits of either kind (sleepsOnCredits); completions and grants
+	// wake only such an actor.
+	waitsForCredits atomic.Bool
+	closing         atomic.Bool
+	started         atomic.Bool
+	stopped         atomic.Bool  // the actor goroutine has made its last sweep
+	exitMu          sync.Mutex   // the consumer role after stopped
+	broken          atomic.Error // set when the QP takes no more work
+	abandoned       atomic.Error // set when its outstanding WRs' completions may never come
+	postedTail      atomic.Uint64
 
 	// Actor goroutine only.
 	seq         uint64
@@ -616,6 +620,7 @@ func (a *Actor) waitRoom(ctx context.Context) error {
 func (a *Actor) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	a.stats.Ops.Runs.Inc()
 	if a.loop() {
 		close(a.done)
 	}
@@ -683,6 +688,8 @@ func (a *Actor) loop() (stopped bool) {
 		// so that their ends wake the actor; anything queued after this
 		// look is seen by the second look below, or wakes it.
 		a.watchQueued()
+		// Before the second look, which reads the credits of both kinds.
+		a.waitsForCredits.Store(a.sleepsOnCredits())
 		a.waker.PrepareSleep()
 		// A closing actor with submissions waiting for credits sleeps too:
 		// returning credits (Complete), Break and Close wake it.
@@ -700,6 +707,25 @@ func (a *Actor) loop() (stopped bool) {
 		}
 		idle.Busy()
 	}
+}
+
+// sleepsOnCredits reports whether the actor, going to sleep, may wait for
+// credits of either kind (send-queue slots that completions give back,
+// receives the peer reports): something is queued, a credit report is
+// wanted, or what it holds beyond its initial window is still to be given
+// back (postReturn needs a send-queue slot).
+//
+// Only such an actor is woken by a completion or a grant. Most of them
+// come long after the actor went idle (a completion on a device slower
+// than the spin window, the credits in the header of a reply): waking it
+// would start a goroutine on a locked OS thread (about 15 µs) to find
+// nothing to do. Against the actor going to sleep: it stores
+// waitsForCredits, then looks at the credits once more (loop's second
+// look); a completion or a grant adds credits, then loads waitsForCredits.
+// One of the two sees the other's write.
+func (a *Actor) sleepsOnCredits() bool {
+	return a.inbox.Peek() != nil ||
+		a.peer.on && (a.peer.report.Load() || a.peer.credits.Load() > a.peer.initial)
 }
 
 // finished reports whether a closing actor may stop: nothing is queued, or
@@ -1187,7 +1213,9 @@ func (a *Actor) Complete(wc *verbs.WC) bool {
 	a.credits.Add(int64(len(done)))
 	a.resolve(done, nil)
 	a.retired = done[:0]
-	a.waker.Wake()
+	if a.waitsForCredits.Load() {
+		a.waker.Wake()
+	}
 	return true
 }
 
@@ -1288,10 +1316,12 @@ func (a *Actor) FailOutstanding(err error) int {
 	freed := len(done)
 	if freed > 0 {
 		// The poller calls this every round for an abandoned actor: wake
-		// the actor only when credits came back.
+		// the actor only when credits came back and it may wait for them.
 		a.credits.Add(int64(freed))
 		a.resolve(done, err)
-		a.waker.Wake()
+		if a.waitsForCredits.Load() {
+			a.waker.Wake()
+		}
 	}
 	a.retired = done[:0]
 	return freed

@@ -57,3 +57,57 @@ func TestIdleActorEndsItsGoroutine(t *testing.T) {
 		t.Fatalf("%d goroutines run actors with Park, want %d", n, base+1)
 	}
 }
+
+// TestLateCompletionLeavesIdleActorAlone: a completion that comes after
+// the actor went idle, with nothing queued, does not start it again (on a
+// device slower than the spin window, every completion would); one that
+// frees a send-queue slot a queued submission waits for does.
+func TestLateCompletionLeavesIdleActorAlone(t *testing.T) {
+	base := actorGoroutines()
+	r := newRig(t, 1) // one send-queue slot: a second write waits for the first's completion
+	r.actor.Start()
+	ctx := context.Background()
+	op := r.write(0)
+	f, err := r.actor.Submit(ctx, &op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPostedAndGone(t, r.actor, 1, base) // the completion waits in the CQ
+	runs := r.actor.Stats().Ops.Runs.Load()
+	r.poll(t, f)
+	if _, err := f.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if got := r.actor.Stats().Ops.Runs.Load(); got != runs {
+		t.Fatalf("a completion for an idle actor with nothing queued started it: %d runs, want %d", got, runs)
+	}
+
+	// Two writes on one slot: the second waits in the inbox for the
+	// first's completion, which must wake the idle actor to post it.
+	ops := []qpactor.Op{r.write(1), r.write(2)}
+	f1, err := r.actor.Submit(ctx, &ops[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := r.actor.Submit(ctx, &ops[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPostedAndGone(t, r.actor, 2, base) // the second waits for a slot, the actor left
+	r.poll(t, f1, f2)                      // f2 resolves only if the first completion woke the actor
+}
+
+// waitPostedAndGone waits until a has made posts PostSend calls and its
+// goroutine is gone (n goroutines run actors).
+func waitPostedAndGone(t *testing.T, a *qpactor.Actor, posts uint64, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for a.Stats().PostCalls.Load() < posts {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d PostSend calls, want %d", a.Stats().PostCalls.Load(), posts)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waitActorGoroutines(t, n)
+}

@@ -122,13 +122,16 @@ func (a *Actor) EnablePeerCredits(initial, window int, r CreditReporter) error {
 	return nil
 }
 
-// GrantPeerCredits adds n credits the peer returned and wakes the actor.
+// GrantPeerCredits adds n credits the peer returned and wakes the actor if
+// it may wait for them (sleepsOnCredits), or now holds more than its
+// initial window, which an idle actor gives back.
 func (a *Actor) GrantPeerCredits(n int64) {
 	if n == 0 {
 		return
 	}
-	a.peer.credits.Add(n)
-	a.waker.Wake()
+	if left := a.peer.credits.Add(n); a.waitsForCredits.Load() || left > a.peer.initial {
+		a.waker.Wake()
+	}
 }
 
 // WantReport asks the actor to report the receive side's credits in a

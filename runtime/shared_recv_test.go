@@ -334,3 +334,52 @@ func TestIdleQPErrorIsNoticed(t *testing.T) {
 		t.Fatal("the peer's Done did not close")
 	}
 }
+
+// TestRepliesDoNotWakeIdleActors: the credits in the header of a reply go
+// to an actor with nothing to send, which is not started for them (a
+// goroutine on a locked OS thread, about 15 µs, to find nothing to do).
+// A request and its reply, each sent after the other side went idle, start
+// each side's actor once a round: for its own SEND. Each side also counts
+// its runs in Stats.ActorRuns.
+func TestRepliesDoNotWakeIdleActors(t *testing.T) {
+	const spin = 100 * time.Microsecond
+	rt, cli, srv := pair(t, runtime.WithSpin(spin))
+	ctx := ctxT(t)
+	buf := alloc(t, rt, 64)
+	idle := func() { time.Sleep(20 * spin) } // both actors leave
+	exchange := func(from, to *runtime.Endpoint) {
+		t.Helper()
+		if _, err := from.Send(ctx, buf.Slice(0, 8)).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m, err := to.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+		idle()
+	}
+	exchange(cli, srv) // the first round trip, before counting
+	exchange(srv, cli)
+	runs := func() (uint64, uint64) {
+		return cli.Actor().Stats().Ops.Runs.Load(), srv.Actor().Stats().Ops.Runs.Load()
+	}
+	cli0, srv0 := runs()
+	statsRuns0 := rt.Stats().ActorRuns
+	const rounds = 40
+	for range rounds {
+		exchange(cli, srv)
+		exchange(srv, cli)
+	}
+	cli1, srv1 := runs()
+	// A credit report of its own (report due) may start an actor now and
+	// then; a wake-up per reply would double the count.
+	const most = rounds + rounds/4
+	if cli1-cli0 > most || srv1-srv0 > most {
+		t.Errorf("%d round trips started the client's actor %d times and the server's %d times, want at most %d each (one per SEND of its own)",
+			rounds, cli1-cli0, srv1-srv0, most)
+	}
+	if got, want := rt.Stats().ActorRuns-statsRuns0, (cli1-cli0)+(srv1-srv0); got < want {
+		t.Errorf("Stats.ActorRuns grew by %d, less than the endpoints' %d", got, want)
+	}
+}

@@ -23,6 +23,7 @@ type Stats struct {
 	PostBatches [qpactor.BatchBuckets]uint64     // PostSend calls by WRs posted: bucket i counts at most 1<<i, the last one more
 	OpLatency   [qpactor.OpcodeSlots]LatencyHist // by verbs.Opcode, 1 WR in qpactor.LatencySampleEvery
 	Cancelled   uint64                           // operations whose context ended before they were posted
+	ActorRuns   uint64                           // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
 
 	// Completions, counted by the pollers.
 	Completions      [32]uint64 // by verbs.WCStatus, sends and receives
@@ -69,6 +70,7 @@ func (s *Stats) addCounters(a *qpactor.Actor) {
 	st := a.Stats()
 	s.PostCalls += st.PostCalls.Load()
 	s.Cancelled += st.Ops.Cancelled.Load()
+	s.ActorRuns += st.Ops.Runs.Load()
 	for i := range s.WRsPosted {
 		s.WRsPosted[i] += st.Ops.ByOpcode[i].Load()
 	}
