@@ -203,14 +203,19 @@ type entry struct {
 // completions with Complete: a poller goroutine, or the actor itself
 // through its Driver, one at a time.
 type Actor struct {
-	id      uint16
-	qp      verbs.QP
-	limits  verbs.SendLimits
-	sqDepth int
-	exec    Executor
-	log     *slog.Logger
-	spin    time.Duration
-	scratch Scratch
+	id uint16
+	// waitsForCredits: the actor went to sleep (or left) able to use
+	// credits of either kind (sleepsOnCredits); completions and grants
+	// wake only such an actor. Beside id, in what would be padding: the
+	// Actor stays within the allocator's 4 KiB class (TestActorSize).
+	waitsForCredits atomic.Bool
+	qp              verbs.QP
+	limits          verbs.SendLimits
+	sqDepth         int
+	exec            Executor
+	log             *slog.Logger
+	spin            time.Duration
+	scratch         Scratch
 
 	inbox *Ring[submission]
 	waker *Waker
@@ -218,23 +223,19 @@ type Actor struct {
 
 	// credits is the number of send-queue slots the actor may fill: the
 	// poller adds what it retires.
-	credits atomic.Int64
-	// waitsForCredits: the actor went to sleep (or left) able to use
-	// credits of either kind (sleepsOnCredits); completions and grants
-	// wake only such an actor.
-	waitsForCredits atomic.Bool
-	closing         atomic.Bool
-	started         atomic.Bool
-	stopped         atomic.Bool  // the actor goroutine has made its last sweep
-	exitMu          sync.Mutex   // the consumer role after stopped
-	broken          atomic.Error // set when the QP takes no more work
-	abandoned       atomic.Error // set when its outstanding WRs' completions may never come
-	postedTail      atomic.Uint64
+	credits    atomic.Int64
+	closing    atomic.Bool
+	started    atomic.Bool
+	stopped    atomic.Bool  // the actor goroutine has made its last sweep
+	exitMu     sync.Mutex   // the consumer role after stopped
+	broken     atomic.Error // set when the QP takes no more work
+	abandoned  atomic.Error // set when its outstanding WRs' completions may never come
+	postedTail atomic.Uint64
 
 	// Actor goroutine only.
 	seq         uint64
-	sinceSignal int
-	signalEvery int
+	sinceSignal int32
+	signalEvery int32 // at most sqDepth: a drain signals its last WR anyway
 	// The per-post arrays: chain, chainSGE (sgesPerWR per WR), owners,
 	// drained and peer.uses share one capacity, which starts at 0 and
 	// doubles as drains need it (growPost), up to the send queue: an
@@ -294,7 +295,7 @@ func New(cfg Config) (*Actor, error) {
 		id: cfg.ID, qp: cfg.QP, sqDepth: depth, exec: cfg.Executor, log: cfg.Logger,
 		spin: cfg.Spin, scratch: cfg.Scratch,
 		limits:      verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},
-		signalEvery: cfg.SignalEvery,
+		signalEvery: int32(min(cfg.SignalEvery, depth)),
 		done:        make(chan struct{}),
 	}
 	a.scratchMask = uint64(shadowSize(depth) - 1)
@@ -307,7 +308,7 @@ func New(cfg Config) (*Actor, error) {
 	}
 	a.lat.init(shadowSize(depth))
 	if a.signalEvery <= 0 {
-		a.signalEvery = max(1, depth/4)
+		a.signalEvery = int32(max(1, depth/4))
 	}
 	if a.spin <= 0 {
 		a.spin = 50 * time.Microsecond
