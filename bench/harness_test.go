@@ -126,10 +126,13 @@ func timeSection(b *testing.B) (stop func()) {
 // postStats are doorbells and WRs counted over a measured section.
 type postStats struct {
 	calls, wrs uint64
+	// runs counts the starts of the runtime's actor goroutines (each a
+	// goroutine on a locked OS thread): what waking idle actors cost.
+	runs uint64
 }
 
 func (s postStats) sub(o postStats) postStats {
-	return postStats{calls: s.calls - o.calls, wrs: s.wrs - o.wrs}
+	return postStats{calls: s.calls - o.calls, wrs: s.wrs - o.wrs, runs: s.runs - o.runs}
 }
 
 // report adds the metrics every variant reports: WRs per PostSend and
@@ -139,4 +142,7 @@ func report(b *testing.B, s postStats) {
 		b.ReportMetric(float64(s.wrs)/float64(s.calls), "wrs/post")
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	if s.runs > 0 {
+		b.ReportMetric(float64(s.runs)/float64(b.N), "actor-runs/op")
+	}
 }

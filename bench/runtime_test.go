@@ -89,5 +89,5 @@ func (v *viaRuntime) write(ctx context.Context, slot int) error {
 // stats returns the endpoint actor's doorbells and WRs so far.
 func (v *viaRuntime) stats() postStats {
 	s := v.cli.Actor().Stats()
-	return postStats{calls: s.PostCalls.Load(), wrs: s.WRsPosted.Load()}
+	return postStats{calls: s.PostCalls.Load(), wrs: s.WRsPosted.Load(), runs: v.rt.Stats().ActorRuns}
 }

@@ -37,6 +37,7 @@ func BenchmarkSend(b *testing.B) {
 // sendPair is a runtime on its own soft provider with two connected
 // endpoints: callers send from cli's slots, a goroutine receives on srv.
 type sendPair struct {
+	rt     *vrt.Runtime
 	cli    *vrt.Endpoint
 	locals []vrt.Local
 }
@@ -61,7 +62,7 @@ func newSendPair(tb testing.TB, callers, size int) *sendPair {
 		}
 	})
 	cli, srv := connectPair(tb, rt)
-	s := &sendPair{cli: cli}
+	s := &sendPair{rt: rt, cli: cli}
 	go func() {
 		defer close(received)
 		for {
@@ -121,5 +122,5 @@ func (s *sendPair) send(ctx context.Context, caller int) error {
 
 func (s *sendPair) stats() postStats {
 	st := s.cli.Actor().Stats()
-	return postStats{calls: st.PostCalls.Load(), wrs: st.WRsPosted.Load()}
+	return postStats{calls: st.PostCalls.Load(), wrs: st.WRsPosted.Load(), runs: s.rt.Stats().ActorRuns}
 }

@@ -205,8 +205,8 @@ type entry struct {
 type Actor struct {
 	id uint16
 	// waitsForCredits: the actor went to sleep (or left) able to use
-	// credits of either kind (sleepsOnCredits); completions and grants
-	// wake only such an actor. Beside id, in what would be padding: the
+	// credits of either kind (sleepsOnCredits); completions wake only
+	// such an actor. Beside id, in what would be padding: the
 	// Actor stays within the allocator's 4 KiB class (TestActorSize).
 	waitsForCredits atomic.Bool
 	qp              verbs.QP
@@ -716,14 +716,15 @@ func (a *Actor) loop() (stopped bool) {
 // wanted, or what it holds beyond its initial window is still to be given
 // back (postReturn needs a send-queue slot).
 //
-// Only such an actor is woken by a completion or a grant. Most of them
-// come long after the actor went idle (a completion on a device slower
-// than the spin window, the credits in the header of a reply): waking it
-// would start a goroutine on a locked OS thread (about 15 µs) to find
-// nothing to do. Against the actor going to sleep: it stores
-// waitsForCredits, then looks at the credits once more (loop's second
-// look); a completion or a grant adds credits, then loads waitsForCredits.
-// One of the two sees the other's write.
+// Only such an actor is woken by a completion. A completion that comes
+// after the actor went idle (on a device slower than the spin window: an
+// RDMA WRITE of 64 KiB takes milliseconds on rxe) would otherwise start a
+// goroutine on a locked OS thread (about 15 µs) and spin it for the spin
+// window, to find nothing to do. Against the actor going to sleep: it
+// stores waitsForCredits, then looks at the credits once more (loop's
+// second look); a completion adds credits, then loads waitsForCredits.
+// One of the two sees the other's write. (A peer's grant wakes any actor:
+// GrantPeerCredits says why.)
 func (a *Actor) sleepsOnCredits() bool {
 	return a.inbox.Peek() != nil ||
 		a.peer.on && (a.peer.report.Load() || a.peer.credits.Load() > a.peer.initial)
