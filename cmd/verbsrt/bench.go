@@ -12,6 +12,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +31,7 @@ import (
 type benchConfig struct {
 	test     string // write, read, send or atomic
 	lat      bool   // latency test (ib_*_lat) instead of bandwidth (ib_*_bw)
+	pingpong bool   // with lat: half a SEND/Recv round trip, as ib_send_lat
 	provider string
 	dev      string // client device ("": the provider's first)
 	peerDev  string // server device ("": the second device, else dev)
@@ -42,6 +45,8 @@ type benchConfig struct {
 	json     bool
 	progress time.Duration // 0: no progress lines
 	spin     time.Duration // actors' and pollers' spin (0: 200 µs, as bench/)
+	// Where this process's run goes: not perftest's, the runtime's own.
+	cpuProfile, trace string
 
 	// Two processes (benchnet.go): a client has host, a server has
 	// server set; the one-process bench has neither.
@@ -55,7 +60,7 @@ type benchConfig struct {
 // benchResult is one line of the report; --json prints it as is.
 type benchResult struct {
 	Test       string  `json:"test"`
-	Mode       string  `json:"mode"` // "bw" or "lat"
+	Mode       string  `json:"mode"` // "bw", "lat" or "pingpong"
 	Provider   string  `json:"provider"`
 	Device     string  `json:"device"`
 	PeerDevice string  `json:"peer_device"`
@@ -128,6 +133,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&cfg.lat, "lat", false, "latency test (t_min, t_typical, t_99...) instead of bandwidth")
+	fs.BoolVar(&cfg.pingpong, "pingpong", false, "with send -lat: a ping-pong as ib_send_lat's (the client Sends and Recvs the server's reply), reporting half of each round trip; without, the time from submitting one operation to its completion")
 	fs.StringVar(&cfg.provider, "provider", "", "verbs provider: soft or ibv (default: soft in one process, ibv with -server or HOST)")
 	fs.StringVar(&cfg.dev, "d", "", "client device, or this end's device with -server or HOST (default: the first)")
 	fs.StringVar(&cfg.dev, "ib-dev", "", "same as -d")
@@ -145,6 +151,9 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&cfg.txDepth, "tx-depth", cfg.txDepth, "same as -t")
 	fs.BoolVar(&cfg.json, "json", false, "print results as JSON lines")
 	fs.DurationVar(&cfg.progress, "progress", cfg.progress, "progress line interval on stderr (0: none)")
+	fs.DurationVar(&cfg.spin, "spin", 0, "how long actors and pollers spin before they sleep (the runtime's WithSpin; default 200µs)")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile to the file")
+	fs.StringVar(&cfg.trace, "trace", "", "write this process's execution trace to the file (go tool trace)")
 	fs.BoolVar(&cfg.server, "server", false, "be the server: wait for one client on -p (no HOST)")
 	fs.IntVar(&cfg.port, "p", cfg.port, "TCP port of the control connection (server and client); -p without HOST means -server")
 	fs.IntVar(&cfg.port, "port", cfg.port, "same as -p")
@@ -242,6 +251,8 @@ func (cfg *benchConfig) check() error {
 		return errors.New("-n at least 1, -q 1 to 64, -c 1 to 4096")
 	case cfg.txDepth < 1 || cfg.txDepth > 4096 || (cfg.lat && cfg.txDepth != 1):
 		return errors.New("-t 1 to 4096 (1 with -lat)")
+	case cfg.pingpong && (!cfg.lat || cfg.test != "send"):
+		return errors.New("-pingpong: with send -lat only")
 	case cfg.duration < 0:
 		return errors.New("-D: not a negative time")
 	case cfg.provider != "soft" && cfg.provider != "ibv":
@@ -260,6 +271,11 @@ func runBench(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	stopProfiles, err := startProfiles(cfg)
+	if err != nil {
+		return err
+	}
+	defer stopProfiles()
 	switch {
 	case cfg.host != "":
 		return benchClient(ctx, os.Stdout, os.Stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
@@ -341,9 +357,12 @@ func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
 	fmt.Fprintf(w, " Number of qps   : %-8d\tCallers        : %d\n", cfg.qps, cfg.callers)
 	fmt.Fprintf(w, " Connection type : RC      \tTX depth       : %d per caller\n", cfg.txDepth)
 	fmt.Fprintf(w, " Runtime         : verbsrt \tSQ depth       : %d\n", benchSQDepth)
-	if cfg.lat {
+	switch {
+	case cfg.pingpong:
+		fmt.Fprintln(w, " t is half of a ping-pong: a Send and the peer's reply Recv'd, as ib_send_lat's")
+	case cfg.lat:
 		fmt.Fprintln(w, " t is one operation from submit to completion: a full round trip")
-		fmt.Fprintln(w, " (ib_write_lat and ib_send_lat report half of a ping-pong)")
+		fmt.Fprintln(w, " (ib_write_lat and ib_send_lat report half of a ping-pong: -pingpong)")
 	}
 	fmt.Fprintln(w, benchRule)
 	if cfg.lat {
@@ -501,7 +520,7 @@ func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p.serveRecv()
+	p.serveRecv(cfg.pingpong)
 	return p, nil
 }
 
@@ -533,7 +552,7 @@ func (p *benchPair) dial(ctx context.Context, addr string, n int) error {
 // serveRecv is the server side of a send test: take every message and
 // give its buffer back at once, as ib_send_bw's server re-posts its
 // receives, until close.
-func (p *benchPair) serveRecv() {
+func (p *benchPair) serveRecv(pingpong bool) {
 	rctx, rcancel := context.WithCancel(context.Background())
 	p.recvCancel = rcancel
 	for _, ep := range p.srv {
@@ -545,10 +564,39 @@ func (p *benchPair) serveRecv() {
 				if err != nil {
 					return
 				}
+				n := m.Len()
 				m.Release()
+				if !pingpong {
+					continue
+				}
+				// The reply, of the same size, from the server's memory.
+				if _, err := ep.Send(rctx, p.dst.Slice(0, n)).Wait(rctx); err != nil {
+					return
+				}
 			}
 		}()
 	}
+}
+
+// runPingPong is runLatency for -pingpong: one SEND of size bytes on QP q
+// and the server's reply received, n times, each sample half of the
+// round trip (as ib_send_lat reports).
+func (p *benchPair) runPingPong(ctx context.Context, q, size int, n uint64, done *counter, lats []time.Duration) ([]time.Duration, error) {
+	ep, local := p.cli[q], p.src.Slice(0, size)
+	for i := uint64(0); i < n && ctx.Err() == nil; i++ {
+		t0 := time.Now()
+		if _, err := ep.Send(ctx, local).Wait(ctx); err != nil {
+			return lats, err
+		}
+		m, err := ep.Recv(ctx)
+		if err != nil {
+			return lats, fmt.Errorf("the reply: %w", err)
+		}
+		m.Release()
+		lats = append(lats, time.Since(t0)/2)
+		done.n.Store(i + 1)
+	}
+	return lats, nil
 }
 
 // qpScratch is what an endpoint takes from the arena besides its receive
@@ -584,6 +632,9 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 		PeerDevice: p.srvDev, QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, Bytes: size}
 	if cfg.lat {
 		r.Mode = "lat"
+		if cfg.pingpong {
+			r.Mode = "pingpong"
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -616,7 +667,9 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 		go func() {
 			defer wg.Done()
 			var err error
-			if cfg.lat {
+			if cfg.pingpong {
+				lats[c], err = p.runPingPong(ctx, c%cfg.qps, size, n, &counts[c], lats[c])
+			} else if cfg.lat {
 				lats[c], err = runLatency(ctx, op, n, &counts[c], lats[c])
 			} else {
 				err = runWindow(ctx, op, n, cfg.txDepth, &counts[c])
@@ -796,4 +849,54 @@ func latencyStats(r *benchResult, lats []time.Duration) {
 	r.TMin, r.TMax, r.TTypical = us(lats[0]), us(lats[len(lats)-1]), us(lats[len(lats)/2])
 	r.TAvg, r.TStdev = avg, math.Sqrt(sq/float64(len(lats)))
 	r.T99, r.T999 = pct(0.99), pct(0.999)
+}
+
+// startProfiles starts the CPU profile and the execution trace cfg asks
+// for, and returns what stops them.
+func startProfiles(cfg benchConfig) (stop func(), err error) {
+	var files []*os.File
+	stop = func() {
+		if cfg.cpuProfile != "" {
+			pprof.StopCPUProfile()
+		}
+		if cfg.trace != "" {
+			trace.Stop()
+		}
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	create := func(name string) (*os.File, error) {
+		f, err := os.Create(name)
+		if err == nil {
+			files = append(files, f)
+		}
+		return f, err
+	}
+	if cfg.cpuProfile != "" {
+		f, err := create(cfg.cpuProfile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if cfg.trace != "" {
+		f, err := create(cfg.trace)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			if cfg.cpuProfile != "" {
+				pprof.StopCPUProfile()
+			}
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, err
+		}
+	}
+	return stop, nil
 }

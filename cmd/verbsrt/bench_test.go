@@ -50,6 +50,9 @@ func TestParseBench(t *testing.T) {
 		{[]string{"h:9000", "-p", "9001"}, false, nil},
 		{[]string{"--provider", "rdma"}, false, nil},
 		{[]string{"-q", "0"}, false, nil},
+		{[]string{"send", "-lat", "-pingpong"}, true, func(c benchConfig) bool { return c.pingpong && c.lat && c.test == "send" }},
+		{[]string{"send", "-pingpong"}, false, nil},          // a ping-pong is a latency test
+		{[]string{"write", "-lat", "-pingpong"}, false, nil}, // of SEND and Recv only
 	} {
 		cfg, err := parseBench(c.args, io.Discard)
 		if (err == nil) != c.ok || (c.ok && !c.want(cfg)) {
@@ -102,6 +105,27 @@ func TestBenchLatencyJSON(t *testing.T) {
 	if r.Mode != "lat" || r.Iterations != 500 || r.Bytes != 2 || r.TMin <= 0 || r.TMin > r.TTypical ||
 		r.TTypical > r.T99 || r.T99 > r.T999 || r.T999 > r.TMax || r.TAvg <= 0 {
 		t.Errorf("latency result: %+v", r)
+	}
+}
+
+// TestBenchPingPong: -pingpong's samples are half of a SEND/Recv round
+// trip, each from a message the peer actually answered: the server's
+// actor posted one SEND per iteration, as did the client's.
+func TestBenchPingPong(t *testing.T) {
+	var out bytes.Buffer
+	cfg, err := parseBench([]string{"send", "-lat", "-pingpong", "-s", "64", "-n", "400", "--json", "-progress", "0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bench(context.Background(), &out, nil, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var r benchResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if r.Mode != "pingpong" || r.Iterations != 400 || r.Bytes != 64 || r.TMin <= 0 || r.TMin > r.TTypical || r.TTypical > r.TMax {
+		t.Errorf("ping-pong result: %+v", r)
 	}
 }
 

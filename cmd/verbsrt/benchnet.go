@@ -65,6 +65,7 @@ type benchMsg struct {
 type benchWire struct {
 	Test       string `json:"test"`
 	Lat        bool   `json:"lat"`
+	PingPong   bool   `json:"pingpong,omitempty"`
 	Provider   string `json:"provider"`
 	Device     string `json:"device"`
 	Size       int    `json:"size"`
@@ -170,7 +171,7 @@ func (c *benchCtl) untilPeerSpeaks(ctx context.Context, f func(context.Context) 
 
 // wire returns cfg as the client sends it, from device dev.
 func (cfg benchConfig) wire(dev string) benchWire {
-	return benchWire{Test: cfg.test, Lat: cfg.lat, Provider: cfg.provider, Device: dev, Size: cfg.size, All: cfg.all,
+	return benchWire{Test: cfg.test, Lat: cfg.lat, PingPong: cfg.pingpong, Provider: cfg.provider, Device: dev, Size: cfg.size, All: cfg.all,
 		Iters: cfg.iters, DurationNS: int64(cfg.duration), QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth}
 }
 
@@ -182,7 +183,7 @@ func adoptBenchConfig(srv benchConfig, c *benchWire) (benchConfig, error) {
 		return srv, errors.New("protocol error: a config message without a config")
 	}
 	run := srv
-	run.test, run.lat, run.size, run.all, run.iters = c.Test, c.Lat, c.Size, c.All, c.Iters
+	run.test, run.lat, run.pingpong, run.size, run.all, run.iters = c.Test, c.Lat, c.PingPong, c.Size, c.All, c.Iters
 	run.duration, run.qps, run.callers, run.txDepth = time.Duration(c.DurationNS), c.QPs, c.Callers, c.TxDepth
 	var diffs []string
 	if c.Provider != srv.provider {
@@ -192,7 +193,7 @@ func adoptBenchConfig(srv benchConfig, c *benchWire) (benchConfig, error) {
 		name           string
 		client, server any
 	}{
-		{"test", run.test, srv.test}, {"-lat", run.lat, srv.lat}, {"-s", run.size, srv.size}, {"-a", run.all, srv.all},
+		{"test", run.test, srv.test}, {"-lat", run.lat, srv.lat}, {"-pingpong", run.pingpong, srv.pingpong}, {"-s", run.size, srv.size}, {"-a", run.all, srv.all},
 		{"-n", run.iters, srv.iters}, {"-D", run.duration, srv.duration}, {"-q", run.qps, srv.qps},
 		{"-c", run.callers, srv.callers}, {"-t", run.txDepth, srv.txDepth},
 	} {
@@ -214,6 +215,9 @@ func benchArgs(cfg benchConfig) string {
 	s := cfg.test
 	if cfg.lat {
 		s += " -lat"
+	}
+	if cfg.pingpong {
+		s += " -pingpong"
 	}
 	if cfg.all {
 		s += " -a"
@@ -335,7 +339,7 @@ func (p *benchPair) serveClient(ctx context.Context, w, progress io.Writer, cfg 
 		ctl.reject(err)
 		return err
 	}
-	p.serveRecv()
+	p.serveRecv(cfg.pingpong)
 	if err := ctl.send(benchMsg{Type: "ready"}); err != nil {
 		return err
 	}

@@ -101,6 +101,23 @@ func TestBenchNetSoft(t *testing.T) {
 	}
 }
 
+// TestBenchNetPingPong: -pingpong across the control connection: the
+// server adopts it and answers every message, or the client's Recv would
+// wait for ever.
+func TestBenchNetPingPong(t *testing.T) {
+	r := runBenchNet(t, []string{"send"}, []string{"send", "-lat", "-pingpong", "-s", "64", "-n", "200", "--json"})
+	if r.cliErr != nil || r.srvErr != nil {
+		t.Fatalf("client: %v\nserver: %v\n%s", r.cliErr, r.srvErr, r.srvOut.String())
+	}
+	var res benchResult
+	if err := json.Unmarshal(r.cliOut.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, r.cliOut.String())
+	}
+	if res.Mode != "pingpong" || res.Iterations != 200 || res.TMin <= 0 {
+		t.Errorf("client's result: %+v", res)
+	}
+}
+
 // TestBenchNetAdopts: a server given no test parameters runs the client's,
 // -a, -D and --json included.
 func TestBenchNetAdopts(t *testing.T) {
