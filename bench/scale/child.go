@@ -33,10 +33,31 @@ type result struct {
 	WriteP99      time.Duration
 	RoundTripP50  time.Duration
 	RoundTripP99  time.Duration
-	SetupFirst    time.Duration // mean of the first tenth of the pairs
-	SetupLast     time.Duration // mean of the last tenth
-	SetupTotal    time.Duration
-	LoadAverage   string // the machine's, over the minute before the latencies
+	// The first pair's p50s in this process: alone, right after it
+	// connected, and again with the other N-1 pairs idle. The same pair
+	// and the same process, so that only the idle endpoints differ.
+	FirstAlone, FirstNow latencies
+	SetupFirst           time.Duration // mean of the first tenth of the pairs
+	SetupLast            time.Duration // mean of the last tenth
+	SetupTotal           time.Duration
+	LoadAverage          string // the machine's, over the minute before the latencies
+}
+
+// latencies are one pair's p50s of WRITE+Wait and of a SEND/Recv round
+// trip.
+type latencies struct{ Write, RoundTrip time.Duration }
+
+// latencies measures pr's p50s.
+func (p *probe) latencies(ctx context.Context, pr pair) (latencies, error) {
+	writes, err := p.writes(ctx, pr)
+	if err != nil {
+		return latencies{}, err
+	}
+	trips, err := p.roundTrips(ctx, pr)
+	if err != nil {
+		return latencies{}, err
+	}
+	return latencies{Write: percentile(writes, 0.50), RoundTrip: percentile(trips, 0.50)}, nil
 }
 
 // runChild measures cfg.child pairs and reports on out (parent.go says
@@ -239,6 +260,15 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 		}
 		setup[i] = time.Since(t)
 		p.pairs = append(p.pairs, pr)
+		if i == 0 && n > 1 {
+			progress("the first pair alone")
+			t0 := time.Now()
+			time.Sleep(p.cfg.pause)
+			if res.FirstAlone, err = p.latencies(ctx, pr); err != nil {
+				return res, fmt.Errorf("the first pair alone: %w", err)
+			}
+			start = start.Add(time.Since(t0)) // not setup
+		}
 		progress("%s%d", pairsTag, i+1)
 		if (i+1)%step == 0 || i+1 == n {
 			progress("connected %d/%d pairs; this one took %v, %d OS threads", i+1, n, setup[i].Round(time.Microsecond), procstat.Threads())
@@ -294,6 +324,12 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 		return res, err
 	}
 	res.RoundTripP50, res.RoundTripP99 = percentile(trips, 0.50), percentile(trips, 0.99)
+	if n > 1 {
+		progress("the first pair again, %d idle", n-1)
+		if res.FirstNow, err = p.latencies(ctx, p.pairs[0]); err != nil {
+			return res, fmt.Errorf("the first pair again: %w", err)
+		}
+	}
 	return res, nil
 }
 

@@ -32,6 +32,14 @@
 //   - SEND/Recv: a round trip on that pair: one side Sends and waits for
 //     its future, the other Recvs, Releases and Sends back, and the first
 //     Recvs and Releases the reply;
+//   - 1st pair, alone -> now: the p50s of both on the first pair, measured
+//     right after it connected (with N > 1) and again at the end with the
+//     other N-1 idle: the same pair in the same process, so that nothing
+//     but the idle endpoints differs (the ratios against the baseline row
+//     compare two processes, whose round trips differ by up to a third from
+//     one run to the next). Its time is not counted as setup; what its
+//     operations grew (the first pair's arrays) is in heap/ep, 0.006 KiB
+//     an endpoint at 5,000 pairs;
 //   - setup: the time of each pair's Dial and Accept together; the mean of
 //     the first and of the last tenth of the pairs, and their ratio;
 //   - close/pair: the time both runtimes' Close took, over N;
@@ -46,6 +54,7 @@
 // 4 KiB that back its peer's initial credits in the runtime's shared
 // receive pool, and each runtime maps at most 1 GiB unless told otherwise
 // (-memlimit sets the WithMemoryLimit of both runtimes).
+// -trace writes an execution trace per N and phase, named as -cpuprofile's.
 // -cpuprofile writes a CPU profile per N and phase, named with both before
 // the extension (cpu.out becomes cpu.5000.setup.out, cpu.5000.idle.out,
 // cpu.5000.write.out, cpu.5000.roundtrip.out and cpu.5000.close.out), so that what connecting

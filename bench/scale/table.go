@@ -23,6 +23,7 @@ func newTable(w io.Writer, cfg config) *table { return &table{w: w, cfg: cfg, fi
 
 var columns = []string{"pairs", "heap/ep", "stack/ep", "reg/ep", "threads", "goroutines", "idle CPU",
 	"WRITE p50", "WRITE p99", "SEND/Recv p50", "SEND/Recv p99",
+	"1st pair WRITE p50, alone -> now", "1st pair SEND/Recv p50, alone -> now",
 	"setup first 10%", "setup last 10%", "last/first", "close/pair", "load"}
 
 func (t *table) header() {
@@ -79,6 +80,8 @@ func (t *table) row(o outcome) {
 		withRatio(r.WriteP99, b.WriteP99),
 		withRatio(r.RoundTripP50, b.RoundTripP50),
 		withRatio(r.RoundTripP99, b.RoundTripP99),
+		beforeAfter(r.FirstAlone.Write, r.FirstNow.Write),
+		beforeAfter(r.FirstAlone.RoundTrip, r.FirstNow.RoundTrip),
 		fmtDur(r.SetupFirst),
 		fmtDur(r.SetupLast),
 		fmt.Sprintf("%.2fx", float64(r.SetupLast)/float64(r.SetupFirst)),
@@ -129,4 +132,13 @@ func withRatio(d, base time.Duration) string {
 		return fmtDur(d)
 	}
 	return fmt.Sprintf("%s (%.2fx)", fmtDur(d), float64(d)/float64(base))
+}
+
+// beforeAfter shows one pair's figure before and after the other pairs
+// connected, and their ratio; "-" for a single pair.
+func beforeAfter(alone, now time.Duration) string {
+	if alone <= 0 || now <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s -> %s (%.2fx)", fmtDur(alone), fmtDur(now), float64(now)/float64(alone))
 }
