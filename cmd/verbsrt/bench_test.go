@@ -90,30 +90,19 @@ func TestBenchSoft(t *testing.T) {
 }
 
 func TestBenchLatencyJSON(t *testing.T) {
-	var out bytes.Buffer
-	cfg, err := parseBench([]string{"write", "-lat", "-n", "500", "--json", "-progress", "0"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bench(context.Background(), &out, nil, cfg); err != nil {
-		t.Fatal(err)
-	}
-	var r benchResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	r := benchJSON(t, "write", "-lat", "-n", "500")
 	if r.Mode != "lat" || r.Iterations != 500 || r.Bytes != 2 || r.TMin <= 0 || r.TMin > r.TTypical ||
 		r.TTypical > r.T99 || r.T99 > r.T999 || r.T999 > r.TMax || r.TAvg <= 0 {
 		t.Errorf("latency result: %+v", r)
 	}
 }
 
-// TestBenchPingPong: -pingpong's samples are half of a SEND/Recv round
-// trip, each from a message the peer actually answered: the server's
-// actor posted one SEND per iteration, as did the client's.
-func TestBenchPingPong(t *testing.T) {
+// benchJSON runs one size in one process with --json and returns its
+// result.
+func benchJSON(t *testing.T, args ...string) benchResult {
+	t.Helper()
 	var out bytes.Buffer
-	cfg, err := parseBench([]string{"send", "-lat", "-pingpong", "-s", "64", "-n", "400", "--json", "-progress", "0"}, io.Discard)
+	cfg, err := parseBench(append(args, "--json", "-progress", "0"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +113,14 @@ func TestBenchPingPong(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
+	return r
+}
+
+// TestBenchPingPong: -pingpong's samples are half of a SEND/Recv round
+// trip: the server answers every message, or the client's Recv would wait
+// for ever.
+func TestBenchPingPong(t *testing.T) {
+	r := benchJSON(t, "send", "-lat", "-pingpong", "-s", "64", "-n", "400")
 	if r.Mode != "pingpong" || r.Iterations != 400 || r.Bytes != 64 || r.TMin <= 0 || r.TMin > r.TTypical || r.TTypical > r.TMax {
 		t.Errorf("ping-pong result: %+v", r)
 	}
