@@ -292,8 +292,28 @@ const (
 	maxSpinners   = 4  // "few"
 )
 
-// spinners counts goroutines in Wait's spin phase, process-wide.
+// spinners counts goroutines in a waiter's spin phase (YieldUntil),
+// process-wide.
 var spinners atomic.Int32
+
+// YieldUntil yields the processor until ready reports true or the spin
+// budget runs out (spinChecks yields while few goroutines spin,
+// crowdedChecks when more do), and reports whether ready did. It is how a
+// waiter spins before it parks: Future.Wait, and the runtime's Recv.
+func YieldUntil(ready func() bool) bool {
+	checks := crowdedChecks
+	if spinners.Inc() <= maxSpinners {
+		checks = spinChecks
+	}
+	defer spinners.Dec()
+	for range checks {
+		if ready() {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return ready()
+}
 
 // Wait blocks until the operation completes or ctx ends. A result (success
 // or failure of the operation) consumes the future; ctx ending does not, and
@@ -307,15 +327,7 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 		return Completion{}, ErrReleased
 	}
 	s := f.s
-	checks := crowdedChecks
-	if spinners.Inc() <= maxSpinners {
-		checks = spinChecks
-	}
-	for i := 0; i < checks && s.state.Load() != stateDone; i++ {
-		runtime.Gosched()
-	}
-	spinners.Dec()
-	if s.state.Load() != stateDone {
+	if !YieldUntil(func() bool { return s.state.Load() == stateDone }) {
 		s.mu.Lock()
 		if s.state.Load() != stateDone {
 			s.waiter = true
