@@ -337,8 +337,8 @@ func TestIdleQPErrorIsNoticed(t *testing.T) {
 
 // TestActorRunsCounted: every start of an idle actor shows in
 // Stats.ActorRuns (verbsrt_actor_runs_total). A request and its reply,
-// each sent after both actors went idle, start each side's actor at least
-// once a round (for its own SEND) and at most twice (a peer's grant wakes
+// each sent after both actors went idle, start each side's actor at most
+// twice a round (for its own SEND, and for the peer's grant, which wakes
 // an idle actor too: GrantPeerCredits).
 func TestActorRunsCounted(t *testing.T) {
 	const spin = 100 * time.Microsecond
@@ -375,8 +375,12 @@ func TestActorRunsCounted(t *testing.T) {
 		name string
 		n    uint64
 	}{{"client", cli1 - cli0}, {"server", srv1 - srv0}} {
-		if side.n < rounds || side.n > 2*rounds+rounds/4 {
-			t.Errorf("%d round trips with idle gaps started the %s's actor %d times, want %d to about %d", rounds, side.name, side.n, rounds, 2*rounds)
+		// At most twice a round; how often at least depends on whether
+		// an actor a grant started is still spinning when its own SEND
+		// comes, which the scheduler decides (26 of 40 under GOMAXPROCS=1
+		// and -race).
+		if side.n == 0 || side.n > 2*rounds+rounds/4 {
+			t.Errorf("%d round trips with idle gaps started the %s's actor %d times, want 1 to about %d", rounds, side.name, side.n, 2*rounds)
 		}
 	}
 	if got, want := rt.Stats().ActorRuns-statsRuns0, (cli1-cli0)+(srv1-srv0); got != want {
