@@ -9,11 +9,10 @@ import (
 	"os"
 	goruntime "runtime"
 	"runtime/pprof"
-	"runtime/trace"
 	"slices"
 	"time"
 
-	"github.com/verbsrt/verbsrt/internal/procstat"
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	"github.com/verbsrt/verbsrt/runtime"
 )
 
@@ -104,7 +103,7 @@ func runChild(ctx context.Context, cfg config, out io.Writer) error {
 type phaseProfiler struct {
 	name      string // "": no CPU profiles
 	traceName string // "": no traces
-	f, tf     *os.File
+	cur       *benchkit.Profiles
 }
 
 // start ends the current phase's profile and trace and starts the next
@@ -113,45 +112,14 @@ func (pp *phaseProfiler) start(phase string) error {
 	if err := pp.stop(); err != nil {
 		return err
 	}
-	if pp.name != "" {
-		f, err := os.Create(profileName(pp.name, phase))
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return err
-		}
-		pp.f = f
-	}
-	if pp.traceName != "" {
-		f, err := os.Create(profileName(pp.traceName, phase))
-		if err != nil {
-			return err
-		}
-		if err := trace.Start(f); err != nil {
-			f.Close()
-			return err
-		}
-		pp.tf = f
-	}
-	return nil
+	var err error
+	pp.cur, err = benchkit.StartProfiles(profileName(pp.name, phase), profileName(pp.traceName, phase))
+	return err
 }
 
 func (pp *phaseProfiler) stop() error {
-	var err error
-	if pp.f != nil {
-		pprof.StopCPUProfile()
-		err = pp.f.Close()
-		pp.f = nil
-	}
-	if pp.tf != nil {
-		trace.Stop()
-		if cerr := pp.tf.Close(); err == nil {
-			err = cerr
-		}
-		pp.tf = nil
-	}
+	err := pp.cur.Stop()
+	pp.cur = nil
 	return err
 }
 
@@ -230,12 +198,7 @@ type usage struct {
 }
 
 func (p *probe) usage() usage {
-	// Twice: the first collection runs the cleanups (runtime.AddCleanup)
-	// that free what the second one then finds unreachable.
-	goruntime.GC()
-	goruntime.GC()
-	var ms goruntime.MemStats
-	goruntime.ReadMemStats(&ms)
+	ms := benchkit.Settle()
 	return usage{heap: ms.HeapInuse, stack: ms.StackInuse, arena: p.cliRT.ArenaSize() + p.srvRT.ArenaSize()}
 }
 
@@ -246,7 +209,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 		return res, err
 	}
 	defer ln.Close()
-	res.ThreadsBefore = procstat.Threads()
+	res.ThreadsBefore = benchkit.Threads()
 	before := p.usage()
 
 	setup := make([]time.Duration, n)
@@ -271,7 +234,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 		}
 		progress("%s%d", pairsTag, i+1)
 		if (i+1)%step == 0 || i+1 == n {
-			progress("connected %d/%d pairs; this one took %v, %d OS threads", i+1, n, setup[i].Round(time.Microsecond), procstat.Threads())
+			progress("connected %d/%d pairs; this one took %v, %d OS threads", i+1, n, setup[i].Round(time.Microsecond), benchkit.Threads())
 		}
 	}
 	res.SetupTotal = time.Since(start)
@@ -279,7 +242,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 	res.SetupFirst, res.SetupLast = mean(setup[:tenth]), mean(setup[n-tenth:])
 
 	time.Sleep(p.cfg.pause)
-	res.Threads = procstat.Threads()
+	res.Threads = benchkit.Threads()
 	res.Goroutines = goruntime.NumGoroutine()
 	after := p.usage()
 	eps := float64(2 * n)
@@ -296,15 +259,15 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 	if err := prof.start("idle"); err != nil {
 		return res, err
 	}
-	cpu0, t0 := procstat.CPUTime(), time.Now()
+	cpu0, t0 := benchkit.CPUTime(), time.Now()
 	time.Sleep(p.cfg.idleCPU)
 	if cpu0 >= 0 {
-		res.IdleCPU = float64(procstat.CPUTime()-cpu0) / float64(time.Since(t0))
+		res.IdleCPU = float64(benchkit.CPUTime()-cpu0) / float64(time.Since(t0))
 	} else {
 		res.IdleCPU = -1
 	}
 
-	res.LoadAverage = procstat.LoadAverage()
+	res.LoadAverage = benchkit.LoadAverage()
 	if err := prof.start("write"); err != nil {
 		return res, err
 	}
@@ -336,33 +299,8 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 // connect returns a pair connected through ln, as a server's Accept and a
 // client's Dial make one.
 func connect(ctx context.Context, cliRT *runtime.Runtime, ln *runtime.Listener) (pair, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	type accepted struct {
-		ep  *runtime.Endpoint
-		err error
-	}
-	ch := make(chan accepted, 1)
-	go func() {
-		ep, err := ln.Accept(ctx)
-		ch <- accepted{ep, err}
-	}()
-	cli, err := cliRT.Dial(ctx, ln.Addr().String())
-	if err != nil {
-		cancel() // ends the Accept that waits for this Dial
-	}
-	a := <-ch
-	if err != nil {
-		if a.err == nil {
-			a.ep.Close(ctx)
-		}
-		return pair{}, fmt.Errorf("dial: %w", err)
-	}
-	if a.err != nil {
-		cli.Close(ctx)
-		return pair{}, fmt.Errorf("accept: %w", a.err)
-	}
-	return pair{cli: cli, srv: a.ep}, nil
+	cli, srv, err := benchkit.Connect(ctx, cliRT, ln)
+	return pair{cli: cli, srv: srv}, err
 }
 
 // writes times WRITE+Wait of cfg.size bytes on pr, one at a time.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/verbsrt/verbsrt/internal/procstat"
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 )
 
 // table prints one markdown row per child as it ends; the first child's
@@ -36,7 +36,7 @@ func (t *table) header() {
 		actors = "; parked actors (WithParkedActors)"
 	}
 	fmt.Fprintf(t.w, "%s, GOMAXPROCS %d, %d cores, load average %s; %d samples of %d B after %d warm-up; memory limit %s%s\n\n",
-		goruntime.Version(), goruntime.GOMAXPROCS(0), goruntime.NumCPU(), procstat.LoadAverage(), t.cfg.ops, t.cfg.size, t.cfg.warmup, limit, actors)
+		goruntime.Version(), goruntime.GOMAXPROCS(0), goruntime.NumCPU(), benchkit.LoadAverage(), t.cfg.ops, t.cfg.size, t.cfg.warmup, limit, actors)
 	fmt.Fprintf(t.w, "| %s |\n", strings.Join(columns, " | "))
 	fmt.Fprintf(t.w, "|%s\n", strings.Repeat("---|", len(columns)))
 }

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/verbsrt/verbsrt/internal/procstat"
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	"github.com/verbsrt/verbsrt/runtime"
 )
 
@@ -64,7 +64,7 @@ func run(args []string, out io.Writer) error {
 	}
 	defer r.close()
 	fmt.Fprintf(out, "# soak: %s, GOMAXPROCS %d, load %s; %d ops from %d callers (a SEND every %d), %d churn cycles, %d B\n\n",
-		goruntime.Version(), goruntime.GOMAXPROCS(0), procstat.LoadAverage(), cfg.ops, cfg.callers, cfg.sendEvery, cfg.cycles, cfg.size)
+		goruntime.Version(), goruntime.GOMAXPROCS(0), benchkit.LoadAverage(), cfg.ops, cfg.callers, cfg.sendEvery, cfg.cycles, cfg.size)
 	if cfg.ops > 0 {
 		ss, err := r.soak(cfg)
 		report(out, "ops", ss)
@@ -136,37 +136,6 @@ func (r *rig) close() {
 	}
 }
 
-// connect returns an endpoint pair: the client's Dial, the server's Accept.
-func (r *rig) connect(ctx context.Context) (cli, srv *runtime.Endpoint, err error) {
-	type accepted struct {
-		ep  *runtime.Endpoint
-		err error
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	ch := make(chan accepted, 1)
-	go func() {
-		ep, err := r.ln.Accept(ctx)
-		ch <- accepted{ep, err}
-	}()
-	cli, err = r.cli.Dial(ctx, r.ln.Addr().String())
-	if err != nil {
-		cancel() // ends the Accept that waits for this Dial
-	}
-	a := <-ch
-	switch {
-	case err != nil && a.err == nil:
-		a.ep.Close(ctx)
-		return nil, nil, fmt.Errorf("dial: %w", err)
-	case err != nil:
-		return nil, nil, fmt.Errorf("dial: %w", err)
-	case a.err != nil:
-		cli.Close(ctx)
-		return nil, nil, fmt.Errorf("accept: %w", a.err)
-	}
-	return cli, a.ep, nil
-}
-
 // sample is what the process holds at one point of a phase.
 type sample struct {
 	done                       int // operations or cycles
@@ -177,15 +146,10 @@ type sample struct {
 }
 
 func (r *rig) sample(done int, start time.Time) sample {
-	// Twice: the first collection runs the cleanups that free what the
-	// second one then finds unreachable.
-	goruntime.GC()
-	goruntime.GC()
-	var ms goruntime.MemStats
-	goruntime.ReadMemStats(&ms)
+	ms := benchkit.Settle()
 	cs, ss := r.cli.Stats(), r.srv.Stats()
 	return sample{done: done, at: time.Since(start), heap: ms.HeapInuse, objects: ms.HeapObjects,
-		goroutines: goruntime.NumGoroutine(), threads: procstat.Threads(), fds: procstat.OpenFDs(),
+		goroutines: goruntime.NumGoroutine(), threads: benchkit.Threads(), fds: benchkit.OpenFDs(),
 		arena: r.cli.ArenaSize() + r.srv.ArenaSize(), recvBufs: cs.RecvBuffers + ss.RecvBuffers,
 		endpoints: cs.Endpoints + ss.Endpoints}
 }
@@ -194,7 +158,7 @@ func (r *rig) sample(done int, start time.Time) sample {
 func (r *rig) soak(cfg config) ([]sample, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cli, srv, err := r.connect(ctx)
+	cli, srv, err := benchkit.Connect(ctx, r.cli, r.ln)
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +216,8 @@ func (r *rig) soak(cfg config) ([]sample, error) {
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
 	step := max(1, cfg.ops/cfg.samples)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for mark := step; ; {
 		select {
 		case <-finished:
@@ -261,7 +227,7 @@ func (r *rig) soak(cfg config) ([]sample, error) {
 				opErr = fmt.Errorf("recv: %w", err)
 			}
 			return samples, opErr
-		case <-time.After(50 * time.Millisecond):
+		case <-tick.C:
 		}
 		if n := int(done.Load()); n >= mark && n < cfg.ops {
 			samples = append(samples, r.sample(n, start))
@@ -291,7 +257,7 @@ func (r *rig) churn(cfg config) ([]sample, error) {
 func (r *rig) cycle(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cli, srv, err := r.connect(ctx)
+	cli, srv, err := benchkit.Connect(ctx, r.cli, r.ln)
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/pprof"
-	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	vrt "github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/ibv"
@@ -271,11 +270,11 @@ func runBench(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	stopProfiles, err := startProfiles(cfg)
+	profiles, err := benchkit.StartProfiles(cfg.cpuProfile, cfg.trace)
 	if err != nil {
 		return err
 	}
-	defer stopProfiles()
+	defer profiles.Stop()
 	switch {
 	case cfg.host != "":
 		return benchClient(ctx, os.Stdout, os.Stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
@@ -578,25 +577,21 @@ func (p *benchPair) serveRecv(pingpong bool) {
 	}
 }
 
-// runPingPong is runLatency for -pingpong: one SEND of size bytes on QP q
-// and the server's reply received, n times, each sample half of the
-// round trip (as ib_send_lat reports).
-func (p *benchPair) runPingPong(ctx context.Context, q, size int, n uint64, done *counter, lats []time.Duration) ([]time.Duration, error) {
+// pingPong returns one iteration of -pingpong on QP q: a SEND of size
+// bytes, and the server's reply received.
+func (p *benchPair) pingPong(ctx context.Context, q, size int) func() error {
 	ep, local := p.cli[q], p.src.Slice(0, size)
-	for i := uint64(0); i < n && ctx.Err() == nil; i++ {
-		t0 := time.Now()
+	return func() error {
 		if _, err := ep.Send(ctx, local).Wait(ctx); err != nil {
-			return lats, err
+			return err
 		}
 		m, err := ep.Recv(ctx)
 		if err != nil {
-			return lats, fmt.Errorf("the reply: %w", err)
+			return fmt.Errorf("the reply: %w", err)
 		}
 		m.Release()
-		lats = append(lats, time.Since(t0)/2)
-		done.n.Store(i + 1)
+		return nil
 	}
-	return lats, nil
 }
 
 // qpScratch is what an endpoint takes from the arena besides its receive
@@ -667,11 +662,14 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 		go func() {
 			defer wg.Done()
 			var err error
-			if cfg.pingpong {
-				lats[c], err = p.runPingPong(ctx, c%cfg.qps, size, n, &counts[c], lats[c])
-			} else if cfg.lat {
-				lats[c], err = runLatency(ctx, op, n, &counts[c], lats[c])
-			} else {
+			switch {
+			case cfg.pingpong:
+				// Half of each round trip, as ib_send_lat reports.
+				lats[c], err = runLatency(ctx, p.pingPong(ctx, c%cfg.qps, size), 2, n, &counts[c], lats[c])
+			case cfg.lat:
+				once := func() error { _, err := op().Wait(context.Background()); return err }
+				lats[c], err = runLatency(ctx, once, 1, n, &counts[c], lats[c])
+			default:
 				err = runWindow(ctx, op, n, cfg.txDepth, &counts[c])
 			}
 			if err != nil {
@@ -812,15 +810,16 @@ func runWindow(ctx context.Context, op func() vrt.Future, n uint64, depth int, d
 	return nil
 }
 
-// runLatency issues n operations one at a time and records how long each
-// took, submit to completion.
-func runLatency(ctx context.Context, op func() vrt.Future, n uint64, done *counter, lats []time.Duration) ([]time.Duration, error) {
+// runLatency runs once n times, one at a time, and records how long each
+// took, divided by div: 1 for an operation from submit to completion, 2
+// for half a ping-pong.
+func runLatency(ctx context.Context, once func() error, div time.Duration, n uint64, done *counter, lats []time.Duration) ([]time.Duration, error) {
 	for i := uint64(0); i < n && ctx.Err() == nil; i++ {
 		t0 := time.Now()
-		if _, err := op().Wait(context.Background()); err != nil {
+		if err := once(); err != nil {
 			return lats, err
 		}
-		lats = append(lats, time.Since(t0))
+		lats = append(lats, time.Since(t0)/div)
 		done.n.Store(i + 1)
 	}
 	return lats, nil
@@ -849,54 +848,4 @@ func latencyStats(r *benchResult, lats []time.Duration) {
 	r.TMin, r.TMax, r.TTypical = us(lats[0]), us(lats[len(lats)-1]), us(lats[len(lats)/2])
 	r.TAvg, r.TStdev = avg, math.Sqrt(sq/float64(len(lats)))
 	r.T99, r.T999 = pct(0.99), pct(0.999)
-}
-
-// startProfiles starts the CPU profile and the execution trace cfg asks
-// for, and returns what stops them.
-func startProfiles(cfg benchConfig) (stop func(), err error) {
-	var files []*os.File
-	stop = func() {
-		if cfg.cpuProfile != "" {
-			pprof.StopCPUProfile()
-		}
-		if cfg.trace != "" {
-			trace.Stop()
-		}
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	create := func(name string) (*os.File, error) {
-		f, err := os.Create(name)
-		if err == nil {
-			files = append(files, f)
-		}
-		return f, err
-	}
-	if cfg.cpuProfile != "" {
-		f, err := create(cfg.cpuProfile)
-		if err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-	if cfg.trace != "" {
-		f, err := create(cfg.trace)
-		if err == nil {
-			err = trace.Start(f)
-		}
-		if err != nil {
-			if cfg.cpuProfile != "" {
-				pprof.StopCPUProfile()
-			}
-			for _, f := range files {
-				f.Close()
-			}
-			return nil, err
-		}
-	}
-	return stop, nil
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package procstat
+package benchkit
 
 import "time"
 
