@@ -3,11 +3,16 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test lint fmt vet staticcheck race race-1p fuzz demo test-rxe test-rxe-2host metrics-check
+.PHONY: test lint fmt vet staticcheck race race-1p modules fuzz demo test-rxe test-rxe-2host metrics-check
+
+# Modules of their own, beside the main one: their tests need modules the
+# library's users must not inherit (gRPC, golang.org/x/net's nettest).
+MODULES := examples/rdmanet
 
 # The full check: formatting, vet, staticcheck, then every test under the
-# race detector, and the concurrency core's tests again on one P.
-test: lint race race-1p
+# race detector, and the concurrency core's tests again on one P; then the
+# same for each module of MODULES.
+test: lint race race-1p modules
 
 # The static checks only.
 lint: fmt vet staticcheck
@@ -33,6 +38,15 @@ race:
 # second P exists to spin on, and a test must not assume one.
 race-1p:
 	GOMAXPROCS=1 $(GO) test -race -count=1 -timeout 30m ./qpactor/ ./cqpoller/ ./runtime/
+
+# Each module of MODULES: tidy, vet, staticcheck (its own tool directive)
+# and its tests under the race detector.
+modules:
+	@set -e; for m in $(MODULES); do \
+		echo "== $$m"; \
+		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) tool staticcheck ./... && \
+			$(GO) test -race -count=1 -timeout 20m ./...); \
+	done
 
 # Runs every fuzz target of every package for FUZZTIME each.
 fuzz:

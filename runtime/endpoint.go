@@ -203,6 +203,10 @@ func (ep *Endpoint) LocalAddr() net.Addr { return Addr{GID: ep.rt.gid, QPN: ep.q
 // RemoteAddr returns the peer's end of the connection.
 func (ep *Endpoint) RemoteAddr() net.Addr { return ep.remote }
 
+// PeerMessageSize returns the largest message Send may carry to this peer:
+// the message size its runtime accepts (WithMessageSize on its side).
+func (ep *Endpoint) PeerMessageSize() int { return ep.peerMsgSize }
+
 // QPN returns the endpoint's QP number.
 func (ep *Endpoint) QPN() uint32 { return ep.qp.QPN() }
 

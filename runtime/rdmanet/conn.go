@@ -1,0 +1,479 @@
+package rdmanet
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/verbsrt/verbsrt/runtime"
+)
+
+const (
+	// sendWindow is how many messages a conn has in flight at most: its
+	// send buffers, allocated as the stream needs them. A Write that finds
+	// them all in flight waits for one to complete, so a slow reader slows
+	// the writer and memory stays bounded.
+	sendWindow = 32
+	// coalesceAt: while this many messages are in flight, a Write's tail
+	// shorter than a message waits in the conn's current buffer for more
+	// bytes, and the next completion sends it. Below it the tail goes out
+	// at once, so a request/response exchange pays no delay.
+	coalesceAt = 4
+	// finImm marks the message that ends the stream in one direction
+	// (CloseWrite): the only message a conn sends with immediate data.
+	finImm = 0x46494e21 // "FIN!"
+	// linger bounds how long Close lets queued bytes reach a peer that
+	// stopped reading, before the connection is torn down.
+	linger = 10 * time.Second
+)
+
+// ErrWriteClosed is the error of a Write after CloseWrite.
+var ErrWriteClosed = errors.New("rdmanet: write after CloseWrite")
+
+// Conn is a byte stream over an endpoint's SENDs, implementing net.Conn
+// (package doc). Every method may be called from any goroutine.
+type Conn struct {
+	ep    *runtime.Endpoint
+	rt    *runtime.Runtime
+	chunk int // bytes per message: the peer's message size
+	local net.Addr
+	peer  net.Addr
+
+	rdl, wdl  *deadline
+	closeOnce sync.Once
+	closed    chan struct{} // Close began
+
+	// Reading, one Read at a time (rser): the message being read and how
+	// far.
+	rser    sync.Mutex
+	rctx    waitContext
+	msg     runtime.Message
+	msgOff  int
+	haveMsg bool
+	eof     bool // the peer's FIN or goodbye was read
+
+	// Writing, one Write at a time (wser); the state below is also the
+	// completion callbacks', under wmu.
+	wser     sync.Mutex
+	wmu      sync.Mutex
+	free     []*sendBuf // buffers not in flight
+	bufs     int        // buffers allocated
+	cur      *sendBuf   // being filled, not sent yet
+	inflight int
+	werr     error // the first failed send, or ErrWriteClosed
+	freed    bool  // the buffers went back to the runtime
+	space    chan struct{}
+}
+
+// sendBuf is one message's registered buffer and its completion callback,
+// made once, so that a send allocates nothing.
+type sendBuf struct {
+	c      *Conn
+	buf    *runtime.Buffer
+	n      int
+	onSent func(runtime.Completion, error)
+}
+
+// NewConn makes a stream of ep, which it owns from then on: nothing else
+// may call ep's Recv or send on it, and Close closes it. Both ends of the
+// connection must be Conns.
+func NewConn(ep *runtime.Endpoint, rt *runtime.Runtime) *Conn {
+	c := &Conn{
+		ep:     ep,
+		rt:     rt,
+		chunk:  ep.PeerMessageSize(),
+		local:  ep.LocalAddr(),
+		peer:   ep.RemoteAddr(),
+		rdl:    newDeadline(),
+		wdl:    newDeadline(),
+		closed: make(chan struct{}),
+		space:  make(chan struct{}, 1),
+	}
+	return c
+}
+
+// Dial connects to a Listener of a runtime at the TCP address addr (its
+// handshake address, as runtime.Runtime.Dial).
+func Dial(ctx context.Context, rt *runtime.Runtime, addr string) (*Conn, error) {
+	ep, err := rt.Dial(ctx, addr)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	return NewConn(ep, rt), nil
+}
+
+const network = "rdma"
+
+// Read reads what the peer wrote, at most len(p) bytes and at most one of
+// its messages; io.EOF once the peer called CloseWrite or Close and
+// everything before it was read.
+func (c *Conn) Read(p []byte) (int, error) {
+	if err := c.readable(); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rser.Lock()
+	defer c.rser.Unlock()
+	for !c.haveMsg {
+		if c.eof {
+			return 0, io.EOF
+		}
+		if err := c.readable(); err != nil {
+			return 0, err
+		}
+		c.rctx.done = c.rdl.wait()
+		m, err := c.ep.Recv(&c.rctx)
+		if err != nil {
+			if err == io.EOF {
+				c.eof = true
+				return 0, io.EOF
+			}
+			if cerr := c.readable(); cerr != nil {
+				return 0, cerr
+			}
+			return 0, c.opError("read", err)
+		}
+		if imm, ok := m.Imm(); ok {
+			m.Release()
+			if imm == finImm {
+				c.eof = true
+				return 0, io.EOF
+			}
+			return 0, c.opError("read", errors.New("rdmanet: unexpected immediate data: the peer is not a stream"))
+		}
+		if m.Len() == 0 {
+			m.Release()
+			continue
+		}
+		c.msg, c.msgOff, c.haveMsg = m, 0, true
+	}
+	data := c.msg.Bytes()[c.msgOff:]
+	n := copy(p, data)
+	c.msgOff += n
+	if n == len(data) {
+		c.msg.Release()
+		c.haveMsg = false
+	}
+	return n, nil
+}
+
+// readable returns why a Read may not go on: the conn closed or its read
+// deadline passed.
+func (c *Conn) readable() error {
+	if isClosed(c.closed) {
+		return c.opError("read", net.ErrClosed)
+	}
+	if isClosed(c.rdl.wait()) {
+		return c.opError("read", os.ErrDeadlineExceeded)
+	}
+	return nil
+}
+
+// Write writes p to the stream. It returns once p is copied into the conn's
+// registered buffers, as a socket's Write returns once the kernel has the
+// bytes; it waits only while all of them are in flight, which a peer that
+// reads nothing makes last until the write deadline.
+func (c *Conn) Write(p []byte) (int, error) {
+	if err := c.writable(); err != nil {
+		return 0, err
+	}
+	c.wser.Lock()
+	defer c.wser.Unlock()
+	n := 0
+	for len(p) > 0 {
+		c.wmu.Lock()
+		if c.werr != nil {
+			err := c.werr
+			c.wmu.Unlock()
+			return n, c.opError("write", err)
+		}
+		if c.cur == nil {
+			b, err := c.takeBufLocked()
+			if err != nil {
+				c.wmu.Unlock()
+				return n, c.opError("write", err)
+			}
+			if b == nil {
+				c.wmu.Unlock()
+				if err := c.waitSpace(); err != nil {
+					return n, err
+				}
+				continue
+			}
+			c.cur = b
+		}
+		k := copy(c.cur.buf.Bytes()[c.cur.n:c.chunk], p)
+		c.cur.n += k
+		p = p[k:]
+		n += k
+		if c.cur.n == c.chunk {
+			c.sendCurLocked()
+		}
+		c.wmu.Unlock()
+	}
+	c.wmu.Lock()
+	if c.cur != nil && c.inflight < coalesceAt {
+		c.sendCurLocked()
+	}
+	c.wmu.Unlock()
+	return n, nil
+}
+
+// writable returns why a Write may not begin.
+func (c *Conn) writable() error {
+	if isClosed(c.closed) {
+		return c.opError("write", net.ErrClosed)
+	}
+	if isClosed(c.wdl.wait()) {
+		return c.opError("write", os.ErrDeadlineExceeded)
+	}
+	select {
+	case <-c.ep.Done():
+		return c.opError("write", c.ep.Err())
+	default:
+	}
+	return nil
+}
+
+// waitSpace waits for a send to complete, the write deadline, Close or the
+// endpoint's end.
+func (c *Conn) waitSpace() error {
+	select {
+	case <-c.space:
+		return nil
+	case <-c.wdl.wait():
+		if isClosed(c.closed) {
+			return c.opError("write", net.ErrClosed)
+		}
+		return c.opError("write", os.ErrDeadlineExceeded)
+	case <-c.ep.Done():
+		return c.opError("write", c.ep.Err())
+	}
+}
+
+// takeBufLocked returns a free send buffer, allocating one while fewer than
+// sendWindow exist; nil when all are in flight.
+func (c *Conn) takeBufLocked() (*sendBuf, error) {
+	if n := len(c.free); n > 0 {
+		b := c.free[n-1]
+		c.free = c.free[:n-1]
+		return b, nil
+	}
+	if c.bufs == sendWindow {
+		return nil, nil
+	}
+	buf, err := c.rt.Alloc(c.chunk)
+	if err != nil {
+		return nil, err
+	}
+	c.bufs++
+	b := &sendBuf{c: c, buf: buf}
+	b.onSent = b.sent
+	return b, nil
+}
+
+// sendCurLocked sends the current buffer. Sends are made under wmu, so
+// they reach the endpoint in the stream's order.
+func (c *Conn) sendCurLocked() {
+	b := c.cur
+	c.cur = nil
+	c.inflight++
+	c.ep.Send(context.Background(), b.buf.Slice(0, b.n)).Then(b.onSent)
+}
+
+// sent is a send's completion: its buffer is free again, and a tail that
+// waited for it (coalesceAt) goes out now.
+func (b *sendBuf) sent(_ runtime.Completion, err error) {
+	c := b.c
+	c.wmu.Lock()
+	c.inflight--
+	b.n = 0
+	c.free = append(c.free, b)
+	if err != nil && c.werr == nil {
+		c.werr = err
+	}
+	if c.cur != nil && c.werr == nil && !isClosed(c.closed) {
+		c.sendCurLocked()
+	}
+	c.freeBufsLocked()
+	c.wmu.Unlock()
+	select {
+	case c.space <- struct{}{}:
+	default:
+	}
+}
+
+// freeBufsLocked gives the send buffers back to the runtime once the conn
+// is closed and none is in flight.
+func (c *Conn) freeBufsLocked() {
+	if c.freed || c.inflight > 0 || !isClosed(c.closed) {
+		return
+	}
+	c.freed = true
+	for _, b := range c.free {
+		b.buf.Free()
+	}
+	c.free = nil
+	if c.cur != nil {
+		c.cur.buf.Free()
+		c.cur = nil
+	}
+}
+
+// CloseWrite ends the stream toward the peer: after the bytes written
+// before it, the peer's Read returns io.EOF. This side may still read.
+func (c *Conn) CloseWrite() error {
+	if isClosed(c.closed) {
+		return c.opError("close", net.ErrClosed)
+	}
+	c.wser.Lock()
+	defer c.wser.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		if c.werr == ErrWriteClosed {
+			return nil
+		}
+		return c.opError("close", c.werr)
+	}
+	if c.cur != nil {
+		c.sendCurLocked()
+	}
+	c.werr = ErrWriteClosed
+	// The FIN is a message without data, which takes a receive credit as
+	// a message does, so it never overtakes the bytes before it; Close
+	// waits for it as for them.
+	c.inflight++
+	c.ep.SendImm(context.Background(), runtime.Local{}, finImm).Then(c.finSent)
+	return nil
+}
+
+// finSent is the FIN's completion.
+func (c *Conn) finSent(_ runtime.Completion, err error) {
+	c.wmu.Lock()
+	c.inflight--
+	c.freeBufsLocked()
+	c.wmu.Unlock()
+	select {
+	case c.space <- struct{}{}:
+	default:
+	}
+}
+
+// Close closes the conn: blocked Reads and Writes return net.ErrClosed at
+// once. What was written before it still reaches a peer that reads, for up
+// to 10 s (the linger) after Close returns; then, or when the peer closes,
+// the endpoint closes and its peer's Read returns io.EOF after the last
+// byte.
+func (c *Conn) Close() error {
+	first := false
+	c.closeOnce.Do(func() {
+		first = true
+		close(c.closed)
+		c.rdl.end()
+		c.wdl.end()
+		c.wmu.Lock()
+		if c.cur != nil && c.werr == nil {
+			c.sendCurLocked()
+		}
+		pending := c.inflight > 0
+		c.wmu.Unlock()
+		// Readers woke (their deadline channel closed): drop what the
+		// stream held.
+		c.rser.Lock()
+		if c.haveMsg {
+			c.msg.Release()
+			c.haveMsg = false
+		}
+		c.rser.Unlock()
+		if pending {
+			go c.closeEndpoint()
+		} else {
+			c.closeEndpoint()
+		}
+	})
+	if !first {
+		return c.opError("close", net.ErrClosed)
+	}
+	return nil
+}
+
+// closeEndpoint waits, within the linger, until the conn's sends are done,
+// then closes the endpoint and frees the send buffers. It must wait itself:
+// a closing endpoint fails the sends still waiting for the peer's receive
+// credits (the peer may never grant them), and a stream's Close must not
+// drop bytes a reading peer would take.
+func (c *Conn) closeEndpoint() {
+	ctx, cancel := context.WithTimeout(context.Background(), linger)
+	defer cancel()
+	for {
+		c.wmu.Lock()
+		n := c.inflight
+		c.wmu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-c.space:
+			continue
+		case <-ctx.Done():
+		case <-c.ep.Done():
+		}
+		break
+	}
+	c.ep.Close(ctx)
+	c.wmu.Lock()
+	c.freeBufsLocked()
+	c.wmu.Unlock()
+}
+
+// LocalAddr returns this end: the runtime's GID and the QP number
+// (runtime.Addr, network "rdma").
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr returns the peer's end.
+func (c *Conn) RemoteAddr() net.Addr { return c.peer }
+
+// SetDeadline sets both deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if isClosed(c.closed) {
+		return c.opError("set", net.ErrClosed)
+	}
+	c.rdl.set(t)
+	c.wdl.set(t)
+	return nil
+}
+
+// SetReadDeadline sets the time after which a Read, blocked or not, fails
+// with an error matching os.ErrDeadlineExceeded; the zero time removes it.
+// Moving it affects a Read already blocked.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if isClosed(c.closed) {
+		return c.opError("set", net.ErrClosed)
+	}
+	c.rdl.set(t)
+	return nil
+}
+
+// SetWriteDeadline is SetReadDeadline for Write. A Write that times out
+// may have written part of p: it returns how much.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if isClosed(c.closed) {
+		return c.opError("set", net.ErrClosed)
+	}
+	c.wdl.set(t)
+	return nil
+}
+
+// Endpoint returns the conn's endpoint, for its Done, Err and statistics.
+func (c *Conn) Endpoint() *runtime.Endpoint { return c.ep }
+
+func (c *Conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: network, Source: c.local, Addr: c.peer, Err: err}
+}
