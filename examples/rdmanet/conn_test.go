@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 
 	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/runtime/rdmanet"
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
 // TestNetConn runs golang.org/x/net/nettest's net.Conn suite, unmodified,
@@ -41,10 +44,32 @@ func TestNetConn(t *testing.T) {
 	})
 }
 
+// runtimes returns two runtimes: on the soft provider, or with
+// RDMANET_PROVIDER=ibv on the ibv provider's first two devices (rxe0 and
+// rxe1 in the rxevm guest, where verbs/ibv/rxevm/test-rxe runs these tests
+// as its rdmanet suite).
 func runtimes(t *testing.T) (a, b *runtime.Runtime) {
 	t.Helper()
-	mk := func() *runtime.Runtime {
-		rt, err := runtime.New()
+	var devs []verbs.Device
+	var prov verbs.Provider
+	switch name := os.Getenv("RDMANET_PROVIDER"); name {
+	case "", "soft":
+	case "ibv":
+		prov = ibv.New()
+		var err error
+		if devs, err = prov.Devices(); err != nil || len(devs) == 0 {
+			t.Fatalf("RDMANET_PROVIDER=ibv: no RDMA device (%v)", err)
+		}
+	default:
+		t.Fatalf("RDMANET_PROVIDER=%q: want soft or ibv", name)
+	}
+	mk := func(i int) *runtime.Runtime {
+		var opts []runtime.Option
+		if prov != nil {
+			opts = append(opts, runtime.WithProvider(prov), runtime.WithDevice(devs[i%len(devs)].Name()),
+				runtime.WithMemoryLimit(32<<20))
+		}
+		rt, err := runtime.New(opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,5 +82,9 @@ func runtimes(t *testing.T) (a, b *runtime.Runtime) {
 		})
 		return rt
 	}
-	return mk(), mk()
+	a, b = mk(0), mk(1)
+	if prov != nil {
+		t.Logf("runtimes on %s: %s and %s", prov.Name(), a.Device(), b.Device())
+	}
+	return a, b
 }
