@@ -203,6 +203,9 @@ func (ep *Endpoint) LocalAddr() net.Addr { return Addr{GID: ep.rt.gid, QPN: ep.q
 // RemoteAddr returns the peer's end of the connection.
 func (ep *Endpoint) RemoteAddr() net.Addr { return ep.remote }
 
+// Runtime returns the runtime the endpoint belongs to.
+func (ep *Endpoint) Runtime() *Runtime { return ep.rt }
+
 // PeerMessageSize returns the largest message Send may carry to this peer:
 // the message size its runtime accepts (WithMessageSize on its side).
 func (ep *Endpoint) PeerMessageSize() int { return ep.peerMsgSize }

@@ -7,11 +7,15 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/verbsrt/verbsrt/runtime"
 )
 
 // The conn against TCP over loopback, side by side in one run: a one-way
 // stream of writes of each size (the reader reads with a 64 KiB buffer),
 // and a ping-pong of 64-byte messages, whose ns/op is one round trip.
+// rdmanet is the runtime's defaults (4 KiB messages); rdmanet-64k has
+// runtime.WithMessageSize(64 KiB) on both sides, for bulk streams.
 //
 //	go test -run '^$' -bench . -benchtime 2s ./runtime/rdmanet/
 
@@ -21,6 +25,7 @@ var transports = []struct {
 	pipe func(b *testing.B) (c1, c2 net.Conn)
 }{
 	{"rdmanet", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b) }},
+	{"rdmanet-64k", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b, runtime.WithMessageSize(64<<10)) }},
 	{"tcp", tcpPipe},
 }
 

@@ -102,11 +102,12 @@ func (r *sendRing) oldest() runtime.Future { return r.q[r.head].f }
 
 // NewConn makes a stream of ep, which it owns from then on: nothing else
 // may call ep's Recv or send on it, and Close closes it. Both ends of the
-// connection must be Conns.
-func NewConn(ep *runtime.Endpoint, rt *runtime.Runtime) *Conn {
+// connection must be Conns. (Dial and Listener.Accept make their
+// endpoints Conns so; NewConn is for an endpoint of DialCM or ListenCM.)
+func NewConn(ep *runtime.Endpoint) *Conn {
 	c := &Conn{
 		ep:     ep,
-		rt:     rt,
+		rt:     ep.Runtime(),
 		chunk:  ep.PeerMessageSize(),
 		local:  ep.LocalAddr(),
 		peer:   ep.RemoteAddr(),
@@ -124,7 +125,7 @@ func Dial(ctx context.Context, rt *runtime.Runtime, addr string) (*Conn, error) 
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
-	return NewConn(ep, rt), nil
+	return NewConn(ep), nil
 }
 
 const network = "rdma"

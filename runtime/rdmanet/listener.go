@@ -13,7 +13,6 @@ import (
 // Listener accepts Conns on a TCP address: each connection's handshake
 // (runtime.Runtime.Listen) makes an endpoint, and the endpoint a Conn.
 type Listener struct {
-	rt     *runtime.Runtime
 	ln     *runtime.Listener
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -27,7 +26,7 @@ func Listen(rt *runtime.Runtime, addr string) (*Listener, error) {
 		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Listener{rt: rt, ln: ln, ctx: ctx, cancel: cancel}, nil
+	return &Listener{ln: ln, ctx: ctx, cancel: cancel}, nil
 }
 
 // Accept waits for the next connection. A client whose handshake fails (a
@@ -41,7 +40,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		ep, err := l.ln.Accept(l.ctx)
 		if err == nil {
-			return NewConn(ep, l.rt), nil
+			return NewConn(ep), nil
 		}
 		if l.ctx.Err() != nil || errors.Is(err, net.ErrClosed) || errors.Is(err, runtime.ErrClosed) {
 			return nil, &net.OpError{Op: "accept", Net: network, Addr: l.ln.Addr(), Err: net.ErrClosed}
