@@ -20,27 +20,13 @@ import (
 func TestNetConn(t *testing.T) {
 	rtA, rtB := runtimes(t)
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		ln, err := rdmanet.Listen(rtB, "127.0.0.1:0")
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		defer ln.Close()
-		accepted := make(chan net.Conn, 1)
-		go func() {
-			c, err := ln.Accept()
-			if err != nil {
-				t.Errorf("Accept: %v", err)
-			}
-			accepted <- c
-		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		c1, err = rdmanet.Dial(ctx, rtA, ln.Addr().String())
+		a, b, err := rdmanet.Pipe(ctx, rtA, rtB)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		c2 = <-accepted
-		return c1, c2, func() { c1.Close(); c2.Close() }, nil
+		return a, b, func() { a.Close(); b.Close() }, nil
 	})
 }
 

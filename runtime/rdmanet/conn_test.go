@@ -46,30 +46,12 @@ func newRuntime(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
 // pipe returns two connected Conns, c1 on rtA dialing c2 on rtB.
 func pipe(t testing.TB, rtA, rtB *runtime.Runtime) (c1, c2 *rdmanet.Conn) {
 	t.Helper()
-	ln, err := rdmanet.Listen(rtB, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			t.Errorf("Accept: %v", err)
-		}
-		accepted <- c
-	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c1, err = rdmanet.Dial(ctx, rtA, ln.Addr().String())
+	c1, c2, err := rdmanet.Pipe(ctx, rtA, rtB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := <-accepted
-	if c == nil {
-		t.FailNow()
-	}
-	c2 = c.(*rdmanet.Conn)
 	t.Cleanup(func() { c1.Close(); c2.Close() })
 	return c1, c2
 }
