@@ -3,6 +3,7 @@ package rdmanet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -33,6 +34,10 @@ const (
 
 // ErrWriteClosed is the error of a Write after CloseWrite.
 var ErrWriteClosed = errors.New("rdmanet: write after CloseWrite")
+
+// errTruncated is a Read's error when the connection ended without the
+// end of the stream (Close or CloseWrite on the peer's conn).
+var errTruncated = fmt.Errorf("rdmanet: the connection ended before the peer's conn closed its stream: %w", io.ErrUnexpectedEOF)
 
 // Conn is a byte stream over an endpoint's SENDs, implementing net.Conn
 // (package doc). Every method may be called from any goroutine.
@@ -153,8 +158,11 @@ func (c *Conn) Read(p []byte) (int, error) {
 		m, err := c.ep.Recv(&c.rctx)
 		if err != nil {
 			if err == io.EOF {
-				c.eof = true
-				return 0, io.EOF
+				// The endpoint closed without the stream's end: the
+				// peer's runtime or endpoint closed under its conn, and
+				// what it wrote last may never have been sent. Say so,
+				// instead of an io.EOF that would pass for the end.
+				return 0, c.opError("read", errTruncated)
 			}
 			if cerr := c.readable(); cerr != nil {
 				return 0, cerr
@@ -402,22 +410,28 @@ func (c *Conn) CloseWrite() error {
 		}
 		return c.opError("close", c.werr)
 	}
+	c.finishStreamLocked()
+	return nil
+}
+
+// finishStreamLocked sends what waits in the current buffer, then the end
+// of the stream (the FIN): a message without data, which takes a receive
+// credit as a message does, so it never overtakes the bytes before it;
+// Close waits for it as for them. A peer whose connection ends without it
+// knows the stream was cut short (errTruncated).
+func (c *Conn) finishStreamLocked() {
 	if c.cur != nil {
 		c.sendCurLocked()
 	}
 	c.werr = ErrWriteClosed
-	// The FIN is a message without data, which takes a receive credit as
-	// a message does, so it never overtakes the bytes before it; Close
-	// waits for it as for them.
 	c.inflight.push(sent{nil, c.ep.SendImm(context.Background(), runtime.Local{}, finImm)})
-	return nil
 }
 
 // Close closes the conn: blocked Reads and Writes return net.ErrClosed at
-// once. What was written before it still reaches a peer that reads, for up
-// to 10 s (the linger) after Close returns; then, or when the peer closes,
-// the endpoint closes and its peer's Read returns io.EOF after the last
-// byte.
+// once. What was written before it, then the end of the stream, still
+// reach a peer that reads, for up to 10 s (the linger) after Close
+// returns: the peer's Read returns io.EOF after the last byte. Then, or
+// when the peer closes, the endpoint closes.
 func (c *Conn) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
@@ -426,8 +440,8 @@ func (c *Conn) Close() error {
 		c.rdl.end()
 		c.wdl.end()
 		c.wmu.Lock()
-		if c.cur != nil && c.werr == nil {
-			c.sendCurLocked()
+		if c.werr == nil {
+			c.finishStreamLocked()
 		}
 		c.reapLocked()
 		pending := c.inflight.n > 0

@@ -48,9 +48,13 @@
 //     call already blocked; the conn stays usable. A Write that times out
 //     returns how much of p it took.
 //   - Close unblocks every Read and Write on this side at once (net.ErrClosed).
-//     Bytes written before it still reach a peer that reads them, for up
-//     to 10 s; then the endpoint closes and the peer's Read returns io.EOF
-//     after the last byte.
+//     Bytes written before it, and then the end of the stream, still reach
+//     a peer that reads them, for up to 10 s; the peer's Read returns
+//     io.EOF after the last byte. Then the endpoint closes.
+//   - A connection that ends without the end of the stream (the peer's
+//     runtime or endpoint closed under its conn, or the linger ran out with
+//     bytes unsent) fails the peer's Read with an error matching
+//     io.ErrUnexpectedEOF: a stream cut short never passes for a whole one.
 //   - CloseWrite (half-close) sends the end of the stream after the bytes
 //     before it: the peer's Read returns io.EOF, and this side may still
 //     read.
@@ -63,8 +67,8 @@
 //   - Errors are *net.OpError, as the net package's are; io.EOF is
 //     returned as itself.
 //
-// Both ends must be Conns: the stream's end (CloseWrite) travels as a
-// SEND with immediate data, which a Conn never sends otherwise.
+// Both ends must be Conns: the stream's end (Close, CloseWrite) travels as
+// a SEND with immediate data, which a Conn never sends otherwise.
 //
 // Tests that need modules the library does not (golang.org/x/net/nettest's
 // conformance suite, gRPC, net/http) are in the examples/rdmanet module,
