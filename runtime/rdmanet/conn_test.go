@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/runtime/rdmanet"
+	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
 // The conformance suite no one here wrote (golang.org/x/net/nettest),
@@ -27,12 +29,36 @@ import (
 // ants starts its default pool's goroutines at init: they are not the conns'.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 
-func newRuntime(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
+// openRuntime opens a runtime on the soft provider, or with
+// RDMANET_PROVIDER=ibv on the ibv provider's devices in turn (rxe0, rxe1,
+// rxe0, ... in the rxevm guest, where verbs/ibv/rxevm/test-rxe runs these
+// tests in its rdmanet suite). newRuntime also closes it when the test
+// ends.
+func openRuntime(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
 	t.Helper()
+	switch name := os.Getenv("RDMANET_PROVIDER"); name {
+	case "", "soft":
+	case "ibv":
+		p := ibv.New()
+		devs, err := p.Devices()
+		if err != nil || len(devs) == 0 {
+			t.Fatalf("RDMANET_PROVIDER=ibv: no RDMA device (%v)", err)
+		}
+		dev := devs[int(runtimesOpened.Add(1)-1)%len(devs)]
+		opts = append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev.Name())}, opts...)
+	default:
+		t.Fatalf("RDMANET_PROVIDER=%q: want soft or ibv", name)
+	}
 	rt, err := runtime.New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rt
+}
+
+func newRuntime(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
+	t.Helper()
+	rt := openRuntime(t, opts...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -55,6 +81,8 @@ func pipe(t testing.TB, rtA, rtB *runtime.Runtime) (c1, c2 *rdmanet.Conn) {
 	t.Cleanup(func() { c1.Close(); c2.Close() })
 	return c1, c2
 }
+
+var runtimesOpened atomic.Int64
 
 func pipeOf(t testing.TB, opts ...runtime.Option) (c1, c2 *rdmanet.Conn) {
 	return pipe(t, newRuntime(t, opts...), newRuntime(t, opts...))
@@ -457,10 +485,7 @@ func TestConnsGiveMemoryBack(t *testing.T) {
 // with io.ErrUnexpectedEOF, where a conn's Close gives io.EOF after the
 // last byte (before the fix, a plain io.EOF after 8-56 KiB of 100).
 func TestRuntimeClosedUnderConn(t *testing.T) {
-	rtA, err := runtime.New()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rtA := openRuntime(t)
 	rtB := newRuntime(t)
 	c1, c2 := pipe(t, rtA, rtB)
 	if _, err := c1.Write(make([]byte, 100<<10)); err != nil {
