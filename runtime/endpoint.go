@@ -555,7 +555,10 @@ const goodbyeWait = 500 * time.Millisecond
 
 // Close drains the endpoint's queued work while ctx allows, moves the QP to
 // ERR (flushing what is outstanding), resolves every pending future and
-// releases the QP, CQ and buffers. Recv returns ErrClosed afterwards. Even
+// releases the QP, CQ and buffers. Recv returns ErrClosed afterwards. A
+// send still waiting for the peer's receive credits is not waited for: it
+// fails with ErrClosed at once, as the peer may never grant them (to
+// deliver such sends, wait for their futures before Close). Even
 // with ctx spent, no future resolves before the device has given its WRs
 // back (their flush completions, waited for up to flushWait), so their
 // memory is the application's again when it learns the outcome.
