@@ -307,9 +307,9 @@ func TestSlowReaderStopsWriter(t *testing.T) {
 			t.Fatalf("%d bytes written to a peer that reads nothing: no flow control", written)
 		}
 	}
-	// 32 send buffers plus 2 x 16 received and held by the peer's runtime,
+	// 64 send buffers plus 2 x 16 received and held by the peer's runtime,
 	// of 4 KiB each, and a message or two in between.
-	const bound = (32 + 2*16 + 4) * 4096
+	const bound = (64 + 2*16 + 4) * 4096
 	t.Logf("written before the writer stopped: %d bytes (bound %d)", written, bound)
 	if written > bound {
 		t.Errorf("%d bytes taken while the peer read nothing, want at most %d", written, bound)
@@ -522,5 +522,54 @@ func TestRuntimeClosedUnderConn(t *testing.T) {
 	t.Logf("the peer read %d bytes, then %v", n, err)
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("the peer's Read: %v, want an error matching io.ErrUnexpectedEOF", err)
+	}
+}
+
+// TestStreamWithinMemoryLimit: a conn that finds the runtime's memory
+// limit reached streams with the send buffers it has, instead of failing
+// its Write with ErrNoMemory.
+func TestStreamWithinMemoryLimit(t *testing.T) {
+	rtA, rtB := newRuntime(t, runtime.WithMemoryLimit(8<<20)), newRuntime(t)
+	c1, c2 := pipe(t, rtA, rtB)
+	// Take all of rtA's memory but three message buffers.
+	var held []*runtime.Buffer
+	for {
+		b, err := rtA.Alloc(4096)
+		if err != nil {
+			if !errors.Is(err, runtime.ErrNoMemory) {
+				t.Fatal(err)
+			}
+			break
+		}
+		held = append(held, b)
+	}
+	for _, b := range held[len(held)-3:] {
+		b.Free()
+	}
+	defer func() {
+		for _, b := range held[:len(held)-3] {
+			b.Free()
+		}
+	}()
+	want := make([]byte, 1<<20)
+	for i := range want {
+		want[i] = byte(i / 4096)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c1.Write(want)
+		if err == nil {
+			err = c1.CloseWrite()
+		} else {
+			c1.Close() // the reader must not wait for the rest
+		}
+		wrote <- err
+	}()
+	got, err := io.ReadAll(c2)
+	if werr := <-wrote; werr != nil {
+		t.Fatalf("Write within the memory limit: %v", werr)
+	}
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, %v; want the %d written", len(got), err, len(want))
 	}
 }

@@ -19,11 +19,12 @@
 // the grants (the runtime counts the messages the application holds). So
 // a slow reader slows the writer down; neither side's memory grows:
 //
-//   - Write copies into the conn's registered send buffers, at most 32
-//     messages (128 KiB at the default size), allocated as the stream needs
-//     them, and returns once its bytes are copied, as a socket's Write
-//     returns once the kernel has them. With all of them in flight it
-//     waits for one to complete.
+//   - Write copies into the conn's registered send buffers, at most 64
+//     messages (256 KiB at the default size), allocated as the stream needs
+//     them (fewer once the runtime's WithMemoryLimit is reached), and
+//     returns once its bytes are copied, as a socket's Write returns once
+//     the kernel has them. With all of them in flight it waits for one to
+//     complete.
 //   - Small writes are coalesced: while 4 or more messages are in flight,
 //     a Write's tail shorter than a message stays in the current buffer,
 //     the next Write appends to it, and the next completion sends it.
