@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"os"
@@ -9,10 +10,9 @@ import (
 
 	"golang.org/x/net/nettest"
 
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/runtime/rdmanet"
-	"github.com/verbsrt/verbsrt/verbs"
-	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
 // TestNetConn runs golang.org/x/net/nettest's net.Conn suite, unmodified,
@@ -36,28 +36,15 @@ func TestNetConn(t *testing.T) {
 // as its rdmanet suite).
 func runtimes(t *testing.T) (a, b *runtime.Runtime) {
 	t.Helper()
-	var devs []verbs.Device
-	var prov verbs.Provider
-	switch name := os.Getenv("RDMANET_PROVIDER"); name {
-	case "", "soft":
-	case "ibv":
-		prov = ibv.New()
-		var err error
-		if devs, err = prov.Devices(); err != nil || len(devs) == 0 {
-			t.Fatalf("RDMANET_PROVIDER=ibv: no RDMA device (%v)", err)
-		}
-	default:
-		t.Fatalf("RDMANET_PROVIDER=%q: want soft or ibv", name)
+	provider := cmp.Or(os.Getenv("RDMANET_PROVIDER"), "soft")
+	var opts []runtime.Option
+	if provider != "soft" {
+		opts = append(opts, runtime.WithMemoryLimit(32<<20))
 	}
 	mk := func(i int) *runtime.Runtime {
-		var opts []runtime.Option
-		if prov != nil {
-			opts = append(opts, runtime.WithProvider(prov), runtime.WithDevice(devs[i%len(devs)].Name()),
-				runtime.WithMemoryLimit(32<<20))
-		}
-		rt, err := runtime.New(opts...)
+		rt, err := benchkit.OpenRuntime(provider, "", i, opts...)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("RDMANET_PROVIDER=%s: %v", provider, err)
 		}
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -69,8 +56,8 @@ func runtimes(t *testing.T) (a, b *runtime.Runtime) {
 		return rt
 	}
 	a, b = mk(0), mk(1)
-	if prov != nil {
-		t.Logf("runtimes on %s: %s and %s", prov.Name(), a.Device(), b.Device())
+	if provider != "soft" {
+		t.Logf("runtimes on %s: %s and %s", provider, a.Device(), b.Device())
 	}
 	return a, b
 }

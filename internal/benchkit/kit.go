@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
 // Connect returns an endpoint pair through ln: cliRT's Dial and ln's
@@ -111,4 +112,25 @@ func (p *Profiles) Stop() error {
 		p.trace = nil
 	}
 	return errors.Join(errs...)
+}
+
+// OpenRuntime opens a runtime on the provider called provider: "soft" (the
+// runtime's default), or "ibv" on the device dev, or when dev is "" on the
+// nth of its devices (counted round: on a host with one, always that one).
+func OpenRuntime(provider, dev string, nth int, opts ...runtime.Option) (*runtime.Runtime, error) {
+	switch provider {
+	case "soft":
+		return runtime.New(opts...)
+	case "ibv":
+		p := ibv.New()
+		if dev == "" {
+			devs, err := p.Devices()
+			if err != nil || len(devs) == 0 {
+				return nil, fmt.Errorf("no RDMA device: %v", err)
+			}
+			dev = devs[nth%len(devs)].Name()
+		}
+		return runtime.New(append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev)}, opts...)...)
+	}
+	return nil, fmt.Errorf("provider %q: want soft or ibv", provider)
 }

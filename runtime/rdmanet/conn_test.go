@@ -2,6 +2,7 @@ package rdmanet_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -15,9 +16,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/runtime/rdmanet"
-	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
 // The conformance suite no one here wrote (golang.org/x/net/nettest),
@@ -36,22 +37,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
 // ends.
 func openRuntime(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
 	t.Helper()
-	switch name := os.Getenv("RDMANET_PROVIDER"); name {
-	case "", "soft":
-	case "ibv":
-		p := ibv.New()
-		devs, err := p.Devices()
-		if err != nil || len(devs) == 0 {
-			t.Fatalf("RDMANET_PROVIDER=ibv: no RDMA device (%v)", err)
-		}
-		dev := devs[int(runtimesOpened.Add(1)-1)%len(devs)]
-		opts = append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev.Name())}, opts...)
-	default:
-		t.Fatalf("RDMANET_PROVIDER=%q: want soft or ibv", name)
-	}
-	rt, err := runtime.New(opts...)
+	provider := cmp.Or(os.Getenv("RDMANET_PROVIDER"), "soft")
+	rt, err := benchkit.OpenRuntime(provider, "", int(runtimesOpened.Add(1)-1), opts...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("RDMANET_PROVIDER=%s: %v", provider, err)
 	}
 	return rt
 }
