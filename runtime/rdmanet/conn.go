@@ -30,7 +30,8 @@ const (
 	// tail goes out at once, so a request/response exchange pays no delay.
 	coalesceAt = 4
 	// finImm marks the message that ends the stream in one direction
-	// (CloseWrite): the only message a conn sends with immediate data.
+	// (CloseWrite, Close): the only message a conn sends with immediate
+	// data.
 	finImm = 0x46494e21 // "FIN!"
 	// linger bounds how long Close lets queued bytes reach a peer that
 	// stopped reading, before the connection is torn down.
@@ -48,7 +49,6 @@ var errTruncated = fmt.Errorf("rdmanet: the connection ended before the peer's c
 // (package doc). Every method may be called from any goroutine.
 type Conn struct {
 	ep    *runtime.Endpoint
-	rt    *runtime.Runtime
 	chunk int // bytes per message: the peer's message size
 	local net.Addr
 	peer  net.Addr
@@ -64,7 +64,7 @@ type Conn struct {
 	msg     runtime.Message
 	msgOff  int
 	haveMsg bool
-	eof     bool // the peer's FIN or goodbye was read
+	eof     bool // the peer's FIN was read
 
 	// Writing, one Write at a time (wser); the state below is also the
 	// flusher's and Close's, under wmu.
@@ -76,7 +76,6 @@ type Conn struct {
 	inflight sendRing   // sent, oldest first
 	flushing bool       // a flusher goroutine waits to send cur
 	werr     error      // the first failed send, or ErrWriteClosed
-	freed    bool       // the buffers went back to the runtime
 }
 
 // sendBuf is one message's registered buffer.
@@ -117,7 +116,6 @@ func (r *sendRing) oldest() runtime.Future { return r.q[r.head].f }
 func NewConn(ep *runtime.Endpoint) *Conn {
 	c := &Conn{
 		ep:     ep,
-		rt:     ep.Runtime(),
 		chunk:  ep.PeerMessageSize(),
 		local:  ep.LocalAddr(),
 		peer:   ep.RemoteAddr(),
@@ -156,6 +154,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 		if c.eof {
 			return 0, io.EOF
 		}
+		// Again under rser: a Read that waited for another's lock must
+		// not take a message once the conn closed or its deadline passed.
 		if err := c.readable(); err != nil {
 			return 0, err
 		}
@@ -366,7 +366,7 @@ func (c *Conn) takeBufLocked() (*sendBuf, error) {
 	if c.bufs == sendWindow {
 		return nil, nil
 	}
-	buf, err := c.rt.Alloc(c.chunk)
+	buf, err := c.ep.Runtime().Alloc(c.chunk)
 	if err != nil {
 		if c.bufs > 0 && errors.Is(err, runtime.ErrNoMemory) {
 			return nil, nil // the runtime's limit: make do with those in flight
@@ -385,13 +385,13 @@ func (c *Conn) sendCurLocked() {
 	c.inflight.push(sent{b, c.ep.Send(context.Background(), b.buf.Slice(0, b.n))})
 }
 
-// freeBufsLocked gives the send buffers back to the runtime once the conn
-// is closed and none is in flight.
+// freeBufsLocked gives the send buffers back to the runtime, once, after
+// the endpoint closed (closeEndpoint); none may be in flight, as their
+// memory is the device's until their futures resolve.
 func (c *Conn) freeBufsLocked() {
-	if c.freed || c.inflight.n > 0 || !isClosed(c.closed) {
+	if c.inflight.n > 0 {
 		return
 	}
-	c.freed = true
 	for _, b := range c.free {
 		b.buf.Free()
 	}
