@@ -227,6 +227,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 		if c.werr != nil {
 			err := c.werr
 			c.wmu.Unlock()
+			if isClosed(c.closed) {
+				// Close sets werr (its FIN) while a Write may be between
+				// two messages: that Write ends as any on a closed conn.
+				err = net.ErrClosed
+			}
 			return n, c.opError("write", err)
 		}
 		if c.cur == nil {
