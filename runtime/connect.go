@@ -173,8 +173,10 @@ func (rt *Runtime) handshake(ctx context.Context, c net.Conn) (*Endpoint, error)
 	mine.QPN, mine.GID = ep.qp.QPN(), netip.AddrFrom16(rt.gid).String()
 	br := bufio.NewReader(c)
 	peer, err := exchange(c, br, mine)
+	started := false
 	if err == nil {
 		err = ep.start(peer)
+		started = err == nil
 	}
 	if err == nil {
 		err = ready(c, br)
@@ -186,6 +188,20 @@ func (rt *Runtime) handshake(ctx context.Context, c net.Conn) (*Endpoint, error)
 	}
 	if err == nil {
 		err = c.SetDeadline(time.Time{})
+	}
+	if err != nil && started && ctx.Err() == nil {
+		switch {
+		case ep.Err() != nil:
+			// The endpoint is over already, and ended its link itself:
+			// a peer that closed as soon as it had its end (a server
+			// that accepts and hangs up) had its goodbye arrive before
+			// this side was done with the link. The connection was
+			// made; the endpoint says how it ended, as a TCP conn
+			// that the peer closed at once reads io.EOF.
+			err = nil
+		case ep.closing.Load():
+			err = ErrClosed // the runtime closing its endpoints
+		}
 	}
 	if err != nil {
 		rt.abandon(ep)

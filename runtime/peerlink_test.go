@@ -166,3 +166,58 @@ func recvToEOF(ctx context.Context, ep *runtime.Endpoint) error {
 	}
 	return nil
 }
+
+// TestPeerClosesRightAfterHandshake: a peer that closes its endpoint as
+// soon as it has it (a server that accepts and hangs up, a client that
+// dials and gives up) may have its goodbye arrive while this side still
+// finishes the handshake. The connection was made: Dial and Accept return
+// the endpoint, which reports ErrPeerClosed, as a TCP dial to a server
+// that closes at once succeeds and then reads io.EOF. Neither may fail
+// because this side ended its own link on the goodbye. 100 rounds each
+// way.
+func TestPeerClosesRightAfterHandshake(t *testing.T) {
+	rtA, rtB := twoHosts(t)
+	ctx := ctxT(t)
+	ln, err := rtB.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for i := range 200 {
+		serverCloses := i%2 == 0
+		accepted := make(chan error, 1)
+		go func() {
+			ep, err := ln.Accept(ctx)
+			if err == nil {
+				err = closeOrAwaitPeer(ctx, ep, serverCloses)
+			}
+			accepted <- err
+		}()
+		ep, err := rtA.Dial(ctx, ln.Addr().String())
+		if err == nil {
+			err = closeOrAwaitPeer(ctx, ep, !serverCloses)
+		}
+		if err != nil {
+			t.Fatalf("round %d (server closes: %v): Dial: %v", i, serverCloses, err)
+		}
+		if err := <-accepted; err != nil {
+			t.Fatalf("round %d (server closes: %v): Accept: %v", i, serverCloses, err)
+		}
+	}
+}
+
+// closeOrAwaitPeer closes ep at once, or waits for its peer to have closed
+// it (ErrPeerClosed) and then closes it.
+func closeOrAwaitPeer(ctx context.Context, ep *runtime.Endpoint, closeNow bool) error {
+	if !closeNow {
+		select {
+		case <-ep.Done():
+		case <-ctx.Done():
+			return fmt.Errorf("the peer's close never arrived")
+		}
+		if !errors.Is(ep.Err(), runtime.ErrPeerClosed) {
+			return fmt.Errorf("Err %v, want ErrPeerClosed", ep.Err())
+		}
+	}
+	return ep.Close(ctx)
+}
