@@ -14,6 +14,8 @@ var callerCounts = []int{1, 16, 256}
 //
 //   - runtime/callers=N: N goroutines each call ep.Write and Wait on the
 //     future, through the runtime's actor and poller.
+//   - caller-thread/callers=N: the same with WithInlinePost and
+//     WithWaitPoll (callerThreadVariants, pingpong_test.go).
 //   - naive/callers=N: the same callers over a mutex-guarded QP, one
 //     signaled PostSend and one channel per write, one polling goroutine.
 //   - direct/callers=1: one goroutine posting chains and polling itself.
@@ -26,6 +28,17 @@ func BenchmarkWrite(b *testing.B) {
 	for _, n := range callerCounts {
 		b.Run(fmt.Sprintf("runtime/callers=%d", n), func(b *testing.B) {
 			v := newViaRuntime(b, n, runtimeOpts()...)
+			b.ReportAllocs()
+			before := v.stats()
+			if err := drive(b, n, b.N, v.write); err != nil {
+				b.Fatal(err)
+			}
+			report(b, v.stats().sub(before))
+		})
+	}
+	for _, n := range callerCounts {
+		b.Run(fmt.Sprintf("caller-thread/callers=%d", n), func(b *testing.B) {
+			v := newViaRuntime(b, n, append(runtimeOpts(), callerThreadOpts...)...)
 			b.ReportAllocs()
 			before := v.stats()
 			if err := drive(b, n, b.N, v.write); err != nil {

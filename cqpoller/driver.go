@@ -84,6 +84,28 @@ func (d targetDriver) Progress() int {
 	return d.poll(false, *wcs)
 }
 
+// Poll polls the CQ once for any goroutine (a waiter, qpactor's
+// Config.WaitPoll), unless someone else handles it now or the target was
+// removed. It polls into the target's own small batch, which only the
+// holder of the target's mutex uses: a waiter polls many times a wait,
+// and a batch from the pool each time would be an allocation whenever
+// the pool drops one (as it does at random under the race detector).
+func (d targetDriver) Poll() int {
+	t := d.t
+	if !t.mu.TryLock() {
+		return 0
+	}
+	got := 0
+	if !t.removed {
+		got = d.p.pollLocked(t, t.waitWCs[:])
+	}
+	t.mu.Unlock()
+	if got > 0 {
+		d.p.stats.PollsHit.Inc()
+	}
+	return got
+}
+
 // poll polls the CQ once into wcs, waiting for whoever handles it with
 // wait, else only if nobody does now, and returns how many completions it
 // handled.

@@ -169,6 +169,9 @@ func (p *Poller) Add(t *Target) error {
 		return ErrDupCQ
 	}
 	t.added, t.queued, t.setAt = true, false, -1
+	t.mu.Lock() // a target added again after Remove
+	t.removed = false
+	t.mu.Unlock()
 	p.byCQ[key] = t
 	p.wakeTargetLocked(t)
 	return nil
@@ -192,6 +195,9 @@ func (p *Poller) Remove(cq verbs.CQ) {
 	}
 	inSet := t.inSet.Load()
 	p.mu.Unlock()
+	t.mu.Lock() // after a waiter's poll (Driver.Poll), and before the next sees removed
+	t.removed = true
+	t.mu.Unlock()
 	if inSet {
 		// Also after Close, when Do waits for the goroutine to end first.
 		p.Do(func() { p.leave(t) })

@@ -41,6 +41,12 @@ type Target struct {
 	// the actor of Send while it drives them (Driver). One handler at a
 	// time keeps a QP's completions in order.
 	mu sync.Mutex
+	// removed is set, under mu, when Remove took the target from its
+	// poller: its CQ may be destroyed next, so a waiter still polling it
+	// through the Driver (Poll) must not.
+	removed bool
+	// waitWCs is the batch waiters poll into (Driver.Poll), under mu.
+	waitWCs [4]verbs.WC
 	// driven is set while the actor of Send polls the CQ itself: the
 	// poller then neither polls nor arms it.
 	driven atomic.Bool

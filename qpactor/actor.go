@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"runtime"
 	"sync"
@@ -90,6 +91,23 @@ type Config struct {
 	// instead of handing a parked thread its goroutine back (bench/README.md
 	// compares the two).
 	Park bool
+	// InlinePost makes a submission that finds the actor idle (its
+	// goroutine ended) drain the inbox and post on the submitting
+	// goroutine, locked to its OS thread while it posts, instead of
+	// starting an actor goroutine: the WR reaches the QP without a
+	// hand-off between threads, which costs a goroutine start on another
+	// OS thread (100-150 µs in a TCG guest, bench/README.md). What the
+	// drain leaves queued (waiting for credits), and a closing actor's
+	// last sweep, go to an actor goroutine as without it. No effect with
+	// Park.
+	InlinePost bool
+	// WaitPoll makes a goroutine that waits for one of the actor's
+	// futures (Future.Wait, WaitUntil) poll the actor's CQ through its
+	// Driver for up to this long before it parks, so that the completion
+	// it waits for is handled on its own thread instead of by a poller
+	// that must be woken for it and then wake the waiter. 0: the waiter
+	// only yields before it parks (YieldUntil).
+	WaitPoll time.Duration
 	// Scratch must hold 8 bytes per send-queue slot (ScratchSize).
 	Scratch  Scratch
 	Executor Executor
@@ -108,6 +126,10 @@ type Driver interface {
 	// Progress polls the CQ once, unless someone else is handling it,
 	// and returns how many completions it handled.
 	Progress() int
+	// Poll is Progress for any goroutine, driving or not: a waiter
+	// polling for its own completion (Config.WaitPoll). It returns 0 once
+	// the CQ is no longer polled (its owner removed it).
+	Poll() int
 }
 
 // ScratchSize returns how many bytes of registered scratch an actor that
@@ -204,10 +226,13 @@ type entry struct {
 // through its Driver, one at a time.
 type Actor struct {
 	id uint16
+	// Config.InlinePost, and Config.WaitPoll in µs: beside id, in what
+	// would be padding (TestActorSize).
+	inline         bool
+	waitPollMicros uint32
 	// waitsForCredits: the actor went to sleep (or left) able to use
 	// credits of either kind (sleepsOnCredits); completions wake only
-	// such an actor. Beside id, in what would be padding: the
-	// Actor stays within the allocator's 4 KiB class (TestActorSize).
+	// such an actor.
 	waitsForCredits atomic.Bool
 	qp              verbs.QP
 	limits          verbs.SendLimits
@@ -293,10 +318,11 @@ func New(cfg Config) (*Actor, error) {
 	}
 	a := &Actor{
 		id: cfg.ID, qp: cfg.QP, sqDepth: depth, exec: cfg.Executor, log: cfg.Logger,
-		spin: cfg.Spin, scratch: cfg.Scratch,
-		limits:      verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},
-		signalEvery: int32(min(cfg.SignalEvery, depth)),
-		done:        make(chan struct{}),
+		spin: cfg.Spin, inline: cfg.InlinePost && !cfg.Park, scratch: cfg.Scratch,
+		waitPollMicros: uint32(min(cfg.WaitPoll.Microseconds(), math.MaxUint32)),
+		limits:         verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},
+		signalEvery:    int32(min(cfg.SignalEvery, depth)),
+		done:           make(chan struct{}),
 	}
 	a.scratchMask = uint64(shadowSize(depth) - 1)
 	n := min(shadowStart, shadowSize(depth))
@@ -393,6 +419,7 @@ func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool)
 		return Future{}, err
 	}
 	p, f := NewPromise(n, a.exec)
+	f.a = a
 	sub.fut = p.s
 	p.s.hold = sub.hold()
 	if ctx.Done() != nil {
@@ -540,7 +567,11 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 			return err
 		}
 	}
-	a.waker.Wake()
+	if a.inline && a.waker.Claim() {
+		a.runInline()
+	} else {
+		a.waker.Wake()
+	}
 	if a.stopped.Load() {
 		// The actor goroutine is gone: whatever we queued after its last
 		// sweep would wait forever. Be its consumer once more.
@@ -679,34 +710,91 @@ func (a *Actor) loop() (stopped bool) {
 			continue
 		}
 		spin.Release()
-		if a.peer.on && a.peer.credits.Load() > a.peer.initial && a.inbox.Peek() == nil {
-			a.postReturn()
-		}
-		if d != nil {
-			d.Drive(false)
-		}
-		// Watch the contexts of what stays queued (waiting for credits),
-		// so that their ends wake the actor; anything queued after this
-		// look is seen by the second look below, or wakes it.
-		a.watchQueued()
-		// Before the second look, which reads the credits of both kinds.
-		a.waitsForCredits.Store(a.sleepsOnCredits())
-		a.waker.PrepareSleep()
-		// A closing actor with submissions waiting for credits sleeps too:
-		// returning credits (Complete), Break and Close wake it.
-		if a.canDrain() || a.finished() || a.inbox.PeekAt(a.watched) != nil {
-			a.waker.CancelSleep()
-		} else if a.waker.Restarts() {
-			if a.waker.Leave() {
-				return false // the next Wake starts the next run
-			}
-		} else {
-			a.waker.Sleep(nil)
+		if a.rest(d) {
+			return false // the next Wake starts the next run
 		}
 		if d != nil {
 			d.Drive(true)
 		}
 		idle.Busy()
+	}
+}
+
+// rest is what an actor with nothing to do does: it gives back the peer's
+// credits it holds beyond its window, hands its CQ back to the poller (d),
+// and sleeps, or, restarting, leaves, and then reports true: the run is
+// over, and nothing of it may touch the actor any more. It reports false
+// when it finds work again (or wakes).
+func (a *Actor) rest(d Driver) (left bool) {
+	if a.peer.on && a.peer.credits.Load() > a.peer.initial && a.inbox.Peek() == nil {
+		a.postReturn()
+	}
+	if d != nil {
+		d.Drive(false)
+	}
+	// Watch the contexts of what stays queued (waiting for credits), so
+	// that their ends wake the actor; anything queued after this look is
+	// seen by the second look below, or wakes it.
+	a.watchQueued()
+	// Before the second look, which reads the credits of both kinds.
+	a.waitsForCredits.Store(a.sleepsOnCredits())
+	a.waker.PrepareSleep()
+	// A closing actor with submissions waiting for credits sleeps too:
+	// returning credits (Complete), Break and Close wake it.
+	if a.canDrain() || a.finished() || a.inbox.PeekAt(a.watched) != nil {
+		a.waker.CancelSleep()
+	} else if a.waker.Restarts() {
+		return a.waker.Leave()
+	} else {
+		a.waker.Sleep(nil)
+	}
+	return false
+}
+
+// runInline is a run of the actor on a submitter that found it gone idle
+// (Config.InlinePost) and now owns its next run (Waker.Claim): one drain,
+// posted from the submitter's thread, then the actor leaves as an idle one
+// does. Whatever would keep a run going (work the drain could not take,
+// work that came meanwhile, a close) goes to an actor goroutine instead,
+// so a submitter never becomes the actor of a crowd or waits for credits.
+func (a *Actor) runInline() {
+	a.stats.Ops.InlineRuns.Inc()
+	runtime.LockOSThread()
+	a.drain()
+	runtime.UnlockOSThread()
+	// What waits for credits spins in an actor goroutine first, as it
+	// would have without InlinePost: resting now would watch its context
+	// (an allocation) for credits that are often a moment away.
+	if a.inbox.Peek() != nil || a.finished() || !a.rest(nil) {
+		go a.run()
+	}
+}
+
+// WaitUntil is how a goroutine waiting for this actor's completions spins
+// before it parks (Future.Wait, and the runtime's Recv): with WaitPoll set
+// and a Driver, it polls the actor's CQ itself until ready reports true or
+// WaitPoll has passed, yielding between polls (the goroutines its
+// completions wake may need its P); otherwise it yields as YieldUntil
+// does. It reports whether ready did.
+func (a *Actor) WaitUntil(ready func() bool) bool {
+	d := a.driver
+	if a.waitPollMicros == 0 || d == nil {
+		return YieldUntil(ready)
+	}
+	window := time.Duration(a.waitPollMicros) * time.Microsecond
+	var idle IdleClock
+	for {
+		if ready() {
+			return true
+		}
+		if d.Poll() > 0 {
+			idle.Busy()
+			continue
+		}
+		if idle.Idle() >= window {
+			return ready()
+		}
+		runtime.Gosched()
 	}
 }
 

@@ -35,4 +35,18 @@
 //     drains (gatherer), so that one PostSend carries many WRs and its reads
 //     of the inbox do not take every producer's cache line; a lone caller
 //     meets no wait.
+//
+// Two options move work onto the caller's goroutine where a hand-off
+// between threads would cost more than the work (a request/response
+// caller, one operation at a time):
+//   - Config.InlinePost: a submission that finds the actor gone idle runs
+//     one drain on the submitting goroutine (Waker.Claim hands it the run
+//     that a Wake would have started), locked to its thread while it
+//     posts, and leaves as an idle actor does. What that drain cannot take
+//     (credits), or work that came meanwhile, goes to an actor goroutine,
+//     so the submitter never waits in the actor's place. The actor stays
+//     the only code that posts: the submitter is its run.
+//   - Config.WaitPoll: a goroutine waiting for a future (or, in the
+//     runtime, a message) polls the CQ through the Driver itself, so the
+//     completion is handled on the thread that waits for it.
 package qpactor

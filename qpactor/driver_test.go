@@ -19,7 +19,19 @@ type recordingDriver struct {
 	driving  bool
 	handOffs int // Drive(false) calls
 	handled  int // completions Progress handled
+	polled   int // completions Poll handled (waiters)
 	wcs      []verbs.WC
+}
+
+func (d *recordingDriver) Poll() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, _ := d.r.cq.Poll(d.wcs)
+	for i := range d.wcs[:n] {
+		d.r.actor.Complete(&d.wcs[i])
+	}
+	d.polled += n
+	return n
 }
 
 func (d *recordingDriver) Drive(on bool) {

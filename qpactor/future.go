@@ -271,6 +271,7 @@ func (s *futState) release() {
 type Future struct {
 	s   *futState
 	gen uint64
+	a   *Actor // whose CQ Wait may poll (Config.WaitPoll); nil for a bare promise's
 }
 
 func (f Future) live() bool { return f.s != nil && f.s.gen.Load() == f.gen }
@@ -327,7 +328,14 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 		return Completion{}, ErrReleased
 	}
 	s := f.s
-	if !YieldUntil(func() bool { return s.state.Load() == stateDone }) {
+	ready := func() bool { return s.state.Load() == stateDone }
+	var spun bool
+	if f.a != nil {
+		spun = f.a.WaitUntil(ready)
+	} else {
+		spun = YieldUntil(ready)
+	}
+	if !spun {
 		s.mu.Lock()
 		if s.state.Load() != stateDone {
 			s.waiter = true

@@ -132,12 +132,20 @@ func (a *Actor) EnablePeerCredits(initial, window int, r CreditReporter) error {
 // µs against 17-20), the receiver's credit reports each starting its
 // actor on the sender's critical path; the SEND/Recv round trip in
 // bench/scale gained 5-15%. Which to keep belongs with the spin policy
-// (how long an actor spins, and when it starts ahead of work).
+// (how long an actor spins, and when it starts ahead of work). With
+// InlinePost the reply is posted by its caller, and an actor started
+// ahead of it would only take the post from the caller and spin beside
+// it: a grant then wakes only an actor that waits for credits, or that
+// now holds more than the initial window, which an idle actor gives back
+// (rest).
 func (a *Actor) GrantPeerCredits(n int64) {
 	if n == 0 {
 		return
 	}
-	a.peer.credits.Add(n)
+	held := a.peer.credits.Add(n)
+	if a.inline && held <= a.peer.initial && !a.waitsForCredits.Load() {
+		return
+	}
 	a.waker.Wake()
 }
 

@@ -573,18 +573,32 @@ func (w *Waker) Wake() {
 
 // wake is the slow path of Wake: the consumer sleeps or is about to.
 func (w *Waker) wake() {
+	if w.claim() {
+		w.restart()
+	}
+}
+
+// Claim is Wake for a producer that will run a restarting consumer's next
+// run itself: it reports true when the consumer had ended and the caller
+// now owns that run (restart is not called), as the Wake that restarts it
+// would. Otherwise it wakes the consumer as Wake does and reports false.
+func (w *Waker) Claim() bool {
+	return w.sleeping.Load() && w.claim()
+}
+
+// claim wakes a sleeping consumer, or reports true when the consumer of a
+// restarting waker is gone and the caller must start its next run.
+func (w *Waker) claim() bool {
 	if !w.sleeping.CompareAndSwap(true, false) {
-		return // another goroutine is waking it, or it woke
+		return false // another goroutine is waking it, or it woke
 	}
 	w.sends.Inc()
 	if w.restart != nil {
-		if w.gone.CompareAndSwap(true, false) {
-			w.restart()
-		}
-		return
+		return w.gone.CompareAndSwap(true, false)
 	}
 	select {
 	case w.ch <- struct{}{}:
 	default: // a token is already waiting
 	}
+	return false
 }

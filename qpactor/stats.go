@@ -55,10 +55,14 @@ type OpStats struct {
 	// a Wake found it gone idle and started a new one, on an OS thread of
 	// its own (about 15 µs: what a wake-up of an idle actor costs).
 	Runs atomic.Uint64
+	// InlineRuns counts the drains a submitter ran itself on finding the
+	// actor idle (Config.InlinePost), instead of starting a run.
+	InlineRuns atomic.Uint64
 
 	// The poller's counters on lines of their own: 64 bytes from the
-	// actor's hot counters, Runs (written once a run) counting as padding.
-	_ [64 - 8]byte
+	// actor's hot counters, Runs and InlineRuns (written once a run)
+	// counting as padding.
+	_ [64 - 16]byte
 
 	// Written by the poller goroutine.
 	ResolvedByPoller atomic.Uint64

@@ -130,6 +130,7 @@ func (ep *Endpoint) setup() error {
 	}
 	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: qpactor.ActorID(rt.nextID.Inc()), SendDepth: depth,
 		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Park: rt.cfg.parkActors, Executor: rt.pool,
+		InlinePost: rt.cfg.inlinePost, WaitPoll: rt.cfg.waitPoll,
 		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func pair(t testing.TB, opts ...runtime.Option) (*runtime.Runtime, *runtime.Endp
 // newRuntime returns a runtime that the test's cleanup closes.
 func newRuntime(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
 	t.Helper()
-	rt, err := runtime.New(opts...)
+	rt, err := runtime.New(append(callerThreadOpts(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,4 +124,17 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// callerThreadEnv, set to 1, runs every test whose runtime newRuntime
+// makes with WithInlinePost and WithWaitPoll: the options that move
+// posting and completion handling onto the caller's goroutine must keep
+// every behaviour the tests check (make test runs the package both ways).
+const callerThreadEnv = "VERBSRT_TEST_CALLER_THREAD"
+
+func callerThreadOpts() []runtime.Option {
+	if os.Getenv(callerThreadEnv) != "1" {
+		return nil
+	}
+	return []runtime.Option{runtime.WithInlinePost(), runtime.WithWaitPoll(200 * time.Microsecond)}
 }

@@ -28,6 +28,8 @@ type config struct {
 	memLimit    int
 	rnrRetry    uint8
 	parkActors  bool
+	inlinePost  bool
+	waitPoll    time.Duration
 	logger      *slog.Logger
 }
 
@@ -112,6 +114,21 @@ func WithRNRRetry(n uint8) Option { return func(c *config) { c.rnrRetry = n } }
 // starts its actor again). For comparison (bench/README.md); it costs an
 // OS thread per endpoint.
 func WithParkedActors() Option { return func(c *config) { c.parkActors = true } }
+
+// WithInlinePost makes an operation that finds its endpoint's actor idle
+// post on the caller's goroutine (locked to its OS thread while it posts)
+// instead of starting the actor on another thread: what a lone
+// request/response caller waits for on every call, 100-150 µs in a TCG
+// guest (bench/README.md). Operations that find the actor running, or
+// that must wait for credits, go through it as without this option.
+func WithInlinePost() Option { return func(c *config) { c.inlinePost = true } }
+
+// WithWaitPoll makes a goroutine blocked in Future.Wait or Recv poll its
+// endpoint's CQ itself for up to d before it parks, so that the completion
+// it waits for is handled on its own thread, not by a poller woken for it
+// that then wakes the waiter. It costs a spinning goroutine per waiter for
+// up to d; 0 (the default) only yields a few dozen times before parking.
+func WithWaitPoll(d time.Duration) Option { return func(c *config) { c.waitPoll = d } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

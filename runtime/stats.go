@@ -24,6 +24,7 @@ type Stats struct {
 	OpLatency   [qpactor.OpcodeSlots]LatencyHist // by verbs.Opcode, 1 WR in qpactor.LatencySampleEvery
 	Cancelled   uint64                           // operations whose context ended before they were posted
 	ActorRuns   uint64                           // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
+	InlineRuns  uint64                           // drains a caller ran itself on finding the actor idle (WithInlinePost)
 
 	// Completions, counted by the pollers.
 	Completions      [32]uint64 // by verbs.WCStatus, sends and receives
@@ -71,6 +72,7 @@ func (s *Stats) addCounters(a *qpactor.Actor) {
 	s.PostCalls += st.PostCalls.Load()
 	s.Cancelled += st.Ops.Cancelled.Load()
 	s.ActorRuns += st.Ops.Runs.Load()
+	s.InlineRuns += st.Ops.InlineRuns.Load()
 	for i := range s.WRsPosted {
 		s.WRsPosted[i] += st.Ops.ByOpcode[i].Load()
 	}

@@ -44,6 +44,11 @@ type benchConfig struct {
 	json     bool
 	progress time.Duration // 0: no progress lines
 	spin     time.Duration // actors' and pollers' spin (0: 200 µs, as bench/)
+	// The runtime's options that post and complete on the caller's
+	// goroutine (WithInlinePost, WithWaitPoll), for issue 13's
+	// side-by-side measurements.
+	inlinePost bool
+	waitPoll   time.Duration
 	// Where this process's run goes: not perftest's, the runtime's own.
 	cpuProfile, trace string
 
@@ -151,6 +156,8 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.BoolVar(&cfg.json, "json", false, "print results as JSON lines")
 	fs.DurationVar(&cfg.progress, "progress", cfg.progress, "progress line interval on stderr (0: none)")
 	fs.DurationVar(&cfg.spin, "spin", 0, "how long actors and pollers spin before they sleep (the runtime's WithSpin; default 200µs)")
+	fs.BoolVar(&cfg.inlinePost, "inline-post", false, "post an operation that finds its actor idle on the caller's goroutine (the runtime's WithInlinePost)")
+	fs.DurationVar(&cfg.waitPoll, "wait-poll", 0, "a waiter polls its CQ for this long before it parks (the runtime's WithWaitPoll; 0: off)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile to the file")
 	fs.StringVar(&cfg.trace, "trace", "", "write this process's execution trace to the file (go tool trace)")
 	fs.BoolVar(&cfg.server, "server", false, "be the server: wait for one client on -p (no HOST)")
@@ -442,9 +449,14 @@ func (p *benchPair) openRuntime(cfg benchConfig, dev string, maxSize int) (*vrt.
 	}
 	recvDepth := max(4, min(64, (16<<20)/msg))
 	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
-	return vrt.New(vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
+	opts := []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
 		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(cmp.Or(cfg.spin, 200*time.Microsecond)),
-		vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithMemoryLimit(arena))
+		vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithMemoryLimit(arena),
+		vrt.WithWaitPoll(cfg.waitPoll)}
+	if cfg.inlinePost {
+		opts = append(opts, vrt.WithInlinePost())
+	}
+	return vrt.New(opts...)
 }
 
 // openEnd opens a runtime on dev and the buffer the operations use there.

@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	vrt "github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// callerThreadVariants are the runtime's options that move work onto the
+// caller's goroutine, each measured beside the default (issue 13): the
+// post of an operation that finds its actor idle (WithInlinePost), the
+// handling of the completion a waiter waits for (WithWaitPoll), and both.
+var callerThreadVariants = []struct {
+	name string
+	opts []vrt.Option
+}{
+	{"default", nil},
+	{"inline-post", []vrt.Option{vrt.WithInlinePost()}},
+	{"wait-poll", []vrt.Option{vrt.WithWaitPoll(waitPoll)}},
+	{"inline-post+wait-poll", callerThreadOpts},
+}
+
+// waitPoll is how long the variants' waiters poll (WithWaitPoll).
+const waitPoll = 200 * time.Microsecond
+
+var callerThreadOpts = []vrt.Option{vrt.WithInlinePost(), vrt.WithWaitPoll(waitPoll)}
+
+// BenchmarkPingPong measures a request/response round trip of 64-byte
+// messages through Send and Recv, one op being one round trip: the client
+// Sends and waits for the future, then Recvs the reply; a goroutine on the
+// other endpoint Recvs each request and Sends it back. It is
+// ib_send_lat's exchange (issue 13's request/response case) on soft, for
+// each of callerThreadVariants.
+func BenchmarkPingPong(b *testing.B) {
+	for _, v := range callerThreadVariants {
+		b.Run("size=64/"+v.name, func(b *testing.B) {
+			p := newPingPong(b, 64, v.opts...)
+			b.ReportAllocs()
+			ctx := context.Background()
+			before := p.rt.Stats()
+			b.ResetTimer()
+			for range b.N {
+				if err := p.roundTrip(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			after := p.rt.Stats()
+			b.ReportMetric(float64(after.ActorRuns-before.ActorRuns)/float64(b.N), "runs/op")
+			b.ReportMetric(float64(after.InlineRuns-before.InlineRuns)/float64(b.N), "inline/op")
+		})
+	}
+}
+
+// pingPong is a runtime on its own soft provider with two connected
+// endpoints: the client's round trips, and an echo goroutine on the
+// server's end.
+type pingPong struct {
+	rt  *vrt.Runtime
+	cli *vrt.Endpoint
+	msg vrt.Local
+}
+
+func newPingPong(tb testing.TB, size int, opts ...vrt.Option) *pingPong {
+	tb.Helper()
+	prov := soft.New(soft.Config{Devices: 1})
+	tb.Cleanup(func() { prov.Close() })
+	rt, err := vrt.New(append([]vrt.Option{vrt.WithProvider(prov)}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	echoed := make(chan error, 1)
+	tb.Cleanup(func() {
+		cancel() // stops the echo before its endpoint closes
+		if err := <-echoed; err != nil && ctx.Err() == nil {
+			tb.Errorf("echo: %v", err)
+		}
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer ccancel()
+		if err := rt.Close(cctx); err != nil {
+			tb.Errorf("runtime Close: %v", err)
+		}
+	})
+	cli, srv := connectPair(tb, rt)
+	bufs, err := rt.Alloc(2 * size)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reply, replyBytes := bufs.Slice(size, size), bufs.Bytes()[size:]
+	go func() {
+		for {
+			m, err := srv.Recv(ctx)
+			if err != nil {
+				echoed <- err
+				return
+			}
+			copy(replyBytes, m.Bytes())
+			m.Release()
+			if _, err := srv.Send(ctx, reply).Wait(ctx); err != nil {
+				echoed <- err
+				return
+			}
+		}
+	}()
+	return &pingPong{rt: rt, cli: cli, msg: bufs.Slice(0, size)}
+}
+
+// roundTrip sends one request and receives its reply.
+func (p *pingPong) roundTrip(ctx context.Context) error {
+	if _, err := p.cli.Send(ctx, p.msg).Wait(ctx); err != nil {
+		return err
+	}
+	m, err := p.cli.Recv(ctx)
+	if err != nil {
+		return err
+	}
+	m.Release()
+	return nil
+}

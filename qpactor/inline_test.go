@@ -1,0 +1,136 @@
+package qpactor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// TestInlinePostPostsOnCaller: with InlinePost, a submission that finds the
+// actor gone idle is posted before Submit returns, by the submitter, and
+// no actor goroutine starts for it.
+func TestInlinePostPostsOnCaller(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) { c.InlinePost = true })
+	base := startIdle(t, r)
+	st := r.actor.Stats()
+	runs := st.Ops.Runs.Load()
+	for i := range 5 {
+		op := r.write(i)
+		f, err := r.actor.Submit(context.Background(), &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.PostCalls.Load(); got != uint64(i+1) {
+			t.Fatalf("write %d: %d PostSend calls when Submit returned, want %d", i, got, i+1)
+		}
+		r.poll(t, f)
+		if _, err := f.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := st.Ops.Runs.Load(); got != runs {
+		t.Errorf("%d actor runs started for inline posts, want none", got-runs)
+	}
+	if got := st.Ops.InlineRuns.Load(); got != 5 {
+		t.Errorf("%d inline runs, want 5", got)
+	}
+	if n := actorGoroutines(); n != base {
+		t.Errorf("%d goroutines run actors after inline posts, want %d", n, base)
+	}
+}
+
+// TestInlinePostLeavesWaitToActor: a submitter that runs the actor inline
+// never waits for credits: with one send-queue slot taken, its write stays
+// queued, Submit returns, and the completion that frees the slot starts
+// an actor goroutine that posts it.
+func TestInlinePostLeavesWaitToActor(t *testing.T) {
+	r := newRig(t, 1, func(c *qpactor.Config) { c.InlinePost = true })
+	startIdle(t, r)
+	ctx := context.Background()
+	ops := []qpactor.Op{r.write(1), r.write(2)}
+	f1, err := r.actor.Submit(ctx, &ops[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var f2 qpactor.Future
+	go func() {
+		var err error
+		f2, err = r.actor.Submit(ctx, &ops[1])
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Submit blocked waiting for a send-queue slot")
+	}
+	if got := r.actor.Stats().PostCalls.Load(); got != 1 {
+		t.Fatalf("%d PostSend calls with one slot, want 1", got)
+	}
+	r.poll(t, f1, f2)
+	for _, f := range []qpactor.Future{f1, f2} {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWaitPollsCQ: with WaitPoll, a waiter handles its completion itself
+// through the Driver: here nobody else polls the CQ (the write was posted
+// inline and no poller runs), so Wait returns only if it polls.
+func TestWaitPollsCQ(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) {
+		c.InlinePost = true
+		c.WaitPoll = time.Second
+	})
+	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
+	r.actor.SetDriver(d)
+	startIdle(t, r)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if driving, _, _ := d.state(); !driving {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle actor never handed its CQ back")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 20 {
+		op := r.write(i)
+		f, err := r.actor.Submit(ctx, &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	d.mu.Lock()
+	polled := d.polled
+	d.mu.Unlock()
+	if polled < 20 {
+		t.Fatalf("waiters handled %d completions, want 20", polled)
+	}
+}
+
+// startIdle starts r's actor and waits until its first run has gone idle
+// and ended; it returns how many goroutines run actors then.
+func startIdle(t *testing.T, r *rig) int {
+	t.Helper()
+	base := actorGoroutines()
+	r.actor.Start()
+	for deadline := time.Now().Add(5 * time.Second); r.actor.Stats().Ops.Runs.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the actor never ran")
+		}
+	}
+	waitActorGoroutines(t, base)
+	return base
+}
