@@ -3,16 +3,17 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test lint fmt vet staticcheck race race-1p modules fuzz demo test-rxe test-rxe-2host metrics-check
+.PHONY: test lint fmt vet staticcheck race race-1p race-caller-thread modules fuzz demo test-rxe test-rxe-2host metrics-check
 
 # Modules of their own, beside the main one: their tests need modules the
 # library's users must not inherit (gRPC, golang.org/x/net's nettest).
 MODULES := examples/rdmanet
 
 # The full check: formatting, vet, staticcheck, then every test under the
-# race detector, and the concurrency core's tests again on one P; then the
-# same for each module of MODULES.
-test: lint race race-1p modules
+# race detector, the concurrency core's tests again on one P and the
+# runtime's again with its caller-thread options; then the same for each
+# module of MODULES.
+test: lint race race-1p race-caller-thread modules
 
 # The static checks only.
 lint: fmt vet staticcheck
@@ -38,6 +39,12 @@ race:
 # second P exists to spin on, and a test must not assume one.
 race-1p:
 	GOMAXPROCS=1 $(GO) test -race -count=1 -timeout 30m ./qpactor/ ./cqpoller/ ./runtime/
+
+# The runtime's tests with WithInlinePost and WithWaitPoll on every runtime
+# they make (runtime/helpers_test.go): posting and completion handling on
+# the callers' goroutines must keep every behaviour they check.
+race-caller-thread:
+	VERBSRT_TEST_CALLER_THREAD=1 $(GO) test -race -count=1 -timeout 30m ./runtime/...
 
 # Each module of MODULES: tidy, vet, staticcheck (its own tool directive)
 # and its tests under the race detector.

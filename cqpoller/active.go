@@ -129,7 +129,7 @@ func (p *Poller) pollActive() int {
 	polls := len(p.active)
 	for i := 0; i < len(p.active); {
 		t := p.active[i]
-		if t.driven.Load() {
+		if t.driven() {
 			p.leave(t) // p.active[i] is another target now
 			continue
 		}
@@ -183,7 +183,7 @@ func (p *Poller) retireAll() int {
 // was abandoned with WRs outstanding stays: each round fails them
 // (pollLocked), since their completions may never come.
 func (p *Poller) retire(t *Target) (int, bool) {
-	if t.driven.Load() {
+	if t.driven() {
 		p.leave(t) // its actor arms the CQ when it hands it back
 		return 0, false
 	}

@@ -37,40 +37,73 @@ func (d targetDriver) Drive(on bool) {
 		if t.driveWCs == nil {
 			t.driveWCs = d.p.wcPool.Get().(*[]verbs.WC)
 		}
-		t.driven.Store(true)
+		t.drivers.Inc()
 		return
 	}
-	t.driven.Store(false)
 	wcs := t.driveWCs
 	if wcs == nil {
 		wcs = d.p.wcPool.Get().(*[]verbs.WC)
 	}
 	t.driveWCs = nil
 	defer d.p.wcPool.Put(wcs)
+	if t.drivers.Dec() == 0 {
+		d.handBack(*wcs)
+	}
+}
+
+// Hold is Drive for a waiter polling the CQ (Poll): while any waiter or
+// the actor holds it, the poller neither polls nor arms it, so the
+// completions the waiter polls for raise no events that wake the poller
+// for nothing; the last to let go hands it back.
+func (d targetDriver) Hold(on bool) {
+	if on {
+		d.t.drivers.Inc()
+		return
+	}
+	if d.t.drivers.Dec() == 0 {
+		d.handBack(nil)
+	}
+}
+
+// handBack gives the CQ back to the poller when its last driver let go.
+// Under Busy, where nothing is armed, it goes back to the active set,
+// which the poller polls whatever happens. Otherwise it is armed and
+// polled once more (a completion that came before the arming raises no
+// event): a sleeping poller wakes on the CQ's next completion, without
+// being woken now for nothing. The poll waits for the CQ: the poller,
+// having seen the last driver go, may be polling it right now, in the
+// last poll before it lets it go, and a completion that lands after that
+// poll and before the arming would be missed by both if this poll gave
+// way. A failed CQ is armed by nobody, a removed one (a waiter that
+// outlived its endpoint's CQ) not touched. wcs nil: the target's own
+// waiter batch.
+func (d targetDriver) handBack(wcs []verbs.WC) {
+	t := d.t
 	if d.p.cfg.Policy == Busy {
-		// Nothing is armed under Busy: the CQ goes back to the active
-		// set, which the poller polls whatever happens.
 		d.p.wakeTarget(t)
 		return
 	}
-	// Arm the CQ for the poller, then poll once more (a completion that
-	// came before the arming raises no event): a sleeping poller wakes on
-	// the CQ's next completion, without being woken now for nothing. A
-	// failed CQ is armed by nobody.
+	t.mu.Lock()
+	if t.removed {
+		t.mu.Unlock()
+		return
+	}
+	if wcs == nil {
+		wcs = t.waitWCs[:]
+	}
+	armFailed := false
 	if !t.failed.Load() {
 		d.p.stats.Armed.Inc()
-		if err := t.CQ.ReqNotify(false); err != nil {
-			// Cannot arm: the poller takes the CQ back, and polls it
-			// until it can.
-			d.p.wakeTarget(t)
-		}
+		// Cannot arm: the poller takes the CQ back, and polls it until
+		// it can.
+		armFailed = t.CQ.ReqNotify(false) != nil
 	}
-	// Wait for the CQ: the poller, having seen driven go false, may be
-	// polling it right now, in the last poll before it lets it go. A
-	// completion that lands after that poll and before the arming above
-	// raises no event and would be missed by both if this poll gave way.
-	d.poll(true, *wcs)
-	if needsRounds(t) {
+	got := d.p.pollLocked(t, wcs)
+	t.mu.Unlock()
+	if got > 0 {
+		d.p.stats.PollsHit.Inc()
+	}
+	if armFailed || needsRounds(t) {
 		d.p.wakeTarget(t)
 	}
 }

@@ -34,7 +34,7 @@ func (p *Poller) watchEvents(ctx context.Context) {
 		// completion, and arms the CQ when it hands it back.
 		if t := p.byCQ[cq]; t != nil {
 			t.CQ.AckEvents(1)
-			if !t.driven.Load() {
+			if !t.driven() {
 				p.wakeTargetLocked(t)
 			}
 		}

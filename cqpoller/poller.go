@@ -329,7 +329,7 @@ func (p *Poller) DoTarget(t *Target, fn func()) {
 		t.mu.Lock()
 		fn()
 		t.mu.Unlock()
-		if needsRounds(t) && !t.driven.Load() {
+		if needsRounds(t) && !t.driven() {
 			p.enter(t)
 		}
 	})

@@ -47,9 +47,10 @@ type Target struct {
 	removed bool
 	// waitWCs is the batch waiters poll into (Driver.Poll), under mu.
 	waitWCs [4]verbs.WC
-	// driven is set while the actor of Send polls the CQ itself: the
-	// poller then neither polls nor arms it.
-	driven atomic.Bool
+	// drivers counts who polls the CQ themselves: the actor of Send
+	// while it is awake (Drive), and waiters (Hold). While it is not
+	// zero the poller neither polls nor arms the CQ.
+	drivers atomic.Int32
 	// failed is set once Poll failed: nobody polls or arms the CQ again.
 	failed atomic.Bool
 	// driveWCs is the batch the driving actor polls into, taken from the
@@ -92,3 +93,6 @@ func providerCQ(cq verbs.CQ) verbs.CQ {
 func needsRounds(t *Target) bool {
 	return t.Send != nil && t.Send.AbandonedErr() != nil && t.Send.Outstanding() > 0
 }
+
+// driven reports whether the actor or a waiter polls t's CQ now.
+func (t *Target) driven() bool { return t.drivers.Load() > 0 }

@@ -130,6 +130,10 @@ type Driver interface {
 	// polling for its own completion (Config.WaitPoll). It returns 0 once
 	// the CQ is no longer polled (its owner removed it).
 	Poll() int
+	// Hold(true) says a waiter is about to Poll, Hold(false) that it
+	// stopped: a CQ that its pollers hold, the actor (Drive) or waiters,
+	// needs no events, and the last to let go hands it back.
+	Hold(on bool)
 }
 
 // ScratchSize returns how many bytes of registered scratch an actor that
@@ -782,6 +786,11 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 		return YieldUntil(ready)
 	}
 	window := time.Duration(a.waitPollMicros) * time.Microsecond
+	if ready() {
+		return true
+	}
+	d.Hold(true)
+	defer d.Hold(false)
 	var idle IdleClock
 	for {
 		if ready() {

@@ -23,6 +23,8 @@ type recordingDriver struct {
 	wcs      []verbs.WC
 }
 
+func (d *recordingDriver) Hold(bool) {}
+
 func (d *recordingDriver) Poll() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()

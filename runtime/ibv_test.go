@@ -33,8 +33,9 @@ func ibvHosts(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime) 
 		devB = devs[1]
 	}
 	newRT := func(dev verbs.Device) *runtime.Runtime {
-		rt, err := runtime.New(append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev.Name()),
-			runtime.WithMemoryLimit(8 << 20)}, opts...)...)
+		base := append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev.Name()),
+			runtime.WithMemoryLimit(8 << 20)}, callerThreadOpts()...)
+		rt, err := runtime.New(append(base, opts...)...)
 		if err != nil {
 			t.Fatalf("runtime.New on %s: %v", dev.Name(), err)
 		}
