@@ -783,7 +783,11 @@ func (a *Actor) runInline() {
 func (a *Actor) WaitUntil(ready func() bool) bool {
 	d := a.driver
 	if a.waitPollMicros == 0 || d == nil {
-		return YieldUntil(ready)
+		if YieldUntil(ready) {
+			return true
+		}
+		a.stats.Ops.WaitsParked.Inc()
+		return false
 	}
 	window := time.Duration(a.waitPollMicros) * time.Microsecond
 	if ready() {
@@ -801,7 +805,11 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 			continue
 		}
 		if idle.Idle() >= window {
-			return ready()
+			if ready() {
+				return true
+			}
+			a.stats.Ops.WaitsParked.Inc()
+			return false
 		}
 		runtime.Gosched()
 	}

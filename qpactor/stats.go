@@ -58,11 +58,15 @@ type OpStats struct {
 	// InlineRuns counts the drains a submitter ran itself on finding the
 	// actor idle (Config.InlinePost), instead of starting a run.
 	InlineRuns atomic.Uint64
+	// WaitsParked counts the waits (Future.Wait, WaitUntil) that spun
+	// without their result and parked: written by waiters, only on that
+	// slow path.
+	WaitsParked atomic.Uint64
 
 	// The poller's counters on lines of their own: 64 bytes from the
-	// actor's hot counters, Runs and InlineRuns (written once a run)
-	// counting as padding.
-	_ [64 - 16]byte
+	// actor's hot counters, Runs, InlineRuns and WaitsParked (written
+	// once a run or a park) counting as padding.
+	_ [64 - 24]byte
 
 	// Written by the poller goroutine.
 	ResolvedByPoller atomic.Uint64

@@ -25,6 +25,7 @@ type Stats struct {
 	Cancelled   uint64                           // operations whose context ended before they were posted
 	ActorRuns   uint64                           // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
 	InlineRuns  uint64                           // drains a caller ran itself on finding the actor idle (WithInlinePost)
+	WaitsParked uint64                           // waits (Future.Wait, Recv) that spun without their result and parked
 
 	// Completions, counted by the pollers.
 	Completions      [32]uint64 // by verbs.WCStatus, sends and receives
@@ -73,6 +74,7 @@ func (s *Stats) addCounters(a *qpactor.Actor) {
 	s.Cancelled += st.Ops.Cancelled.Load()
 	s.ActorRuns += st.Ops.Runs.Load()
 	s.InlineRuns += st.Ops.InlineRuns.Load()
+	s.WaitsParked += st.Ops.WaitsParked.Load()
 	for i := range s.WRsPosted {
 		s.WRsPosted[i] += st.Ops.ByOpcode[i].Load()
 	}

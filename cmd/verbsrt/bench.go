@@ -49,6 +49,7 @@ type benchConfig struct {
 	// side-by-side measurements.
 	inlinePost bool
 	waitPoll   time.Duration
+	stats      bool // print each runtime's counters on stderr at the end
 	// Where this process's run goes: not perftest's, the runtime's own.
 	cpuProfile, trace string
 
@@ -158,6 +159,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.DurationVar(&cfg.spin, "spin", 0, "how long actors and pollers spin before they sleep (the runtime's WithSpin; default 200µs)")
 	fs.BoolVar(&cfg.inlinePost, "inline-post", false, "post an operation that finds its actor idle on the caller's goroutine (the runtime's WithInlinePost)")
 	fs.DurationVar(&cfg.waitPoll, "wait-poll", 0, "a waiter polls its CQ for this long before it parks (the runtime's WithWaitPoll; 0: off)")
+	fs.BoolVar(&cfg.stats, "stats", false, "print each runtime's counters on stderr at the end (actor runs, inline posts, parked waits, poller sleeps)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile to the file")
 	fs.StringVar(&cfg.trace, "trace", "", "write this process's execution trace to the file (go tool trace)")
 	fs.BoolVar(&cfg.server, "server", false, "be the server: wait for one client on -p (no HOST)")
@@ -416,12 +418,16 @@ type benchPair struct {
 	cliDev, srvDev string
 	recvDone       sync.WaitGroup
 	recvCancel     context.CancelFunc
+	statsTo        io.Writer // -stats: where close prints the runtimes' counters
 }
 
 // newBenchPair returns a pair with no runtime yet on prov, or on a new
 // provider of cfg.provider (with devices devices if soft) when prov is nil.
 func newBenchPair(cfg benchConfig, prov verbs.Provider, devices int) (*benchPair, []verbs.Device, error) {
 	p := &benchPair{prov: prov, closeProv: func() {}}
+	if cfg.stats {
+		p.statsTo = os.Stderr
+	}
 	switch {
 	case prov != nil:
 	case cfg.provider == "soft":
@@ -617,6 +623,11 @@ func (p *benchPair) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, rt := range []*vrt.Runtime{p.cliRT, p.srvRT} {
+		if rt != nil && p.statsTo != nil {
+			s := rt.Stats()
+			fmt.Fprintf(p.statsTo, "verbsrt bench: runtime on %s: %d actor runs, %d inline posts, %d PostSend calls, %d waits parked, %d poller sleeps, %d polls hit, %d empty\n",
+				rt.Device(), s.ActorRuns, s.InlineRuns, s.PostCalls, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty)
+		}
 		if rt != nil {
 			rt.Close(ctx)
 		}
