@@ -27,6 +27,7 @@ type Collector struct {
 	inflight, sqCredits, recvCredits *prometheus.Desc
 	recvPosted, futures, endpoints   *prometheus.Desc
 	cancelled, actorRuns             *prometheus.Desc
+	inlinePosts, waitsParked         *prometheus.Desc
 }
 
 // New returns a collector over src. Register it yourself, or use Register.
@@ -54,6 +55,8 @@ func New(src Source) *Collector {
 		endpoints:   d("endpoints", "Connected endpoints."),
 		cancelled:   d("ops_cancelled_total", "Operations whose context ended while they were queued: removed before they reached the device."),
 		actorRuns:   d("actor_runs_total", "Starts of the endpoints' actor goroutines: each endpoint's first, and each time work woke an idle actor (a goroutine on a locked OS thread)."),
+		inlinePosts: d("inline_posts_total", "Posts a caller made itself on finding its endpoint's actor idle (WithInlinePost), instead of starting the actor."),
+		waitsParked: d("waits_parked_total", "Waits (Future.Wait, Recv) that spun without their result and parked: each costs a wake-up by another thread."),
 	}
 }
 
@@ -72,7 +75,7 @@ func Register(reg prometheus.Registerer, rt *runtime.Runtime) (*Collector, error
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.wrsPosted, c.postCalls, c.postBatch, c.completions, c.polls,
 		c.sleeps, c.stale, c.rnr, c.asyncEvents, c.latency, c.inflight, c.sqCredits, c.recvCredits,
-		c.recvPosted, c.futures, c.endpoints, c.cancelled, c.actorRuns} {
+		c.recvPosted, c.futures, c.endpoints, c.cancelled, c.actorRuns, c.inlinePosts, c.waitsParked} {
 		ch <- d
 	}
 }
@@ -102,6 +105,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.postCalls, s.PostCalls)
 	counter(c.cancelled, s.Cancelled)
 	counter(c.actorRuns, s.ActorRuns)
+	counter(c.inlinePosts, s.InlineRuns)
+	counter(c.waitsParked, s.WaitsParked)
 	ch <- constHistogram(c.postBatch, s.PostBatches[:], batchBounds, float64(wrs))
 	for st := range numWCStatus {
 		counter(c.completions, s.Completions[st], verbs.WCStatus(st).Name())

@@ -35,6 +35,8 @@ func snapshot() *fixed {
 	s.PollsEmpty, s.PollsHit, s.Sleeps, s.StaleCompletions = 100, 9, 4, 1
 	s.AsyncEvents[verbs.EventQPFatal] = 1
 	s.ActorRuns = 7
+	s.InlineRuns = 11
+	s.WaitsParked = 13
 	s.InflightWRs, s.SQCredits, s.RecvCredits, s.RecvPosted, s.FuturesPending = 5, 1017, 126, 128, 3
 	f := fixed(s)
 	return &f
@@ -117,6 +119,12 @@ verbsrt_op_latency_seconds_count{opcode="RDMA_WRITE"} 2
 # HELP verbsrt_actor_runs_total Starts of the endpoints' actor goroutines: each endpoint's first, and each time work woke an idle actor (a goroutine on a locked OS thread).
 # TYPE verbsrt_actor_runs_total counter
 verbsrt_actor_runs_total 7
+# HELP verbsrt_inline_posts_total Posts a caller made itself on finding its endpoint's actor idle (WithInlinePost), instead of starting the actor.
+# TYPE verbsrt_inline_posts_total counter
+verbsrt_inline_posts_total 11
+# HELP verbsrt_waits_parked_total Waits (Future.Wait, Recv) that spun without their result and parked: each costs a wake-up by another thread.
+# TYPE verbsrt_waits_parked_total counter
+verbsrt_waits_parked_total 13
 # HELP verbsrt_inflight_wrs Work requests posted and not completed.
 # TYPE verbsrt_inflight_wrs gauge
 verbsrt_inflight_wrs 5
@@ -141,7 +149,8 @@ verbsrt_endpoints 2
 		"verbsrt_cq_polls_total", "verbsrt_cq_sleeps_total", "verbsrt_stale_completions_total",
 		"verbsrt_rnr_events_total", "verbsrt_op_latency_seconds", "verbsrt_inflight_wrs",
 		"verbsrt_sq_credits_available", "verbsrt_recv_credits", "verbsrt_recv_posted",
-		"verbsrt_futures_pending", "verbsrt_endpoints", "verbsrt_actor_runs_total"); err != nil {
+		"verbsrt_futures_pending", "verbsrt_endpoints", "verbsrt_actor_runs_total",
+		"verbsrt_inline_posts_total", "verbsrt_waits_parked_total"); err != nil {
 		t.Error(err)
 	}
 	// Every status and event type has a series, zero or not.
