@@ -106,7 +106,8 @@ type Config struct {
 	// Driver for up to this long before it parks, so that the completion
 	// it waits for is handled on its own thread instead of by a poller
 	// that must be woken for it and then wake the waiter. 0: the waiter
-	// only yields before it parks (YieldUntil).
+	// only yields before it parks (YieldUntil); kept in whole µs, rounded
+	// up.
 	WaitPoll time.Duration
 	// Scratch must hold 8 bytes per send-queue slot (ScratchSize).
 	Scratch  Scratch
@@ -323,7 +324,7 @@ func New(cfg Config) (*Actor, error) {
 	a := &Actor{
 		id: cfg.ID, qp: cfg.QP, sqDepth: depth, exec: cfg.Executor, log: cfg.Logger,
 		spin: cfg.Spin, inline: cfg.InlinePost && !cfg.Park, scratch: cfg.Scratch,
-		waitPollMicros: uint32(min(cfg.WaitPoll.Microseconds(), math.MaxUint32)),
+		waitPollMicros: waitPollMicros(cfg.WaitPoll),
 		limits:         verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},
 		signalEvery:    int32(min(cfg.SignalEvery, depth)),
 		done:           make(chan struct{}),
@@ -353,6 +354,15 @@ func New(cfg Config) (*Actor, error) {
 	a.inbox = NewGrowingRing[submission](inboxStart, ring)
 	a.credits.Store(int64(depth))
 	return a, nil
+}
+
+// waitPollMicros is d in whole µs as the Actor keeps it: 0 (off) for d <= 0,
+// at least 1 for a positive d, at most about 71 minutes.
+func waitPollMicros(d time.Duration) uint32 {
+	if d <= 0 {
+		return 0
+	}
+	return uint32(min(max(1, (d+time.Microsecond-1)/time.Microsecond), math.MaxUint32))
 }
 
 // ID returns the actor's ID.

@@ -134,3 +134,16 @@ func startIdle(t *testing.T, r *rig) int {
 	waitActorGoroutines(t, base)
 	return base
 }
+
+// TestWaitPollWindow: what Config.WaitPoll becomes: off for 0 and
+// negative windows, at least 1 µs for a positive one.
+func TestWaitPollWindow(t *testing.T) {
+	for _, c := range []struct {
+		in   time.Duration
+		want uint32
+	}{{-time.Second, 0}, {0, 0}, {1, 1}, {time.Microsecond, 1}, {1500 * time.Nanosecond, 2}, {2 * time.Millisecond, 2000}, {1 << 62, 1<<32 - 1}} {
+		if got := qpactor.WaitPollMicros(c.in); got != c.want {
+			t.Errorf("WaitPoll %v: %d µs, want %d", c.in, got, c.want)
+		}
+	}
+}

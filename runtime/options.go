@@ -127,7 +127,8 @@ func WithInlinePost() Option { return func(c *config) { c.inlinePost = true } }
 // endpoint's CQ itself for up to d before it parks, so that the completion
 // it waits for is handled on its own thread, not by a poller woken for it
 // that then wakes the waiter. It costs a spinning goroutine per waiter for
-// up to d; 0 (the default) only yields a few dozen times before parking.
+// up to d (rounded up to whole µs); 0 (the default), or less, only yields
+// a few dozen times before parking.
 func WithWaitPoll(d time.Duration) Option { return func(c *config) { c.waitPoll = d } }
 
 // WithLogger sets the logger (default: discard).

@@ -1,0 +1,4 @@
+package qpactor
+
+// WaitPollMicros is waitPollMicros, for the external tests.
+var WaitPollMicros = waitPollMicros
