@@ -6,7 +6,6 @@ import (
 	"time"
 
 	vrt "github.com/verbsrt/verbsrt/runtime"
-	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 // callerThreadVariants are the runtime's options that move work onto the
@@ -66,23 +65,13 @@ type pingPong struct {
 
 func newPingPong(tb testing.TB, size int, opts ...vrt.Option) *pingPong {
 	tb.Helper()
-	prov := soft.New(soft.Config{Devices: 1})
-	tb.Cleanup(func() { prov.Close() })
-	rt, err := vrt.New(append([]vrt.Option{vrt.WithProvider(prov)}, opts...)...)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	rt := softRuntime(tb, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	echoed := make(chan error, 1)
 	tb.Cleanup(func() {
 		cancel() // stops the echo before its endpoint closes
 		if err := <-echoed; err != nil && ctx.Err() == nil {
 			tb.Errorf("echo: %v", err)
-		}
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		if err := rt.Close(cctx); err != nil {
-			tb.Errorf("runtime Close: %v", err)
 		}
 	})
 	cli, srv := connectPair(tb, rt)

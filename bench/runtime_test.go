@@ -30,7 +30,9 @@ type viaRuntime struct {
 	remotes []vrt.RemoteRef
 }
 
-func newViaRuntime(tb testing.TB, slots int, opts ...vrt.Option) *viaRuntime {
+// softRuntime returns a runtime on a soft provider of its own, with one
+// device; tb's cleanup closes both, after the cleanups registered later.
+func softRuntime(tb testing.TB, opts ...vrt.Option) *vrt.Runtime {
 	tb.Helper()
 	prov := soft.New(soft.Config{Devices: 1})
 	tb.Cleanup(func() { prov.Close() })
@@ -45,8 +47,15 @@ func newViaRuntime(tb testing.TB, slots int, opts ...vrt.Option) *viaRuntime {
 			tb.Errorf("runtime Close: %v", err)
 		}
 	})
+	return rt
+}
+
+func newViaRuntime(tb testing.TB, slots int, opts ...vrt.Option) *viaRuntime {
+	tb.Helper()
+	rt := softRuntime(tb, opts...)
 	v := &viaRuntime{rt: rt}
 	v.cli = v.connect(tb)
+	var err error
 	if v.src, err = rt.Alloc(slots * opSize); err != nil {
 		tb.Fatal(err)
 	}

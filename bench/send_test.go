@@ -7,7 +7,6 @@ import (
 	"time"
 
 	vrt "github.com/verbsrt/verbsrt/runtime"
-	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 // BenchmarkSend measures messages through the runtime on the soft
@@ -44,22 +43,12 @@ type sendPair struct {
 
 func newSendPair(tb testing.TB, callers, size int) *sendPair {
 	tb.Helper()
-	prov := soft.New(soft.Config{Devices: 1})
-	tb.Cleanup(func() { prov.Close() })
-	rt, err := vrt.New(append([]vrt.Option{vrt.WithProvider(prov)}, runtimeOpts()...)...)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	rt := softRuntime(tb, runtimeOpts()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	received := make(chan struct{})
 	tb.Cleanup(func() {
 		cancel() // stops the receiver before its endpoint closes
 		<-received
-		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer ccancel()
-		if err := rt.Close(cctx); err != nil {
-			tb.Errorf("runtime Close: %v", err)
-		}
 	})
 	cli, srv := connectPair(tb, rt)
 	s := &sendPair{rt: rt, cli: cli}
