@@ -58,6 +58,14 @@
 // armed, the CQ handed back enters the active set again. One locked
 // goroutine per busy QP then does both jobs and the poller sleeps.
 //
+// Waiters (qpactor's Config.WaitPoll) take the CQ the same way while they
+// poll it for their own completion (WaitBegin, Poll, WaitEnd): the actor
+// and the waiters share one count, and the last to stop hands the CQ back.
+// A waiter that parks hands it back at once; one that got its result
+// leaves it unwatched for up to 100 µs first, since its caller often
+// waits again at once, and arming the CQ after every wait would cost a
+// system call and a completion event per wait on rxe.
+//
 // # A failing CQ
 //
 // A CQ whose Poll fails (a provider's ibv_poll_cq returning a negative

@@ -1,6 +1,8 @@
 package cqpoller
 
 import (
+	"time"
+
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -51,19 +53,49 @@ func (d targetDriver) Drive(on bool) {
 	}
 }
 
-// Hold is Drive for a waiter polling the CQ (Poll): while any waiter or
-// the actor holds it, the poller neither polls nor arms it, so the
-// completions the waiter polls for raise no events that wake the poller
-// for nothing; the last to let go hands it back.
-func (d targetDriver) Hold(on bool) {
-	if on {
-		d.t.drivers.Inc()
+// WaitBegin is Drive(true) for a waiter polling the CQ (Poll): while the
+// actor or any waiter polls it, the poller neither polls nor arms it, so
+// the completions they poll for raise no events that wake the poller for
+// nothing.
+func (d targetDriver) WaitBegin() { d.t.drivers.Inc() }
+
+// WaitEnd is Drive(false) for a waiter. The last waiter to stop hands the
+// CQ back at once when it parks (parking), since the completion it waits
+// for must wake it. One that got its result leaves the CQ unwatched for
+// up to waiterLinger instead, since its caller often waits again at once
+// (the reply to the request it sent): a wait that begins meanwhile finds
+// the CQ as it was, and none pays the arming (a system call on rxe) and
+// the completion event that follows it. A timer hands the CQ back once
+// waiterLinger has passed with no waiter, moved later by each wait that
+// ends, which costs no system call.
+func (d targetDriver) WaitEnd(parking bool) {
+	t := d.t
+	if t.drivers.Dec() != 0 {
 		return
 	}
-	if d.t.drivers.Dec() == 0 {
+	if parking || d.p.cfg.Policy == Busy {
 		d.handBack(nil)
+		return
 	}
+	t.mu.Lock()
+	if !t.removed {
+		if t.linger == nil {
+			t.linger = time.AfterFunc(waiterLinger, func() {
+				if !t.driven() {
+					d.handBack(nil)
+				}
+			})
+		} else {
+			t.linger.Reset(waiterLinger)
+		}
+	}
+	t.mu.Unlock()
 }
+
+// waiterLinger is how long a CQ whose last waiter got its result stays
+// unwatched before it is handed back (WaitEnd): a completion that comes
+// meanwhile with no waiter polling waits up to this long to be handled.
+const waiterLinger = 100 * time.Microsecond
 
 // handBack gives the CQ back to the poller when its last driver let go.
 // Under Busy, where nothing is armed, it goes back to the active set,

@@ -197,6 +197,9 @@ func (p *Poller) Remove(cq verbs.CQ) {
 	p.mu.Unlock()
 	t.mu.Lock() // after a waiter's poll (Driver.Poll), and before the next sees removed
 	t.removed = true
+	if t.linger != nil {
+		t.linger.Stop() // one that fires anyway finds removed
+	}
 	t.mu.Unlock()
 	if inSet {
 		// Also after Close, when Do waits for the goroutine to end first.

@@ -355,3 +355,50 @@ func TestPollFailureLoggedWithoutHandler(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestWaiterHandsBackCQ: a waiter that polls the CQ (WaitBegin, Poll) takes
+// it from the poller; one that got its result leaves it (WaitEnd(false)),
+// and a completion that lands afterwards, with no waiter, is still handled
+// by the poller (the CQ handed back after waiterLinger); one that parks
+// (WaitEnd(true)) hands it back at once. Random timing, in both orders.
+func TestWaiterHandsBackCQ(t *testing.T) {
+	l := newLoop(t)
+	got := make(chan uint64, 4)
+	p, target := startAdaptiveRecv(t, l, 5*time.Microsecond, func(wc *verbs.WC) {
+		got <- wc.WRID &^ qpactor.RecvBit
+	})
+	d := p.Driver(target)
+	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
+	for i := uint64(0); i < 400; i += 2 {
+		parking := i%4 == 0
+		d.WaitBegin()
+		l.write(qpactor.RecvBit | i)
+		// Polled by the waiter, or by the hand-back of the previous
+		// round's lingering CQ, whose timer may fire just now.
+		for handled := false; !handled; {
+			d.Poll()
+			select {
+			case id := <-got:
+				if id != i {
+					t.Fatalf("completion %d handled, want %d", id, i)
+				}
+				handled = true
+			default:
+			}
+		}
+		if rand.IntN(2) == 0 {
+			time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+		}
+		d.WaitEnd(parking)
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+		l.write(qpactor.RecvBit | (i + 1))
+		select {
+		case id := <-got:
+			if id != i+1 {
+				t.Fatalf("completion %d handled, want %d", id, i+1)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("completion %d was left on a CQ its waiter (parking: %v) let go", i+1, parking)
+		}
+	}
+}

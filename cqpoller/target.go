@@ -47,8 +47,11 @@ type Target struct {
 	removed bool
 	// waitWCs is the batch waiters poll into (Driver.Poll), under mu.
 	waitWCs [4]verbs.WC
+	// linger hands the CQ back once its last waiter has been gone for
+	// waiterLinger (Driver.WaitEnd); made, reset and stopped under mu.
+	linger *time.Timer
 	// drivers counts who polls the CQ themselves: the actor of Send
-	// while it is awake (Drive), and waiters (Hold). While it is not
+	// while it is awake (Drive), and waiters (WaitBegin). While it is not
 	// zero the poller neither polls nor arms the CQ.
 	drivers atomic.Int32
 	// failed is set once Poll failed: nobody polls or arms the CQ again.

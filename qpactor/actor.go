@@ -131,10 +131,14 @@ type Driver interface {
 	// polling for its own completion (Config.WaitPoll). It returns 0 once
 	// the CQ is no longer polled (its owner removed it).
 	Poll() int
-	// Hold(true) says a waiter is about to Poll, Hold(false) that it
-	// stopped: a CQ that its pollers hold, the actor (Drive) or waiters,
-	// needs no events, and the last to let go hands it back.
-	Hold(on bool)
+	// WaitBegin says a waiter is about to Poll, WaitEnd that it stopped:
+	// a CQ polled by the actor (Drive) or by waiters needs no events, and
+	// the last to stop hands it back. parking says the waiter gave up and
+	// parks, and needs the CQ watched at once; a waiter that got its
+	// result may be followed by another wait soon (a request, then its
+	// reply), and the CQ may be handed back a moment later.
+	WaitBegin()
+	WaitEnd(parking bool)
 }
 
 // ScratchSize returns how many bytes of registered scratch an actor that
@@ -803,11 +807,11 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 	if ready() {
 		return true
 	}
-	d.Hold(true)
-	defer d.Hold(false)
+	d.WaitBegin()
 	var idle IdleClock
 	for {
 		if ready() {
+			d.WaitEnd(false)
 			return true
 		}
 		if d.Poll() > 0 {
@@ -816,8 +820,10 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 		}
 		if idle.Idle() >= window {
 			if ready() {
+				d.WaitEnd(false)
 				return true
 			}
+			d.WaitEnd(true)
 			a.stats.Ops.WaitsParked.Inc()
 			return false
 		}

@@ -23,7 +23,8 @@ type recordingDriver struct {
 	wcs      []verbs.WC
 }
 
-func (d *recordingDriver) Hold(bool) {}
+func (d *recordingDriver) WaitBegin()   {}
+func (d *recordingDriver) WaitEnd(bool) {}
 
 func (d *recordingDriver) Poll() int {
 	d.mu.Lock()
