@@ -15,7 +15,9 @@ import (
 // stream of writes of each size (the reader reads with a 64 KiB buffer),
 // and a ping-pong of 64-byte messages, whose ns/op is one round trip.
 // rdmanet is the runtime's defaults (4 KiB messages); rdmanet-64k has
-// runtime.WithMessageSize(64 KiB) on both sides, for bulk streams.
+// runtime.WithMessageSize(64 KiB) on both sides, for bulk streams;
+// rdmanet-caller-thread has runtime.WithInlinePost and
+// runtime.WithWaitPoll(200 µs), for request/response.
 //
 //	go test -run '^$' -bench . -benchtime 2s ./runtime/rdmanet/
 
@@ -26,6 +28,9 @@ var transports = []struct {
 }{
 	{"rdmanet", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b) }},
 	{"rdmanet-64k", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b, runtime.WithMessageSize(64<<10)) }},
+	{"rdmanet-caller-thread", func(b *testing.B) (net.Conn, net.Conn) {
+		return pipeOf(b, runtime.WithInlinePost(), runtime.WithWaitPoll(200*time.Microsecond))
+	}},
 	{"tcp", tcpPipe},
 }
 
