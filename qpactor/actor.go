@@ -810,19 +810,17 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 	d.WaitBegin()
 	var idle IdleClock
 	for {
+		// Poll, then look: the look before parking follows the last poll.
+		n := d.Poll()
 		if ready() {
 			d.WaitEnd(false)
 			return true
 		}
-		if d.Poll() > 0 {
+		if n > 0 {
 			idle.Busy()
 			continue
 		}
 		if idle.Idle() >= window {
-			if ready() {
-				d.WaitEnd(false)
-				return true
-			}
 			d.WaitEnd(true)
 			a.stats.Ops.WaitsParked.Inc()
 			return false
