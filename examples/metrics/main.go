@@ -220,6 +220,11 @@ func worker(ctx context.Context, rt *runtime.Runtime, c conn, blocks, seq runtim
 			f = c.cli.Write(ctx, buf.Slice(0, blockSize), blocks.At(i%2*blockSize))
 		}
 		if _, err := f.Wait(context.Background()); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				// Stopping: an operation still queued when ctx ended
+				// was cancelled with it, which is no failure.
+				return nil
+			}
 			return err
 		}
 	}
