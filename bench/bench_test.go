@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"testing"
+
+	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
 // callerCounts are the numbers of concurrent callers the shared-QP
@@ -18,6 +20,10 @@ var callerCounts = []int{1, 16, 256}
 //     WithWaitPoll (callerThreadVariants, pingpong_test.go).
 //   - naive/callers=N: the same callers over a mutex-guarded QP, one
 //     signaled PostSend and one channel per write, one polling goroutine.
+//   - pipelined/callers=1: one goroutine keeping 128 writes in flight
+//     through futures, waiting for the oldest before it issues the next:
+//     what a caller that does not wait for each write gets; pipelined-8
+//     keeps 8, and the caller-thread- variants add the options.
 //   - direct/callers=1: one goroutine posting chains and polling itself.
 //   - direct-roundtrip/callers=1: one goroutine posting one signaled write
 //     and polling until it completed, then the next: the limit for a caller
@@ -57,6 +63,28 @@ func BenchmarkWrite(b *testing.B) {
 			}
 			report(b, nv.stats().sub(before))
 		})
+	}
+	for _, depth := range pipelineDepths {
+		name := "pipelined"
+		if depth != pipelineDepths[0] {
+			name = fmt.Sprintf("pipelined-%d", depth)
+		}
+		for _, v := range []struct {
+			prefix string
+			opts   []vrt.Option
+		}{{"", nil}, {"caller-thread-", callerThreadOpts}} {
+			b.Run(v.prefix+name+"/callers=1", func(b *testing.B) {
+				rt := newViaRuntime(b, depth, append(runtimeOpts(), v.opts...)...)
+				b.ReportAllocs()
+				before := rt.stats()
+				stop := timeSection(b)
+				if err := rt.pipeline(b.N, depth); err != nil {
+					b.Fatal(err)
+				}
+				stop()
+				report(b, rt.stats().sub(before))
+			})
+		}
 	}
 	b.Run("direct/callers=1", func(b *testing.B) {
 		d := newDirect(b)

@@ -100,3 +100,29 @@ func (v *viaRuntime) stats() postStats {
 	s := v.cli.Actor().Stats()
 	return postStats{calls: s.PostCalls.Load(), wrs: s.WRsPosted.Load(), runs: v.rt.Stats().ActorRuns}
 }
+
+// pipelineDepths are how many writes the pipelined variants keep in
+// flight: issue 13's 128, and a short pipeline.
+var pipelineDepths = []int{128, 8}
+
+// pipeline issues ops writes from one goroutine with up to depth of them
+// in flight, slot i%depth's write waiting for that slot's previous one,
+// and returns once all have completed.
+func (v *viaRuntime) pipeline(ops, depth int) error {
+	// Generous: no write takes 10 µs on soft, so a run past this lost one.
+	ctx, cancel := context.WithTimeout(context.Background(), stallLimit+time.Duration(ops)*10*time.Microsecond)
+	defer cancel()
+	inflight := make([]vrt.Future, depth)
+	for i := range ops + depth {
+		slot := i % depth
+		if i >= depth {
+			if _, err := inflight[slot].Wait(ctx); err != nil {
+				return fmt.Errorf("pipelined write %d: %w", i-depth, err)
+			}
+		}
+		if i < ops {
+			inflight[slot] = v.cli.Write(ctx, v.locals[slot], v.remotes[slot])
+		}
+	}
+	return nil
+}
