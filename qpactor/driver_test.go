@@ -21,14 +21,30 @@ type recordingDriver struct {
 	handled  int // completions Progress handled
 	polled   int // completions Poll handled (waiters)
 	wcs      []verbs.WC
+
+	waiters, maxWaiters int  // between WaitBegin and WaitEnd, now and at most
+	stalled             bool // Poll and Progress find nothing
 }
 
-func (d *recordingDriver) WaitBegin()   {}
-func (d *recordingDriver) WaitEnd(bool) {}
+func (d *recordingDriver) WaitBegin() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.waiters++
+	d.maxWaiters = max(d.maxWaiters, d.waiters)
+}
+
+func (d *recordingDriver) WaitEnd(bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.waiters--
+}
 
 func (d *recordingDriver) Poll() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.stalled {
+		return 0
+	}
 	n, _ := d.r.cq.Poll(d.wcs)
 	for i := range d.wcs[:n] {
 		d.r.actor.Complete(&d.wcs[i])
@@ -51,6 +67,9 @@ func (d *recordingDriver) Progress() int {
 	defer d.mu.Unlock()
 	if !d.driving {
 		panic("Progress called while not driving")
+	}
+	if d.stalled {
+		return 0
 	}
 	n, _ := d.r.cq.Poll(d.wcs)
 	for i := range d.wcs[:n] {

@@ -120,6 +120,50 @@ func TestWaitPollsCQ(t *testing.T) {
 	}
 }
 
+// TestFewWaitersPoll: of many goroutines waiting at once with WaitPoll,
+// only a few poll the CQ; the others park, and the completions the
+// pollers handle resolve their futures too.
+func TestFewWaitersPoll(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) { c.WaitPoll = 5 * time.Second })
+	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32), stalled: true}
+	r.actor.SetDriver(d)
+	r.actor.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const waiters = 16
+	errs := make(chan error, waiters)
+	for i := range waiters {
+		op := r.write(i)
+		f, err := r.actor.Submit(ctx, &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := f.Wait(ctx)
+			errs <- err
+		}()
+	}
+	// The waiters refused a poll yield, then park; the pollers poll on.
+	for r.actor.Stats().Ops.WaitsParked.Load() < waiters-qpactor.MaxPollingWaiters {
+		if ctx.Err() != nil {
+			t.Fatalf("%d waiters parked, want %d", r.actor.Stats().Ops.WaitsParked.Load(), waiters-qpactor.MaxPollingWaiters)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.mu.Lock()
+	most := d.maxWaiters
+	d.stalled = false
+	d.mu.Unlock()
+	if most > qpactor.MaxPollingWaiters {
+		t.Errorf("%d waiters polled at once, want at most %d", most, qpactor.MaxPollingWaiters)
+	}
+	for range waiters {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // startIdle starts r's actor and waits until its first run has gone idle
 // and ended; it returns how many goroutines run actors then.
 func startIdle(t *testing.T, r *rig) int {
