@@ -3,7 +3,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test lint fmt vet staticcheck race race-1p race-caller-thread modules fuzz demo test-rxe test-rxe-2host metrics-check
+.PHONY: test lint fmt vet staticcheck race race-1p race-actor-only modules fuzz demo test-rxe test-rxe-2host metrics-check
 
 # Modules of their own, beside the main one: their tests need modules the
 # library's users must not inherit (gRPC, golang.org/x/net's nettest).
@@ -11,9 +11,9 @@ MODULES := examples/rdmanet
 
 # The full check: formatting, vet, staticcheck, then every test under the
 # race detector, the concurrency core's tests again on one P and the
-# runtime's again with its caller-thread options; then the same for each
+# runtime's again without its caller-thread defaults; then the same for each
 # module of MODULES.
-test: lint race race-1p race-caller-thread modules
+test: lint race race-1p race-actor-only modules
 
 # The static checks only.
 lint: fmt vet staticcheck
@@ -40,11 +40,12 @@ race:
 race-1p:
 	GOMAXPROCS=1 $(GO) test -race -count=1 -timeout 30m ./qpactor/ ./cqpoller/ ./runtime/
 
-# The runtime's tests with WithInlinePost and WithWaitPoll on every runtime
-# they make (runtime/helpers_test.go): posting and completion handling on
-# the callers' goroutines must keep every behaviour they check.
-race-caller-thread:
-	VERBSRT_TEST_CALLER_THREAD=1 $(GO) test -race -count=1 -timeout 30m ./runtime/...
+# The runtime's tests with WithInlinePost(false) and WithWaitPoll(0) on
+# every runtime they make (runtime/helpers_test.go): posting and
+# completion handling only on actor and poller goroutines must keep every
+# behaviour they check too.
+race-actor-only:
+	VERBSRT_TEST_ACTOR_ONLY=1 $(GO) test -race -count=1 -timeout 30m ./runtime/...
 
 # Each module of MODULES: tidy, vet, staticcheck (its own tool directive)
 # and its tests under the race detector.

@@ -16,14 +16,16 @@ var callerCounts = []int{1, 16, 256}
 //
 //   - runtime/callers=N: N goroutines each call ep.Write and Wait on the
 //     future, through the runtime's actor and poller.
-//   - caller-thread/callers=N: the same with WithInlinePost and
-//     WithWaitPoll (callerThreadVariants, pingpong_test.go).
+//   - actor-only/callers=N: the same with the caller-thread defaults off
+//     (WithInlinePost(false), WithWaitPoll(0)): every post on the actor's
+//     goroutine, every completion handled by the actor or the poller.
 //   - naive/callers=N: the same callers over a mutex-guarded QP, one
 //     signaled PostSend and one channel per write, one polling goroutine.
 //   - pipelined/callers=1: one goroutine keeping 128 writes in flight
 //     through futures, waiting for the oldest before it issues the next:
 //     what a caller that does not wait for each write gets; pipelined-8
-//     keeps 8, and the caller-thread- variants add the options.
+//     keeps 8, and the actor-only- variants turn the caller-thread
+//     defaults off.
 //   - direct/callers=1: one goroutine posting chains and polling itself.
 //   - direct-roundtrip/callers=1: one goroutine posting one signaled write
 //     and polling until it completed, then the next: the limit for a caller
@@ -43,8 +45,8 @@ func BenchmarkWrite(b *testing.B) {
 		})
 	}
 	for _, n := range callerCounts {
-		b.Run(fmt.Sprintf("caller-thread/callers=%d", n), func(b *testing.B) {
-			v := newViaRuntime(b, n, append(runtimeOpts(), callerThreadOpts...)...)
+		b.Run(fmt.Sprintf("actor-only/callers=%d", n), func(b *testing.B) {
+			v := newViaRuntime(b, n, append(runtimeOpts(), actorOnlyOpts...)...)
 			b.ReportAllocs()
 			before := v.stats()
 			if err := drive(b, n, b.N, v.write); err != nil {
@@ -72,7 +74,7 @@ func BenchmarkWrite(b *testing.B) {
 		for _, v := range []struct {
 			prefix string
 			opts   []vrt.Option
-		}{{"", nil}, {"caller-thread-", callerThreadOpts}} {
+		}{{"", nil}, {"actor-only-", actorOnlyOpts}} {
 			b.Run(v.prefix+name+"/callers=1", func(b *testing.B) {
 				rt := newViaRuntime(b, depth, append(runtimeOpts(), v.opts...)...)
 				b.ReportAllocs()

@@ -3,29 +3,36 @@ package bench
 import (
 	"context"
 	"testing"
-	"time"
 
 	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
 // callerThreadVariants are the runtime's options that move work onto the
-// caller's goroutine, each measured beside the default (issue 13): the
-// post of an operation that finds its actor idle (WithInlinePost), the
-// handling of the completion a waiter waits for (WithWaitPoll), and both.
+// caller's goroutine, each alone, both (the default) and neither (issue
+// 13): the post of an operation that finds its actor idle
+// (WithInlinePost), the handling of the completion a waiter waits for
+// (WithWaitPoll).
 var callerThreadVariants = []struct {
 	name string
 	opts []vrt.Option
 }{
-	{"default", nil},
-	{"inline-post", []vrt.Option{vrt.WithInlinePost()}},
-	{"wait-poll", []vrt.Option{vrt.WithWaitPoll(waitPoll)}},
-	{"inline-post+wait-poll", callerThreadOpts},
+	{"actor-only", actorOnlyOpts},
+	{"inline-post", []vrt.Option{vrt.WithInlinePost(true), vrt.WithWaitPoll(0)}},
+	{"wait-poll", []vrt.Option{vrt.WithInlinePost(false), vrt.WithWaitPoll(waitPoll)}},
+	{defaultVariant, callerThreadOpts},
 }
 
-// waitPoll is how long the variants' waiters poll (WithWaitPoll).
-const waitPoll = 200 * time.Microsecond
+// defaultVariant is the runtime's default among callerThreadVariants.
+const defaultVariant = "inline-post+wait-poll"
 
-var callerThreadOpts = []vrt.Option{vrt.WithInlinePost(), vrt.WithWaitPoll(waitPoll)}
+// waitPoll is how long the variants' waiters poll (WithWaitPoll).
+const waitPoll = vrt.DefaultWaitPoll
+
+var callerThreadOpts = []vrt.Option{vrt.WithInlinePost(true), vrt.WithWaitPoll(waitPoll)}
+
+// actorOnlyOpts turn the caller-thread options off: posting only on the
+// actor's goroutine, completions only on the poller's and the actor's.
+var actorOnlyOpts = []vrt.Option{vrt.WithInlinePost(false), vrt.WithWaitPoll(0)}
 
 // BenchmarkPingPong measures a request/response round trip of 64-byte
 // messages through Send and Recv, one op being one round trip: the client

@@ -16,19 +16,29 @@ import (
 // sends are flow-controlled by the receiver's credits, so the run also
 // carries the credit reports going back. size=64 is the small-message
 // case where anything the runtime adds per message shows; size=4096 the
-// default largest message.
+// default largest message. The callerThreadVariants other than the
+// default run at size=64 beside it.
 func BenchmarkSend(b *testing.B) {
 	for _, size := range []int{64, 4096} {
-		for _, n := range []int{1, 16} {
-			b.Run(fmt.Sprintf("size=%d/callers=%d", size, n), func(b *testing.B) {
-				s := newSendPair(b, n, size)
-				b.ReportAllocs()
-				before := s.stats()
-				if err := drive(b, n, b.N, s.send); err != nil {
-					b.Fatal(err)
-				}
-				report(b, s.stats().sub(before))
-			})
+		for _, v := range callerThreadVariants {
+			if v.name != defaultVariant && size != 64 {
+				continue
+			}
+			prefix := ""
+			if v.name != defaultVariant {
+				prefix = v.name + "/"
+			}
+			for _, n := range []int{1, 16} {
+				b.Run(fmt.Sprintf("%ssize=%d/callers=%d", prefix, size, n), func(b *testing.B) {
+					s := newSendPair(b, n, size, v.opts...)
+					b.ReportAllocs()
+					before := s.stats()
+					if err := drive(b, n, b.N, s.send); err != nil {
+						b.Fatal(err)
+					}
+					report(b, s.stats().sub(before))
+				})
+			}
 		}
 	}
 }
@@ -41,9 +51,9 @@ type sendPair struct {
 	locals []vrt.Local
 }
 
-func newSendPair(tb testing.TB, callers, size int) *sendPair {
+func newSendPair(tb testing.TB, callers, size int, opts ...vrt.Option) *sendPair {
 	tb.Helper()
-	rt := softRuntime(tb, runtimeOpts()...)
+	rt := softRuntime(tb, append(runtimeOpts(), opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	received := make(chan struct{})
 	tb.Cleanup(func() {

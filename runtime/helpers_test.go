@@ -22,7 +22,7 @@ func pair(t testing.TB, opts ...runtime.Option) (*runtime.Runtime, *runtime.Endp
 // newRuntime returns a runtime that the test's cleanup closes.
 func newRuntime(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
 	t.Helper()
-	rt, err := runtime.New(append(callerThreadOpts(), opts...)...)
+	rt, err := runtime.New(append(actorOnlyOpts(), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,15 +126,16 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-// callerThreadEnv, set to 1, runs every test whose runtime newRuntime
-// makes with WithInlinePost and WithWaitPoll: the options that move
-// posting and completion handling onto the caller's goroutine must keep
-// every behaviour the tests check (make test runs the package both ways).
-const callerThreadEnv = "VERBSRT_TEST_CALLER_THREAD"
+// actorOnlyEnv, set to 1, runs every test whose runtime newRuntime makes
+// without the caller-thread defaults (WithInlinePost(false),
+// WithWaitPoll(0)): posting and completion handling then happen only on
+// actor and poller goroutines, and must keep every behaviour the tests
+// check (make test runs the package both ways).
+const actorOnlyEnv = "VERBSRT_TEST_ACTOR_ONLY"
 
-func callerThreadOpts() []runtime.Option {
-	if os.Getenv(callerThreadEnv) != "1" {
+func actorOnlyOpts() []runtime.Option {
+	if os.Getenv(actorOnlyEnv) != "1" {
 		return nil
 	}
-	return []runtime.Option{runtime.WithInlinePost(), runtime.WithWaitPoll(200 * time.Microsecond)}
+	return []runtime.Option{runtime.WithInlinePost(false), runtime.WithWaitPoll(0)}
 }

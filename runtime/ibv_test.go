@@ -34,7 +34,7 @@ func ibvHosts(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime) 
 	}
 	newRT := func(dev verbs.Device) *runtime.Runtime {
 		base := append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev.Name()),
-			runtime.WithMemoryLimit(8 << 20)}, callerThreadOpts()...)
+			runtime.WithMemoryLimit(8 << 20)}, actorOnlyOpts()...)
 		rt, err := runtime.New(append(base, opts...)...)
 		if err != nil {
 			t.Fatalf("runtime.New on %s: %v", dev.Name(), err)

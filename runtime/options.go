@@ -35,7 +35,8 @@ type config struct {
 
 func defaults() config {
 	return config{gidIndex: -1, pollers: 1, sqDepth: 256, ringSize: 1024, poolSize: 256,
-		recvDepth: 64, msgSize: 4096, memLimit: 1 << 30, rnrRetry: 7}
+		recvDepth: 64, msgSize: 4096, memLimit: 1 << 30, rnrRetry: 7,
+		inlinePost: true, waitPoll: DefaultWaitPoll}
 }
 
 // WithProvider selects the verbs provider (default: a soft provider of one
@@ -115,20 +116,31 @@ func WithRNRRetry(n uint8) Option { return func(c *config) { c.rnrRetry = n } }
 // OS thread per endpoint.
 func WithParkedActors() Option { return func(c *config) { c.parkActors = true } }
 
-// WithInlinePost makes an operation that finds its endpoint's actor idle
-// post on the caller's goroutine (locked to its OS thread while it posts)
-// instead of starting the actor on another thread: what a lone
-// request/response caller waits for on every call, 100-150 µs in a TCG
-// guest (bench/README.md). Operations that find the actor running, or
-// that must wait for credits, go through it as without this option.
-func WithInlinePost() Option { return func(c *config) { c.inlinePost = true } }
+// WithInlinePost sets whether an operation that finds its endpoint's actor
+// idle posts on the caller's goroutine (locked to its OS thread while it
+// posts, as the actor would be) instead of starting the actor on another
+// thread: what a lone request/response caller waits for on every call,
+// 100-150 µs in a TCG guest, and what a caller with a few operations in
+// flight loses when the actor it started takes its P (bench/README.md).
+// On by default. Operations that find the actor running, or that must
+// wait for credits, go through it either way.
+func WithInlinePost(on bool) Option { return func(c *config) { c.inlinePost = on } }
 
-// WithWaitPoll makes a goroutine blocked in Future.Wait or Recv poll its
-// endpoint's CQ itself for up to d before it parks, so that the completion
-// it waits for is handled on its own thread, not by a poller woken for it
-// that then wakes the waiter. It costs a spinning goroutine per waiter for
-// up to d (rounded up to whole µs); 0 (the default), or less, only yields
-// a few dozen times before parking.
+// DefaultWaitPoll is how long a waiter polls its endpoint's CQ before it
+// parks unless WithWaitPoll says otherwise: on soft a SEND/Recv round
+// trip takes 2-3 µs with it and 170-250 µs without. On a device whose
+// completions take longer than this (rxe in a TCG guest: 80-1,500 µs), a
+// longer window keeps more waits from parking, at the CPU of a spinning
+// goroutine per wait.
+const DefaultWaitPoll = 200 * time.Microsecond
+
+// WithWaitPoll sets how long a goroutine blocked in Future.Wait or Recv
+// polls its endpoint's CQ itself before it parks (default
+// DefaultWaitPoll), so that the completion it waits for is handled on its
+// own thread, not by a poller woken for it that then wakes the waiter. A
+// waiter polls with yields between polls, and at most a few poll at once
+// in a process; the rest, and every waiter with d 0 or less, yield a few
+// dozen times and park. d is rounded up to whole µs.
 func WithWaitPoll(d time.Duration) Option { return func(c *config) { c.waitPoll = d } }
 
 // WithLogger sets the logger (default: discard).

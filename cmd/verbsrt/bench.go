@@ -157,8 +157,8 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.BoolVar(&cfg.json, "json", false, "print results as JSON lines")
 	fs.DurationVar(&cfg.progress, "progress", cfg.progress, "progress line interval on stderr (0: none)")
 	fs.DurationVar(&cfg.spin, "spin", 0, "how long actors and pollers spin before they sleep (the runtime's WithSpin; default 200µs)")
-	fs.BoolVar(&cfg.inlinePost, "inline-post", false, "post an operation that finds its actor idle on the caller's goroutine (the runtime's WithInlinePost)")
-	fs.DurationVar(&cfg.waitPoll, "wait-poll", 0, "a waiter polls its CQ for this long before it parks (the runtime's WithWaitPoll; 0: off)")
+	fs.BoolVar(&cfg.inlinePost, "inline-post", true, "post an operation that finds its actor idle on the caller's goroutine (the runtime's WithInlinePost)")
+	fs.DurationVar(&cfg.waitPoll, "wait-poll", vrt.DefaultWaitPoll, "a waiter polls its CQ for this long before it parks (the runtime's WithWaitPoll; 0: off)")
 	fs.BoolVar(&cfg.stats, "stats", false, "print each runtime's counters on stderr at the end (actor runs, inline posts, parked waits, poller sleeps)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile to the file")
 	fs.StringVar(&cfg.trace, "trace", "", "write this process's execution trace to the file (go tool trace)")
@@ -458,10 +458,7 @@ func (p *benchPair) openRuntime(cfg benchConfig, dev string, maxSize int) (*vrt.
 	opts := []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
 		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(cmp.Or(cfg.spin, 200*time.Microsecond)),
 		vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithMemoryLimit(arena),
-		vrt.WithWaitPoll(cfg.waitPoll)}
-	if cfg.inlinePost {
-		opts = append(opts, vrt.WithInlinePost())
-	}
+		vrt.WithWaitPoll(cfg.waitPoll), vrt.WithInlinePost(cfg.inlinePost)}
 	return vrt.New(opts...)
 }
 

@@ -29,7 +29,7 @@ var transports = []struct {
 	{"rdmanet", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b) }},
 	{"rdmanet-64k", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b, runtime.WithMessageSize(64<<10)) }},
 	{"rdmanet-caller-thread", func(b *testing.B) (net.Conn, net.Conn) {
-		return pipeOf(b, runtime.WithInlinePost(), runtime.WithWaitPoll(200*time.Microsecond))
+		return pipeOf(b, runtime.WithInlinePost(true), runtime.WithWaitPoll(200*time.Microsecond))
 	}},
 	{"tcp", tcpPipe},
 }
