@@ -670,6 +670,7 @@ func (a *Actor) waitRoom(ctx context.Context) error {
 func (a *Actor) run() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	a.waker.StopLater() // this run is the wake-up a runInline arranged, or makes it moot
 	a.stats.Ops.Runs.Inc()
 	if a.loop() {
 		close(a.done)
@@ -744,6 +745,13 @@ func (a *Actor) loop() (stopped bool) {
 // over, and nothing of it may touch the actor any more. It reports false
 // when it finds work again (or wakes).
 func (a *Actor) rest(d Driver) (left bool) {
+	return a.restWatching(d, true)
+}
+
+// restWatching is rest; with watch false it leaves the contexts of what
+// stays queued unwatched (watching one allocates), for a run that
+// arranged a wake-up (Waker.WakeAfter) whose actor goroutine watches them.
+func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 	if a.peer.on && a.peer.credits.Load() > a.peer.initial && a.inbox.Peek() == nil {
 		a.postReturn()
 	}
@@ -753,13 +761,21 @@ func (a *Actor) rest(d Driver) (left bool) {
 	// Watch the contexts of what stays queued (waiting for credits), so
 	// that their ends wake the actor; anything queued after this look is
 	// seen by the second look below, or wakes it.
-	a.watchQueued()
+	seen := a.watched
+	if watch {
+		a.watchQueued()
+		seen = a.watched
+	} else {
+		for a.inbox.PeekAt(seen) != nil {
+			seen++
+		}
+	}
 	// Before the second look, which reads the credits of both kinds.
 	a.waitsForCredits.Store(a.sleepsOnCredits())
 	a.waker.PrepareSleep()
 	// A closing actor with submissions waiting for credits sleeps too:
 	// returning credits (Complete), Break and Close wake it.
-	if a.canDrain() || a.finished() || a.inbox.PeekAt(a.watched) != nil {
+	if a.canDrain() || a.finished() || a.inbox.PeekAt(seen) != nil {
 		a.waker.CancelSleep()
 	} else if a.waker.Restarts() {
 		return a.waker.Leave()
@@ -772,19 +788,38 @@ func (a *Actor) rest(d Driver) (left bool) {
 // runInline is a run of the actor on a submitter that found it gone idle
 // (Config.InlinePost) and now owns its next run (Waker.Claim): one drain,
 // posted from the submitter's thread, then the actor leaves as an idle one
-// does. Whatever would keep a run going (work the drain could not take,
-// work that came meanwhile, a close) goes to an actor goroutine instead,
-// so a submitter never becomes the actor of a crowd or waits for credits.
+// does. Work that came meanwhile, or a close, goes to an actor goroutine,
+// so a submitter never becomes the actor of a crowd; work that waits for
+// credits waits for the grant or completion that brings them, which runs
+// the actor again (GrantPeerCredits, on the goroutine that handles it),
+// or for an actor goroutine started after the spin window. A submitter
+// never waits for credits itself.
 func (a *Actor) runInline() {
 	a.stats.Ops.InlineRuns.Inc()
 	runtime.LockOSThread()
 	a.drain()
 	runtime.UnlockOSThread()
-	// What waits for credits spins in an actor goroutine first, as it
-	// would have without InlinePost: resting now would watch its context
-	// (an allocation) for credits that are often a moment away.
-	if a.inbox.Peek() != nil || a.finished() || !a.rest(nil) {
+	switch {
+	case a.finished():
 		go a.run()
+	case a.inbox.Peek() == nil:
+		if !a.rest(nil) {
+			go a.run()
+		}
+	default:
+		// The drain left work waiting for credits, usually a moment
+		// away: the peer's grant (GrantPeerCredits) or a completion that
+		// brings them runs the actor again. An actor goroutine started
+		// now would often take the caller's P for its spin (on 2 cores a
+		// one-way stream of SENDs took 8x as long); one starts after the
+		// spin window if they have not come, and watches the contexts of
+		// what waits, which this rest leaves unwatched (a watch
+		// allocates).
+		a.waker.WakeAfter(a.spin)
+		if !a.restWatching(nil, false) {
+			a.waker.StopLater()
+			go a.run()
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package qpactor
 import (
 	"math/bits"
 	"runtime"
+	"time"
 
 	"go.uber.org/atomic"
 )
@@ -499,6 +500,9 @@ type Waker struct {
 	// sends counts channel operations by Wake, for tests that check the
 	// fast path does none.
 	sends atomic.Uint64
+	// later is WakeAfter's timer, made on its first use; only the
+	// consumer's owner of the moment calls WakeAfter and StopLater.
+	later *time.Timer
 }
 
 // NewWaker returns a Waker whose consumer is not sleeping.
@@ -568,6 +572,26 @@ func (w *Waker) Sleep(stop <-chan struct{}) bool {
 func (w *Waker) Wake() {
 	if w.sleeping.Load() {
 		w.wake()
+	}
+}
+
+// WakeAfter arranges a Wake in d, which StopLater, or another WakeAfter,
+// calls off: for a consumer about to sleep on something that is usually a
+// moment away, as a bound. Only the consumer (or the holder of a run that
+// Claim gave) calls it, before it sleeps or leaves.
+func (w *Waker) WakeAfter(d time.Duration) {
+	if w.later == nil {
+		w.later = time.AfterFunc(d, w.Wake)
+		return
+	}
+	w.later.Reset(d)
+}
+
+// StopLater calls off a WakeAfter not yet fired; the consumer's owner
+// calls it once the Wake it bounded is no longer wanted.
+func (w *Waker) StopLater() {
+	if w.later != nil {
+		w.later.Stop()
 	}
 }
 

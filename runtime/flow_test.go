@@ -176,3 +176,51 @@ func TestPeerCloseIsGraceful(t *testing.T) {
 		t.Errorf("Err of the closed end: %v, want ErrClosed", a.Err())
 	}
 }
+
+// TestGrantPostsWaitingSend: with WithInlinePost, a SEND that waits for
+// the peer's credits, on an actor gone idle, is posted by the goroutine
+// that handles the peer's grant (the poller, or a waiter polling the CQ),
+// as a submission that finds the actor idle is by its caller: no actor
+// goroutine is started for it (each start costs a locked thread, and on a
+// one-way stream of SENDs such starts made every message 8x slower).
+func TestGrantPostsWaitingSend(t *testing.T) {
+	const depth = 8
+	rt, cli, srv := pair(t, runtime.WithInlinePost(true), runtime.WithRecvDepth(depth))
+	ctx := ctxT(t)
+	buf := alloc(t, rt, 64)
+	// Use up the peer's credits: the receiver does not receive yet.
+	var fs []runtime.Future
+	for range 4 * depth {
+		fs = append(fs, cli.Send(ctx, buf.Slice(0, 8)))
+	}
+	waitPosted(t, cli)
+	pending := 0
+	for _, f := range fs {
+		if errors.Is(f.Err(), runtime.ErrPending) {
+			pending++
+		}
+	}
+	if pending == 0 {
+		t.Fatal("every send was posted: the peer's window is larger than the test assumes")
+	}
+	// Long after the spin window: the actor has gone idle, waiting for
+	// credits.
+	time.Sleep(100 * time.Millisecond)
+	stats := cli.Actor().Stats()
+	inline0, runs0 := stats.Ops.InlineRuns.Load(), stats.Ops.Runs.Load()
+	for range fs {
+		m, err := srv.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
+	for i, f := range fs {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if got := stats.Ops.InlineRuns.Load() - inline0; got == 0 {
+		t.Errorf("no run of the actor on a grant's goroutine (%d actor goroutine starts)", stats.Ops.Runs.Load()-runs0)
+	}
+}
