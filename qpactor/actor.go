@@ -831,7 +831,7 @@ func (a *Actor) runInline() {
 // does. It reports whether ready did.
 func (a *Actor) WaitUntil(ready func() bool) bool {
 	d := a.driver
-	if a.waitPollMicros == 0 || d == nil || !takePoller() {
+	if a.waitPollMicros == 0 || d == nil || !takeSlot(&pollingWaiters, maxPollingWaiters) {
 		if YieldUntil(ready) {
 			return true
 		}
@@ -875,19 +875,6 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 var pollingWaiters atomic.Int32
 
 const maxPollingWaiters = maxSpinners
-
-// takePoller counts the caller in pollingWaiters if it is one of the
-// first maxPollingWaiters; the caller then decrements it when it stops.
-func takePoller() bool {
-	if pollingWaiters.Load() >= maxPollingWaiters {
-		return false
-	}
-	if pollingWaiters.Inc() > maxPollingWaiters {
-		pollingWaiters.Dec()
-		return false
-	}
-	return true
-}
 
 // sleepsOnCredits reports whether the actor, going to sleep, may wait for
 // credits of either kind (send-queue slots that completions give back,

@@ -45,12 +45,16 @@ func (s *SpinSlot) currentLimit() int32 {
 }
 
 // take gets a free slot, if any.
-func take(limit int32) bool {
-	if limit <= 0 || lockedSpinners.Load() >= limit {
+func take(limit int32) bool { return takeSlot(&lockedSpinners, limit) }
+
+// takeSlot counts the caller in n if n stays within limit, and reports
+// whether it did; the caller then decrements n when it gives the slot up.
+func takeSlot(n *atomic.Int32, limit int32) bool {
+	if limit <= 0 || n.Load() >= limit {
 		return false
 	}
-	if lockedSpinners.Inc() > limit {
-		lockedSpinners.Dec()
+	if n.Inc() > limit {
+		n.Dec()
 		return false
 	}
 	return true
