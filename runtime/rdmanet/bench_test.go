@@ -16,8 +16,8 @@ import (
 // and a ping-pong of 64-byte messages, whose ns/op is one round trip.
 // rdmanet is the runtime's defaults (4 KiB messages); rdmanet-64k has
 // runtime.WithMessageSize(64 KiB) on both sides, for bulk streams;
-// rdmanet-caller-thread has runtime.WithInlinePost and
-// runtime.WithWaitPoll(200 µs), for request/response.
+// rdmanet-actor-only has the runtime's caller-thread defaults off
+// (WithInlinePost(false), WithWaitPoll(0)), for comparison.
 //
 //	go test -run '^$' -bench . -benchtime 2s ./runtime/rdmanet/
 
@@ -28,8 +28,8 @@ var transports = []struct {
 }{
 	{"rdmanet", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b) }},
 	{"rdmanet-64k", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b, runtime.WithMessageSize(64<<10)) }},
-	{"rdmanet-caller-thread", func(b *testing.B) (net.Conn, net.Conn) {
-		return pipeOf(b, runtime.WithInlinePost(true), runtime.WithWaitPoll(200*time.Microsecond))
+	{"rdmanet-actor-only", func(b *testing.B) (net.Conn, net.Conn) {
+		return pipeOf(b, runtime.WithInlinePost(false), runtime.WithWaitPoll(0))
 	}},
 	{"tcp", tcpPipe},
 }
