@@ -62,13 +62,17 @@ func (d targetDriver) WaitBegin() { d.t.drivers.Inc() }
 // WaitEnd is Drive(false) for a waiter. The last waiter to stop hands the
 // CQ back at once when it parks (parking), since the completion it waits
 // for must wake it. One that got its result leaves the CQ unwatched for
-// up to waiterLinger instead, since its caller often waits again at once
-// (the reply to the request it sent): a wait that begins meanwhile finds
-// the CQ as it was, and none pays the arming (a system call on rxe) and
-// the completion event that follows it. A timer hands the CQ back once
-// waiterLinger has passed with no waiter, moved later by each wait that
-// ends, which costs no system call.
-func (d targetDriver) WaitEnd(parking bool) {
+// linger (at least minLinger) instead, since its caller often waits again
+// soon (the reply to the request it sent, after a post that takes 40-700
+// µs on rxe in a TCG guest): a wait that begins meanwhile finds the CQ as
+// it was, and none pays the arming (a system call on rxe) and the
+// completion event that follows it, which wakes the poller's thread.
+//
+// A timer hands the CQ back once no wait has ended for a linger. A wait
+// that ends while it runs only counts itself (lingerEnds): the timer,
+// firing, sees the count moved and runs again, instead of every wait
+// resetting it (a timer reset was an eighth of a WRITE and Wait on soft).
+func (d targetDriver) WaitEnd(parking bool, linger time.Duration) {
 	t := d.t
 	if t.drivers.Dec() != 0 {
 		return
@@ -77,25 +81,55 @@ func (d targetDriver) WaitEnd(parking bool) {
 		d.handBack(nil)
 		return
 	}
+	if l := int64(max(linger, minLinger)); t.lingerFor.Load() != l {
+		t.lingerFor.Store(l)
+	}
+	t.lingerEnds.Inc()
+	if t.lingering.Swap(true) {
+		return // the running timer sees this end
+	}
 	t.mu.Lock()
-	if !t.removed {
-		if t.linger == nil {
-			t.linger = time.AfterFunc(waiterLinger, func() {
-				if !t.driven() {
-					d.handBack(nil)
-				}
-			})
-		} else {
-			t.linger.Reset(waiterLinger)
-		}
+	t.lingerSeen = t.lingerEnds.Load()
+	switch {
+	case t.removed:
+		t.lingering.Store(false)
+	case t.linger == nil:
+		t.linger = time.AfterFunc(time.Duration(t.lingerFor.Load()), func() { d.lingerOver() })
+	default:
+		t.linger.Reset(time.Duration(t.lingerFor.Load()))
 	}
 	t.mu.Unlock()
 }
 
-// waiterLinger is how long a CQ whose last waiter got its result stays
-// unwatched before it is handed back (WaitEnd): a completion that comes
-// meanwhile with no waiter polling waits up to this long to be handled.
-const waiterLinger = 100 * time.Microsecond
+// lingerOver is the linger timer firing: it runs again if a wait ended
+// since it was set, and otherwise hands the CQ back unless someone polls
+// it now (who hands it back when done).
+func (d targetDriver) lingerOver() {
+	t := d.t
+	t.mu.Lock()
+	if t.removed {
+		t.mu.Unlock()
+		return
+	}
+	if ends := t.lingerEnds.Load(); ends != t.lingerSeen {
+		t.lingerSeen = ends
+		t.linger.Reset(time.Duration(t.lingerFor.Load()))
+		t.mu.Unlock()
+		return
+	}
+	// Cleared before the look at drivers: a wait that ends after this
+	// starts a timer of its own.
+	t.lingering.Store(false)
+	t.mu.Unlock()
+	if !t.driven() {
+		d.handBack(nil)
+	}
+}
+
+// minLinger is the shortest a CQ whose last waiter got its result stays
+// unwatched (WaitEnd): a completion that comes meanwhile with no waiter
+// polling waits up to a linger or two to be handled.
+const minLinger = 100 * time.Microsecond
 
 // handBack gives the CQ back to the poller when its last driver let go.
 // Under Busy, where nothing is armed, it goes back to the active set,

@@ -359,7 +359,7 @@ func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 // TestWaiterHandsBackCQ: a waiter that polls the CQ (WaitBegin, Poll) takes
 // it from the poller; one that got its result leaves it (WaitEnd(false)),
 // and a completion that lands afterwards, with no waiter, is still handled
-// by the poller (the CQ handed back after waiterLinger); one that parks
+// by the poller (the CQ handed back after a linger); one that parks
 // (WaitEnd(true)) hands it back at once. Random timing, in both orders.
 func TestWaiterHandsBackCQ(t *testing.T) {
 	l := newLoop(t)
@@ -389,7 +389,7 @@ func TestWaiterHandsBackCQ(t *testing.T) {
 		if rand.IntN(2) == 0 {
 			time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
 		}
-		d.WaitEnd(parking)
+		d.WaitEnd(parking, time.Duration(rand.IntN(500))*time.Microsecond)
 		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
 		l.write(qpactor.RecvBit | (i + 1))
 		select {
@@ -401,4 +401,27 @@ func TestWaiterHandsBackCQ(t *testing.T) {
 			t.Fatalf("completion %d was left on a CQ its waiter (parking: %v) let go", i+1, parking)
 		}
 	}
+}
+
+// TestLingerOutlastsWaits: a CQ whose waiters keep getting their results
+// within the linger they give is not handed back (armed) between them, and
+// is handed back once they stop.
+func TestLingerOutlastsWaits(t *testing.T) {
+	l := newLoop(t)
+	p, target := startAdaptiveRecv(t, l, 5*time.Microsecond, func(*verbs.WC) {})
+	d := p.Driver(target)
+	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
+	const linger = 50 * time.Millisecond
+	armed := p.Stats().Armed.Load()
+	start := time.Now()
+	for time.Since(start) < 5*linger {
+		d.WaitBegin()
+		d.Poll()
+		d.WaitEnd(false, linger)
+		time.Sleep(linger / 20)
+	}
+	if n := p.Stats().Armed.Load() - armed; n != 0 {
+		t.Errorf("the CQ was armed %d times while waits kept ending within their linger", n)
+	}
+	eventually(t, "the CQ handed back after the last linger", func() bool { return p.Stats().Armed.Load() > armed })
 }

@@ -48,8 +48,15 @@ type Target struct {
 	// waitWCs is the batch waiters poll into (Driver.Poll), under mu.
 	waitWCs [4]verbs.WC
 	// linger hands the CQ back once its last waiter has been gone for
-	// waiterLinger (Driver.WaitEnd); made, reset and stopped under mu.
-	linger *time.Timer
+	// lingerFor (Driver.WaitEnd); made, reset and stopped under mu.
+	// lingering says it is set; lingerEnds counts the waits that ended
+	// with a result, and lingerSeen (under mu) is the count the timer saw
+	// when it was last set.
+	linger     *time.Timer
+	lingering  atomic.Bool
+	lingerEnds atomic.Uint32
+	lingerFor  atomic.Int64
+	lingerSeen uint32
 	// drivers counts who polls the CQ themselves: the actor of Send
 	// while it is awake (Drive), and waiters (WaitBegin). While it is not
 	// zero the poller neither polls nor arms the CQ.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	stdatomic "sync/atomic"
 	"time"
 
 	"go.uber.org/atomic"
@@ -103,9 +104,10 @@ type Config struct {
 	InlinePost bool
 	// WaitPoll makes a goroutine that waits for one of the actor's
 	// futures (Future.Wait, WaitUntil) poll the actor's CQ through its
-	// Driver for up to this long before it parks, so that the completion
-	// it waits for is handled on its own thread instead of by a poller
-	// that must be woken for it and then wake the waiter. 0: the waiter
+	// Driver for at least this long before it parks (longer when the
+	// actor's waits are: waitWindow), so that the completion it waits
+	// for is handled on its own thread instead of by a poller that must
+	// be woken for it and then wake the waiter. 0: the waiter
 	// only yields before it parks (YieldUntil); kept in whole µs, rounded
 	// up.
 	WaitPoll time.Duration
@@ -136,9 +138,10 @@ type Driver interface {
 	// the last to stop hands it back. parking says the waiter gave up and
 	// parks, and needs the CQ watched at once; a waiter that got its
 	// result may be followed by another wait soon (a request, then its
-	// reply), and the CQ may be handed back a moment later.
+	// reply), about linger later, and the CQ may be handed back once
+	// that has passed with no wait.
 	WaitBegin()
-	WaitEnd(parking bool)
+	WaitEnd(parking bool, linger time.Duration)
 }
 
 // ScratchSize returns how many bytes of registered scratch an actor that
@@ -241,15 +244,18 @@ type Actor struct {
 	waitPollMicros uint32
 	// waitsForCredits: the actor went to sleep (or left) able to use
 	// credits of either kind (sleepsOnCredits); completions wake only
-	// such an actor.
-	waitsForCredits atomic.Bool
-	qp              verbs.QP
-	limits          verbs.SendLimits
-	sqDepth         int
-	exec            Executor
-	log             *slog.Logger
-	spin            time.Duration
-	scratch         Scratch
+	// such an actor. sync/atomic's, 4 bytes, leaving room for waitTail.
+	waitsForCredits stdatomic.Bool
+	// waitTail is the learned 90th percentile of how long its waiters
+	// wait, in ns (learnWait, WaitUntil).
+	waitTail stdatomic.Uint32
+	qp       verbs.QP
+	limits   verbs.SendLimits
+	sqDepth  int
+	exec     Executor
+	log      *slog.Logger
+	spin     time.Duration
+	scratch  Scratch
 
 	inbox *Ring[submission]
 	waker *Waker
@@ -826,9 +832,9 @@ func (a *Actor) runInline() {
 // WaitUntil is how a goroutine waiting for this actor's completions spins
 // before it parks (Future.Wait, and the runtime's Recv): with WaitPoll set
 // and a Driver, it polls the actor's CQ itself until ready reports true or
-// WaitPoll has passed, yielding between polls (the goroutines its
-// completions wake may need its P); otherwise it yields as YieldUntil
-// does. It reports whether ready did.
+// the wait window has passed (waitWindow), yielding between polls (the
+// goroutines its completions wake may need its P); otherwise it yields as
+// YieldUntil does. It reports whether ready did.
 func (a *Actor) WaitUntil(ready func() bool) bool {
 	d := a.driver
 	if a.waitPollMicros == 0 || d == nil || !takeSlot(&pollingWaiters, maxPollingWaiters) {
@@ -839,30 +845,96 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 		return false
 	}
 	defer pollingWaiters.Dec()
-	window := time.Duration(a.waitPollMicros) * time.Microsecond
 	if ready() {
+		a.learnWait(0)
 		return true
 	}
+	window := a.waitWindow()
 	d.WaitBegin()
 	var idle IdleClock
+	var start time.Time // the first poll that found nothing
 	for {
 		// Poll, then look: the look before parking follows the last poll.
 		n := d.Poll()
 		if ready() {
-			d.WaitEnd(false)
+			d.WaitEnd(false, window)
+			if start.IsZero() {
+				a.learnWait(0)
+			} else {
+				a.learnWait(time.Since(start))
+			}
 			return true
 		}
 		if n > 0 {
 			idle.Busy()
 			continue
 		}
+		if start.IsZero() {
+			start = time.Now()
+		}
 		if idle.Idle() >= window {
-			d.WaitEnd(true)
+			d.WaitEnd(true, 0)
+			// Learned as the window, not as the time the wait will have
+			// taken when it wakes: that includes the wake-up, and parked
+			// waits would then look long, keep the window short, and
+			// park more (in a TCG guest, a ping-pong would stay in the
+			// state of a fixed 200 µs window).
+			a.learnWait(window)
 			a.stats.Ops.WaitsParked.Inc()
 			return false
 		}
 		runtime.Gosched()
 	}
+}
+
+// The wait window. A waiter that parks pays a wake-up: on soft and on
+// hardware some µs, but in a TCG guest over rxe 100-1,000 µs per side,
+// more than the round trip it waited for (ibv_rc_pingpong's -e mode takes
+// 3.5x its polling mode there). And one side's parked wait lengthens the
+// other side's next one: with a fixed 200 µs window, a 64-byte ping-pong
+// whose round trip takes 70-130 µs in C settled at a typical 1-1.5 ms a
+// half round trip, with 40% of its waits parked (bench/README.md). So
+// each actor learns the 90th percentile of its waits (learnWait; a wait
+// that parked counts as long as its window), and its waiters poll for
+// windowFactor times that, between Config.WaitPoll and
+// maxWindowFactor times it. Where waits are long compared with WaitPoll
+// (a tail beyond parkBeyondFactor times it: a server whose clients pause
+// between requests), spinning through them would cost a core for little
+// gain on hardware, where parking is cheap, and the window stays
+// WaitPoll.
+const (
+	windowFactor     = 10
+	maxWindowFactor  = 25
+	parkBeyondFactor = 5
+	minWaitTail      = time.Microsecond
+)
+
+// waitWindow is how long a waiter polls before it parks.
+func (a *Actor) waitWindow() time.Duration {
+	base := time.Duration(a.waitPollMicros) * time.Microsecond
+	tail := time.Duration(a.waitTail.Load())
+	if tail > parkBeyondFactor*base {
+		return base
+	}
+	return min(max(base, windowFactor*tail), maxWindowFactor*base)
+}
+
+// learnWait moves the learned tail of the waits towards d: a step up of
+// 1/32 when d is longer, down of 1/288 when shorter, so that it rests
+// where a tenth of the waits are longer (the 90th percentile), within
+// about 10% of it; from 1 µs it reaches 1 ms in some 220 long waits.
+// Waiters race on it harmlessly: a lost step is one sample fewer.
+func (a *Actor) learnWait(d time.Duration) {
+	tail := time.Duration(a.waitTail.Load())
+	switch {
+	case tail == 0:
+		tail = d
+	case d > tail:
+		tail += tail / 32
+	default:
+		tail -= tail / 288
+	}
+	a.waitTail.Store(uint32(min(max(tail, minWaitTail), math.MaxUint32)))
 }
 
 // pollingWaiters counts the goroutines polling a CQ in WaitUntil,

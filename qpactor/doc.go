@@ -48,9 +48,11 @@
 //     the only code that posts: the submitter is its run.
 //   - Config.WaitPoll: a goroutine waiting for a future (or, in the
 //     runtime, a message) polls the CQ through the Driver itself, so the
-//     completion is handled on the thread that waits for it. At most a
-//     few goroutines poll at once, process-wide; the other waiters yield
-//     and park as without it.
+//     completion is handled on the thread that waits for it, for at
+//     least WaitPoll and longer when the actor's waits are longer (it
+//     learns their 90th percentile: Actor.WaitUntil). At most a few
+//     goroutines poll at once, process-wide; the other waiters yield and
+//     park as without it.
 //
 // The runtime turns both on by default.
 package qpactor

@@ -33,7 +33,7 @@ func (d *recordingDriver) WaitBegin() {
 	d.maxWaiters = max(d.maxWaiters, d.waiters)
 }
 
-func (d *recordingDriver) WaitEnd(bool) {
+func (d *recordingDriver) WaitEnd(bool, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.waiters--

@@ -191,3 +191,53 @@ func TestWaitPollWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitWindowLearns: waiters whose completions come later than
+// WaitPoll park at first, then poll long enough for them: the window
+// learns how long waits take (here 1 ms, with WaitPoll 500 µs).
+func TestWaitWindowLearns(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) { c.WaitPoll = 500 * time.Microsecond })
+	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
+	r.actor.SetDriver(d)
+	r.actor.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const rounds = 100
+	for i := range rounds {
+		d.mu.Lock()
+		d.stalled = true
+		d.mu.Unlock()
+		op := r.write(i)
+		f, err := r.actor.Submit(ctx, &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The completion comes in 1 ms: polled by the waiter, or, once
+		// it parked, by this goroutine, as by a poller.
+		waited := make(chan struct{})
+		go func() {
+			time.Sleep(time.Millisecond)
+			d.mu.Lock()
+			d.stalled = false
+			d.mu.Unlock()
+			for {
+				select {
+				case <-waited:
+					return
+				case <-time.After(100 * time.Microsecond):
+					d.Poll()
+				}
+			}
+		}()
+		_, err = f.Wait(ctx)
+		close(waited)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Without learning every wait parks; with it, those the timer or the
+	// scheduler made much later than usual.
+	if parked := r.actor.Stats().Ops.WaitsParked.Load(); parked > rounds/2 {
+		t.Errorf("%d of %d waits of about 1 ms parked with WaitPoll 500µs", parked, rounds)
+	}
+}

@@ -127,17 +127,22 @@ func WithParkedActors() Option { return func(c *config) { c.parkActors = true } 
 func WithInlinePost(on bool) Option { return func(c *config) { c.inlinePost = on } }
 
 // DefaultWaitPoll is how long a waiter polls its endpoint's CQ before it
-// parks unless WithWaitPoll says otherwise: on soft a SEND/Recv round
-// trip takes 2-3 µs with it and 170-250 µs without. On a device whose
-// completions take longer than this (rxe in a TCG guest: 80-1,500 µs), a
-// longer window keeps more waits from parking, at the CPU of a spinning
-// goroutine per wait.
+// parks unless WithWaitPoll says otherwise, when its endpoint's waits are
+// short: on soft a SEND/Recv round trip takes 2-3 µs with it and 170-250
+// µs without. Each endpoint also learns how long its waits take (their
+// 90th percentile) and its waiters poll for 10 times that, up to 25 times
+// the WithWaitPoll window, unless waits take over 5 times that window
+// (clients that pause between requests), where parking is the cheaper:
+// on a device whose completions take longer than the window (rxe in a
+// TCG guest: a 64-byte ping-pong went from a typical 1-2 ms to 110-130 µs
+// a half round trip, bench/README.md), a waiter parks only now and then.
 const DefaultWaitPoll = 200 * time.Microsecond
 
 // WithWaitPoll sets how long a goroutine blocked in Future.Wait or Recv
-// polls its endpoint's CQ itself before it parks (default
-// DefaultWaitPoll), so that the completion it waits for is handled on its
-// own thread, not by a poller woken for it that then wakes the waiter. A
+// polls its endpoint's CQ itself before it parks, at the least (default
+// DefaultWaitPoll, which says how the window grows with the endpoint's
+// waits), so that the completion it waits for is handled on its own
+// thread, not by a poller woken for it that then wakes the waiter. A
 // waiter polls with yields between polls, and at most a few poll at once
 // in a process; the rest, and every waiter with d 0 or less, yield a few
 // dozen times and park. d is rounded up to whole µs.

@@ -158,7 +158,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.DurationVar(&cfg.progress, "progress", cfg.progress, "progress line interval on stderr (0: none)")
 	fs.DurationVar(&cfg.spin, "spin", 0, "how long actors and pollers spin before they sleep (the runtime's WithSpin; default 200µs)")
 	fs.BoolVar(&cfg.inlinePost, "inline-post", true, "post an operation that finds its actor idle on the caller's goroutine (the runtime's WithInlinePost)")
-	fs.DurationVar(&cfg.waitPoll, "wait-poll", vrt.DefaultWaitPoll, "a waiter polls its CQ for this long before it parks (the runtime's WithWaitPoll; 0: off)")
+	fs.DurationVar(&cfg.waitPoll, "wait-poll", vrt.DefaultWaitPoll, "a waiter polls its CQ for at least this long before it parks, longer when its endpoint's waits are (the runtime's WithWaitPoll; 0: off)")
 	fs.BoolVar(&cfg.stats, "stats", false, "print each runtime's counters on stderr at the end (actor runs, inline posts, parked waits, poller sleeps)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile to the file")
 	fs.StringVar(&cfg.trace, "trace", "", "write this process's execution trace to the file (go tool trace)")
