@@ -252,9 +252,19 @@ func writes(t *testing.T, rt *runtime.Runtime, n int) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go ln.Accept(ctx)
+	// The accepting side is done before the writes: an Accept still in
+	// its handshake when the listener closes gives its endpoint up, and
+	// that endpoint's goodbye SEND would count among the writes'.
+	accepted := make(chan error, 1)
+	go func() {
+		_, err := ln.Accept(ctx)
+		accepted <- err
+	}()
 	ep, err := rt.Dial(ctx, ln.Addr().String())
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-accepted; err != nil {
 		t.Fatal(err)
 	}
 	buf, err := rt.Alloc(4096)
