@@ -251,7 +251,10 @@ type Actor struct {
 	waitTail stdatomic.Uint32
 	qp       verbs.QP
 	limits   verbs.SendLimits
-	sqDepth  int
+	sqDepth  int32
+	// postCost is what a PostSend takes, in ns, as sampled every
+	// postCostEvery calls (learnPostCost); it decides inlineWorthIt.
+	postCost stdatomic.Uint32
 	exec     Executor
 	log      *slog.Logger
 	spin     time.Duration
@@ -332,7 +335,7 @@ func New(cfg Config) (*Actor, error) {
 		return nil, fmt.Errorf("qpactor: scratch of %d bytes, need %d", len(cfg.Scratch.Bytes), ScratchSize(depth))
 	}
 	a := &Actor{
-		id: cfg.ID, qp: cfg.QP, sqDepth: depth, exec: cfg.Executor, log: cfg.Logger,
+		id: cfg.ID, qp: cfg.QP, sqDepth: int32(depth), exec: cfg.Executor, log: cfg.Logger,
 		spin: cfg.Spin, inline: cfg.InlinePost && !cfg.Park, scratch: cfg.Scratch,
 		waitPollMicros: waitPollMicros(cfg.WaitPoll),
 		limits:         verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},
@@ -388,7 +391,7 @@ func (a *Actor) Stats() *Stats { return &a.stats }
 func (a *Actor) Credits() int { return int(a.credits.Load()) }
 
 // Outstanding returns how many posted WRs have not completed.
-func (a *Actor) Outstanding() int { return a.sqDepth - a.Credits() }
+func (a *Actor) Outstanding() int { return int(a.sqDepth) - a.Credits() }
 
 // SetDriver makes the actor poll its completions through d while it is
 // awake. Call it before Start.
@@ -577,7 +580,7 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 	if err := a.broken.Load(); err != nil {
 		return err
 	}
-	if n > a.sqDepth {
+	if n > int(a.sqDepth) {
 		return ErrTooLarge
 	}
 	if err := a.checkPeerWindow(sub.ops()); err != nil {
@@ -591,7 +594,7 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 			return err
 		}
 	}
-	if a.inline && a.waker.Claim() {
+	if a.inline && a.inlineWorthIt() && a.waker.Claim() {
 		a.runInline()
 	} else {
 		a.waker.Wake()
@@ -789,6 +792,44 @@ func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 		a.waker.Sleep(nil)
 	}
 	return false
+}
+
+// inlineWorthIt reports whether a submission that finds the actor idle
+// should be posted by its submitter (Config.InlinePost): always when a
+// PostSend is cheap, and otherwise only when nothing is in flight. Where
+// PostSend is a system call that runs the protocol (rxe: 60-400 µs in a
+// TCG guest), a caller that keeps operations in flight and posts each
+// itself rings a doorbell per WR; the actor goroutine it hands them to
+// chains what comes while it posts into the next PostSend. With inline
+// posting for everything, 64-byte WRITEs from one caller keeping 128 in
+// flight ran at 0.29-0.46x ib_write_bw's message rate in the guest,
+// against 1.0-1.2x through the actor (bench/README.md). A caller that
+// waits for each operation (request/response) has nothing in flight when
+// it submits, and keeps posting inline.
+func (a *Actor) inlineWorthIt() bool {
+	return time.Duration(a.postCost.Load()) < costlyPost || a.Outstanding() == 0
+}
+
+// costlyPost is the PostSend time beyond which a submitter with
+// operations in flight hands its submission to the actor goroutine
+// (inlineWorthIt): PostSend takes 0.1-0.3 µs on soft and on NICs that map
+// their doorbell into the process, tens of µs or more where it is a
+// system call.
+const costlyPost = 10 * time.Microsecond
+
+// postCostEvery is how often PostSend is timed: the first call, then one
+// in this many (two clock reads each).
+const postCostEvery = 64
+
+// learnPostCost moves the learned PostSend time a quarter of the way to d.
+func (a *Actor) learnPostCost(d time.Duration) {
+	cost := time.Duration(a.postCost.Load())
+	if cost == 0 {
+		cost = d
+	} else {
+		cost += (d - cost) / 4
+	}
+	a.postCost.Store(uint32(min(max(cost, 0), math.MaxUint32)))
 }
 
 // runInline is a run of the actor on a submitter that found it gone idle
@@ -1092,7 +1133,7 @@ func (a *Actor) drain() int {
 			break // wait for credits; order is kept
 		}
 		if len(ops) > room-len(a.chain) {
-			a.growShadow(a.sqDepth - credits + len(a.chain) + len(ops))
+			a.growShadow(int(a.sqDepth) - credits + len(a.chain) + len(ops))
 			room = a.shadowRoom(credits)
 		}
 		var need int64
@@ -1109,7 +1150,7 @@ func (a *Actor) drain() int {
 			}
 		}
 		if len(ops) > cap(a.chain)-len(a.chain) || len(a.drained) == cap(a.drained) {
-			if cap(a.chain) >= a.sqDepth {
+			if cap(a.chain) >= int(a.sqDepth) {
 				break // drained is full at its largest: the rest goes next time
 			}
 			a.growPost(max(2*cap(a.chain), len(a.chain)+len(ops)))
@@ -1160,7 +1201,7 @@ func (a *Actor) drain() int {
 // outstanding are the sequence numbers from completion handling's head to
 // a.seq, so room for them all keeps two of them off one entry.
 func (a *Actor) shadowRoom(credits int) int {
-	return len(a.shadow.Load().entries) - (a.sqDepth - credits)
+	return len(a.shadow.Load().entries) - (int(a.sqDepth) - credits)
 }
 
 // growShadow replaces the shadow table by one of at least n entries, and
@@ -1183,7 +1224,7 @@ func (a *Actor) growShadow(n int) {
 // the new drained, so that a burst still goes out in one PostSend. The
 // actor calls it while it builds a chain, never while post runs.
 func (a *Actor) growPost(n int) {
-	n = min(max(n, postStart), a.sqDepth)
+	n = min(max(n, postStart), int(a.sqDepth))
 	sge := make([]verbs.SGE, sgesPerWR*n)
 	copy(sge, a.chainSGE)
 	chain := make([]verbs.SendWR, len(a.chain), n)
@@ -1369,9 +1410,16 @@ func (a *Actor) postOnce() (int, error) {
 	a.credits.Sub(int64(len(a.chain)))
 	// Counted before the call, corrected after: the WRs may complete, and
 	// their caller read the counters, before PostSend returns.
-	a.stats.PostCalls.Inc()
+	timed := a.stats.PostCalls.Inc()%postCostEvery == 1
 	a.stats.WRsPosted.Add(uint64(len(a.chain)))
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	posted, err := a.qp.PostSend(a.chain)
+	if timed {
+		a.learnPostCost(time.Since(start))
+	}
 	if posted < len(a.chain) {
 		a.stats.WRsPosted.Sub(uint64(len(a.chain) - posted))
 	}

@@ -241,3 +241,48 @@ func TestWaitWindowLearns(t *testing.T) {
 		t.Errorf("%d of %d waits of about 1 ms parked with WaitPoll 500µs", parked, rounds)
 	}
 }
+
+// TestCostlyPostGoesToActor: where PostSend is costly (a system call on
+// rxe), a submission made while others are in flight goes to the actor
+// goroutine, which chains what comes meanwhile, instead of a PostSend of
+// its own on the caller; one made with nothing in flight is still posted
+// inline.
+func TestCostlyPostGoesToActor(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) { c.InlinePost = true })
+	startIdle(t, r)
+	r.actor.SetPostCost(time.Millisecond)
+	st := r.actor.Stats()
+	ctx := context.Background()
+	op := r.write(0)
+	f0, err := r.actor.Submit(ctx, &op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Ops.InlineRuns.Load(); got != 1 {
+		t.Fatalf("%d inline runs for a write with nothing in flight, want 1", got)
+	}
+	// f0 is in flight (nobody polled the CQ): the next writes go to the
+	// actor goroutine.
+	runs := st.Ops.Runs.Load()
+	futs := []qpactor.Future{f0}
+	for i := 1; i < 8; i++ {
+		op := r.write(i)
+		f, err := r.actor.Submit(ctx, &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		futs = append(futs, f)
+	}
+	if got := st.Ops.InlineRuns.Load(); got != 1 {
+		t.Errorf("%d inline runs with writes in flight and a costly PostSend, want 1", got)
+	}
+	for _, f := range futs {
+		r.poll(t, f)
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.Ops.Runs.Load() == runs {
+		t.Error("no actor run posted the writes made with others in flight")
+	}
+}

@@ -288,7 +288,7 @@ func (a *Actor) appendCreditOnly(h Header, n uint32, credits int) {
 		a.growPost(2 * cap(a.chain))
 	}
 	if len(a.chain) >= a.shadowRoom(credits) {
-		a.growShadow(a.sqDepth - credits + len(a.chain) + 1)
+		a.growShadow(int(a.sqDepth) - credits + len(a.chain) + 1)
 	}
 	a.chain = append(a.chain, verbs.SendWR{Opcode: verbs.OpSend, SGL: a.withHeader(len(a.chain), nil)})
 	a.owners = append(a.owners, &a.peer.reportSub)
