@@ -123,7 +123,9 @@ func WithParkedActors() Option { return func(c *config) { c.parkActors = true } 
 // 100-150 µs in a TCG guest, and what a caller with a few operations in
 // flight loses when the actor it started takes its P (bench/README.md).
 // On by default. Operations that find the actor running, or that must
-// wait for credits, go through it either way.
+// wait for credits, go through it either way; so do those submitted with
+// others in flight where a post is costly (a system call, as on rxe),
+// which the actor chains into one post.
 func WithInlinePost(on bool) Option { return func(c *config) { c.inlinePost = on } }
 
 // DefaultWaitPoll is how long a waiter polls its endpoint's CQ before it
