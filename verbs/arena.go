@@ -28,7 +28,7 @@ func NewArena(size int) (*Arena, error) {
 	page := os.Getpagesize()
 	size = (size + page - 1) &^ (page - 1)
 	mem, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE,
-		syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		syscall.MAP_ANON|syscall.MAP_PRIVATE|mapPopulate)
 	if err != nil {
 		errno, _ := err.(syscall.Errno)
 		return nil, FromErrno("mmap", errno, "arena")
