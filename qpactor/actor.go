@@ -251,7 +251,7 @@ type Actor struct {
 	waitTail stdatomic.Uint32
 	qp       verbs.QP
 	limits   verbs.SendLimits
-	sqDepth  int32
+	sqDepth  int32 // int32, so that postCost fits beside it (TestActorSize)
 	// postCost is what a PostSend takes, in ns, as sampled every
 	// postCostEvery calls (learnPostCost); it decides inlineWorthIt.
 	postCost stdatomic.Uint32
@@ -893,7 +893,7 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 	window := a.waitWindow()
 	d.WaitBegin()
 	var idle IdleClock
-	var start time.Time // the first poll that found nothing
+	var start time.Time // the first poll that found nothing (idle's first clock read)
 	for {
 		// Poll, then look: the look before parking follows the last poll.
 		n := d.Poll()
@@ -910,10 +910,11 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 			idle.Busy()
 			continue
 		}
+		waited := idle.Idle()
 		if start.IsZero() {
-			start = time.Now()
+			start = idle.since
 		}
-		if idle.Idle() >= window {
+		if waited >= window {
 			d.WaitEnd(true, 0)
 			// Learned as the window, not as the time the wait will have
 			// taken when it wakes: that includes the wake-up, and parked
