@@ -28,6 +28,7 @@ func main() {
 
 type config struct {
 	pairs      []int
+	rounds     int // times the whole -pairs list runs, round-robin
 	ops        int
 	warmup     int
 	size       int
@@ -49,6 +50,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&pairs, "pairs", "1,100,1000", "comma-separated numbers of endpoint pairs, one child process each; the first is the latency baseline")
+	fs.IntVar(&cfg.rounds, "rounds", 1, "run the whole -pairs list this many times, one N after another, and end with the medians over the rounds")
 	fs.IntVar(&cfg.ops, "ops", 2000, "latency samples of each kind on the active pair")
 	fs.IntVar(&cfg.warmup, "warmup", 200, "operations of each kind before the samples")
 	fs.IntVar(&cfg.size, "size", 64, "bytes of each WRITE and SEND")
@@ -80,6 +82,9 @@ func parse(args []string, out io.Writer) (config, error) {
 			return cfg, fmt.Errorf("-memlimit: %w", err)
 		}
 		cfg.memLimit = n
+	}
+	if cfg.rounds < 1 {
+		return cfg, fmt.Errorf("-rounds %d: want at least 1", cfg.rounds)
 	}
 	if cfg.ops < 1 || cfg.warmup < 0 || cfg.size < 1 || cfg.size > 4096 {
 		return cfg, fmt.Errorf("-ops must be at least 1, -warmup at least 0, -size 1 to 4096 (the default largest message)")
@@ -132,11 +137,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	t := newTable(stdout, cfg)
 	t.header()
-	for _, n := range cfg.pairs {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	for round := 1; round <= cfg.rounds; round++ {
+		t.startRound()
+		for _, n := range cfg.pairs {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			t.row(runOne(ctx, self, cfg, n, round, stderr))
 		}
-		t.row(runOne(ctx, self, cfg, n, stderr))
 	}
+	t.medians()
 	return nil
 }

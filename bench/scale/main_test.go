@@ -84,6 +84,45 @@ func TestRunReportsADeadChild(t *testing.T) {
 	}
 }
 
+// TestRunRounds: -rounds runs the whole list again, each round's first N
+// the baseline of its rows, and ends with each N's medians over the
+// rounds, against the baseline's medians.
+func TestRunRounds(t *testing.T) {
+	var out, log bytes.Buffer
+	if err := run(context.Background(), append([]string{"-pairs", "1,2", "-rounds", "3"}, quick...), &out, &log); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	table, medians, ok := strings.Cut(out.String(), "Medians over 3 rounds")
+	if !ok {
+		t.Fatalf("no medians after 3 rounds:\n%s", out.String())
+	}
+	rows := tableRows(table)
+	if len(rows) != 6 {
+		t.Fatalf("%d rows, want 6 (2 N x 3 rounds):\n%s", len(rows), out.String())
+	}
+	for i, row := range rows {
+		if want := []string{"1", "2"}[i%2]; row[0] != want {
+			t.Errorf("row %d is of %s pairs, want %s (the list, round after round)", i, row[0], want)
+		}
+		if i%2 == 0 && !strings.HasSuffix(row[slices.Index(columns, "SEND/Recv p50")], "(1.00x)") {
+			t.Errorf("row %d, the first of its round, is not its own baseline: %q", i, row)
+		}
+	}
+	med := tableRows(medians)
+	if len(med) != 2 || med[0][0] != "1" || med[1][0] != "2" || med[0][1] != "3" {
+		t.Fatalf("medians %q, want a row for 1 and for 2 pairs, of 3 rounds each", med)
+	}
+	if !strings.HasSuffix(med[0][4], "(1.00x)") {
+		t.Errorf("the baseline's median SEND/Recv p50 is %q, want its ratio to itself", med[0][4])
+	}
+	if ratios := strings.Fields(med[1][6]); len(ratios) != 3 {
+		t.Errorf("2 pairs: SEND/Recv ratios to each round's baseline %q, want 3", med[1][6])
+	}
+	if _, err := parse([]string{"-rounds", "0"}, &log); err == nil {
+		t.Error("-rounds 0 accepted")
+	}
+}
+
 func tableRows(out string) [][]string {
 	var rows [][]string
 	for line := range strings.SplitSeq(out, "\n") {

@@ -42,12 +42,13 @@ type closing struct {
 	Err  string
 }
 
-// runOne measures n pairs in a child process and says what became of it.
-func runOne(ctx context.Context, self string, cfg config, n int, log io.Writer) outcome {
+// runOne measures n pairs in a child process (of the given round of
+// -rounds) and says what became of it.
+func runOne(ctx context.Context, self string, cfg config, n, round int, log io.Writer) outcome {
 	out := outcome{pairs: n}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self, childArgs(cfg, n)...)
+	cmd := exec.CommandContext(ctx, self, childArgs(cfg, n, round)...)
 	stderr := &headWriter{max: 64 << 10}
 	cmd.Stderr = stderr
 	stdout, err := cmd.StdoutPipe()
@@ -100,8 +101,14 @@ func runOne(ctx context.Context, self string, cfg config, n int, log io.Writer) 
 	return out
 }
 
-// childArgs are the arguments of the child measuring n pairs.
-func childArgs(cfg config, n int) []string {
+// childArgs are the arguments of the child measuring n pairs in round.
+// Its profiles are named by n, and by the round too when there are
+// several (cpu.5000.r2.setup.out), so that no round overwrites another's.
+func childArgs(cfg config, n, round int) []string {
+	tag := strconv.Itoa(n)
+	if cfg.rounds > 1 {
+		tag += ".r" + strconv.Itoa(round)
+	}
 	args := []string{
 		"-child", strconv.Itoa(n),
 		"-ops", strconv.Itoa(cfg.ops),
@@ -117,13 +124,13 @@ func childArgs(cfg config, n int) []string {
 		args = append(args, "-parked")
 	}
 	if cfg.cpuProfile != "" {
-		args = append(args, "-cpuprofile", profileName(cfg.cpuProfile, strconv.Itoa(n)))
+		args = append(args, "-cpuprofile", profileName(cfg.cpuProfile, tag))
 	}
 	if cfg.trace != "" {
-		args = append(args, "-trace", profileName(cfg.trace, strconv.Itoa(n)))
+		args = append(args, "-trace", profileName(cfg.trace, tag))
 	}
 	if cfg.memProfile != "" {
-		args = append(args, "-memprofile", profileName(cfg.memProfile, strconv.Itoa(n)))
+		args = append(args, "-memprofile", profileName(cfg.memProfile, tag))
 	}
 	return args
 }

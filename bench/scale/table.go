@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,15 +12,25 @@ import (
 )
 
 // table prints one markdown row per child as it ends; the first child's
-// latencies are the baseline of the ratios beside the others'.
+// latencies of each round are the baseline of the ratios beside the
+// others' in that round. With -rounds it ends with the medians.
 type table struct {
 	w        io.Writer
 	cfg      config
 	baseline *result
 	first    bool
+	results  map[int][]roundResult // by pairs, in round order
 }
 
-func newTable(w io.Writer, cfg config) *table { return &table{w: w, cfg: cfg, first: true} }
+// roundResult is one child's result and the baseline of its round.
+type roundResult struct{ res, baseline *result }
+
+func newTable(w io.Writer, cfg config) *table {
+	return &table{w: w, cfg: cfg, first: true, results: make(map[int][]roundResult)}
+}
+
+// startRound makes the next row the baseline.
+func (t *table) startRound() { t.first = true }
 
 var columns = []string{"pairs", "heap/ep", "stack/ep", "reg/ep", "threads", "goroutines", "idle CPU",
 	"WRITE p50", "WRITE p99", "SEND/Recv p50", "SEND/Recv p99",
@@ -47,6 +58,9 @@ func (t *table) row(o outcome) {
 		t.baseline = o.res
 	}
 	r := o.res
+	if r != nil {
+		t.results[o.pairs] = append(t.results[o.pairs], roundResult{res: r, baseline: t.baseline})
+	}
 	if r == nil {
 		cells := make([]string, len(columns))
 		cells[0] = fmt.Sprint(o.pairs)
@@ -92,6 +106,70 @@ func (t *table) row(o outcome) {
 		cells[len(cells)-2] += "; then died: " + o.died
 	}
 	fmt.Fprintf(t.w, "| %s |\n", strings.Join(cells, " | "))
+}
+
+// medians prints, after several rounds, each N's latencies as the median
+// over the rounds and its ratio to the median of the baseline's; then the
+// ratios of every round, sorted, where one machine's noise shows: the
+// baseline's SEND/Recv p50 alone ranged 2.0-5.9 µs over runs of an hour.
+func (t *table) medians() {
+	if t.cfg.rounds < 2 || len(t.results) == 0 {
+		return
+	}
+	base := t.results[t.cfg.pairs[0]]
+	fmt.Fprintf(t.w, "\nMedians over %d rounds (ratio: to the median of %d pairs); SEND/Recv p50 against its round's baseline, and the 1st pair's SEND/Recv p50 now/alone, every round sorted:\n\n", t.cfg.rounds, t.cfg.pairs[0])
+	cols := []string{"pairs", "rounds", "WRITE p50", "WRITE p99", "SEND/Recv p50", "SEND/Recv p99",
+		"SEND/Recv p50 / round's baseline", "1st pair SEND/Recv p50 now/alone"}
+	fmt.Fprintf(t.w, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+	seen := make(map[int]bool)
+	for _, n := range t.cfg.pairs {
+		rs := t.results[n]
+		if seen[n] || len(rs) == 0 {
+			continue
+		}
+		seen[n] = true
+		figure := func(rs []roundResult, f func(*result) time.Duration) time.Duration {
+			ds := make([]time.Duration, len(rs))
+			for i, r := range rs {
+				ds[i] = f(r.res)
+			}
+			return percentile(ds, 0.50)
+		}
+		cell := func(f func(*result) time.Duration) string {
+			if len(base) == 0 {
+				return fmtDur(figure(rs, f))
+			}
+			return withRatio(figure(rs, f), figure(base, f))
+		}
+		var vsRound, firstPair []float64
+		for _, r := range rs {
+			if r.baseline != nil && r.baseline.RoundTripP50 > 0 {
+				vsRound = append(vsRound, float64(r.res.RoundTripP50)/float64(r.baseline.RoundTripP50))
+			}
+			if a, b := r.res.FirstAlone.RoundTrip, r.res.FirstNow.RoundTrip; a > 0 && b > 0 {
+				firstPair = append(firstPair, float64(b)/float64(a))
+			}
+		}
+		fmt.Fprintf(t.w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", n, len(rs),
+			cell(func(r *result) time.Duration { return r.WriteP50 }),
+			cell(func(r *result) time.Duration { return r.WriteP99 }),
+			cell(func(r *result) time.Duration { return r.RoundTripP50 }),
+			cell(func(r *result) time.Duration { return r.RoundTripP99 }),
+			fmtRatios(vsRound), fmtRatios(firstPair))
+	}
+}
+
+// fmtRatios lists ratios sorted, "-" for none.
+func fmtRatios(rs []float64) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	slices.Sort(rs)
+	cells := make([]string, len(rs))
+	for i, r := range rs {
+		cells[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(cells, " ")
 }
 
 func fmtBytes(b float64) string {
