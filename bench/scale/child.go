@@ -40,7 +40,14 @@ type result struct {
 	SetupLast            time.Duration // mean of the last tenth
 	SetupTotal           time.Duration
 	LoadAverage          string // the machine's, over the minute before the latencies
+	// A cache line's round trip between two threads (benchkit.CoreToCore)
+	// before the latencies and after them: the machine's mode while they
+	// ran.
+	CoreToCore [2]time.Duration
 }
+
+// coreToCoreTrips is the round trips of each of CoreToCore's batches.
+const coreToCoreTrips = 2000
 
 // latencies are one pair's p50s of WRITE+Wait and of a SEND/Recv round
 // trip.
@@ -268,6 +275,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 	}
 
 	res.LoadAverage = benchkit.LoadAverage()
+	res.CoreToCore[0] = benchkit.CoreToCore(coreToCoreTrips)
 	if err := prof.start("write"); err != nil {
 		return res, err
 	}
@@ -287,6 +295,7 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 		return res, err
 	}
 	res.RoundTripP50, res.RoundTripP99 = percentile(trips, 0.50), percentile(trips, 0.99)
+	res.CoreToCore[1] = benchkit.CoreToCore(coreToCoreTrips)
 	if n > 1 {
 		progress("the first pair again, %d idle", n-1)
 		if res.FirstNow, err = p.latencies(ctx, p.pairs[0]); err != nil {

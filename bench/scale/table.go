@@ -35,7 +35,7 @@ func (t *table) startRound() { t.first = true }
 var columns = []string{"pairs", "heap/ep", "stack/ep", "reg/ep", "threads", "goroutines", "idle CPU",
 	"WRITE p50", "WRITE p99", "SEND/Recv p50", "SEND/Recv p99",
 	"1st pair WRITE p50, alone -> now", "1st pair SEND/Recv p50, alone -> now",
-	"setup first 10%", "setup last 10%", "last/first", "close/pair", "load"}
+	"setup first 10%", "setup last 10%", "last/first", "close/pair", "load", "core-to-core"}
 
 func (t *table) header() {
 	limit := "the runtime's default"
@@ -101,6 +101,7 @@ func (t *table) row(o outcome) {
 		fmt.Sprintf("%.2fx", float64(r.SetupLast)/float64(r.SetupFirst)),
 		closeCell,
 		r.LoadAverage,
+		fmtCoreToCore(r.CoreToCore),
 	}
 	if o.died != "" {
 		cells[len(cells)-2] += "; then died: " + o.died
@@ -111,7 +112,9 @@ func (t *table) row(o outcome) {
 // medians prints, after several rounds, each N's latencies as the median
 // over the rounds and its ratio to the median of the baseline's; then the
 // ratios of every round, sorted, where one machine's noise shows: the
-// baseline's SEND/Recv p50 alone ranged 2.0-5.9 µs over runs of an hour.
+// baseline's SEND/Recv p50 alone ranged 2.0-5.9 µs over runs of an hour,
+// with the machine's core-to-core round trip (benchkit.CoreToCore), so
+// the ratios of rounds whose two rows ran in one mode are listed apart.
 func (t *table) medians() {
 	if t.cfg.rounds < 2 || len(t.results) == 0 {
 		return
@@ -119,7 +122,7 @@ func (t *table) medians() {
 	base := t.results[t.cfg.pairs[0]]
 	fmt.Fprintf(t.w, "\nMedians over %d rounds (ratio: to the median of %d pairs); SEND/Recv p50 against its round's baseline, and the 1st pair's SEND/Recv p50 now/alone, every round sorted:\n\n", t.cfg.rounds, t.cfg.pairs[0])
 	cols := []string{"pairs", "rounds", "WRITE p50", "WRITE p99", "SEND/Recv p50", "SEND/Recv p99",
-		"SEND/Recv p50 / round's baseline", "1st pair SEND/Recv p50 now/alone"}
+		"SEND/Recv p50 / round's baseline", "the same, rounds in one core-to-core mode", "1st pair SEND/Recv p50 now/alone"}
 	fmt.Fprintf(t.w, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
 	seen := make(map[int]bool)
 	for _, n := range t.cfg.pairs {
@@ -141,22 +144,42 @@ func (t *table) medians() {
 			}
 			return withRatio(figure(rs, f), figure(base, f))
 		}
-		var vsRound, firstPair []float64
+		var vsRound, sameMode, firstPair []float64
 		for _, r := range rs {
 			if r.baseline != nil && r.baseline.RoundTripP50 > 0 {
-				vsRound = append(vsRound, float64(r.res.RoundTripP50)/float64(r.baseline.RoundTripP50))
+				ratio := float64(r.res.RoundTripP50) / float64(r.baseline.RoundTripP50)
+				vsRound = append(vsRound, ratio)
+				if oneMode(r.res.CoreToCore[0], r.res.CoreToCore[1], r.baseline.CoreToCore[0], r.baseline.CoreToCore[1]) {
+					sameMode = append(sameMode, ratio)
+				}
 			}
 			if a, b := r.res.FirstAlone.RoundTrip, r.res.FirstNow.RoundTrip; a > 0 && b > 0 {
 				firstPair = append(firstPair, float64(b)/float64(a))
 			}
 		}
-		fmt.Fprintf(t.w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", n, len(rs),
+		fmt.Fprintf(t.w, "| %d | %d | %s | %s | %s | %s | %s | %s | %s |\n", n, len(rs),
 			cell(func(r *result) time.Duration { return r.WriteP50 }),
 			cell(func(r *result) time.Duration { return r.WriteP99 }),
 			cell(func(r *result) time.Duration { return r.RoundTripP50 }),
 			cell(func(r *result) time.Duration { return r.RoundTripP99 }),
-			fmtRatios(vsRound), fmtRatios(firstPair))
+			fmtRatios(vsRound), fmtRatios(sameMode), fmtRatios(firstPair))
 	}
+}
+
+// oneMode reports whether core-to-core round trips agree within 1.5x:
+// the machine was in one mode for all of them (benchkit.CoreToCore).
+func oneMode(ds ...time.Duration) bool {
+	lo, hi := slices.Min(ds), slices.Max(ds)
+	return lo > 0 && float64(hi) <= 1.5*float64(lo)
+}
+
+// fmtCoreToCore shows the core-to-core round trips before and after the
+// latencies.
+func fmtCoreToCore(d [2]time.Duration) string {
+	if d[0] <= 0 || d[1] <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d -> %d ns", d[0].Nanoseconds(), d[1].Nanoseconds())
 }
 
 // fmtRatios lists ratios sorted, "-" for none.

@@ -4,6 +4,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"testing"
+	"time"
 )
 
 func TestReadsTheProcess(t *testing.T) {
@@ -28,4 +29,20 @@ func TestReadsTheProcess(t *testing.T) {
 	if LoadAverage() == "?" {
 		t.Error("no load average")
 	}
+}
+
+// TestCoreToCore: a cache line's round trip between two threads takes
+// some ns, not 0 and not a scheduler's time slice.
+func TestCoreToCore(t *testing.T) {
+	if goruntime.GOMAXPROCS(0) < 2 {
+		if d := CoreToCore(10); d != 0 {
+			t.Errorf("with 1 P: %v, want 0", d)
+		}
+		return
+	}
+	d := CoreToCore(2000)
+	if d <= 0 || d > time.Millisecond {
+		t.Errorf("CoreToCore = %v, want some ns", d)
+	}
+	t.Logf("%v a round trip", d)
 }
