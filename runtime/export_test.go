@@ -29,10 +29,10 @@ const InitialWindow = initialWindow
 
 // RecvBuffer returns the first receive buffers of ep's pool.
 func RecvBuffer(ep *Endpoint) *Buffer {
-	p := ep.recv.pool
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.slabs[0].data
+	st := ep.recv.pool.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.slabs[0].data
 }
 
 // Uses returns the uses of b's memory taken and not given back.
@@ -83,9 +83,9 @@ func DeviceContext(rt *Runtime) verbs.Context { return rt.vctx }
 // Window returns the window ep grants its peer and the messages its
 // application holds.
 func Window(ep *Endpoint) (window, held int) {
-	p := ep.recv.pool
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	st := ep.recv.pool.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	return ep.recv.target, ep.recv.held
 }
 
@@ -95,12 +95,32 @@ func CheckRecvPools(rt *Runtime) error {
 	rt.poolsMu.Lock()
 	defer rt.poolsMu.Unlock()
 	for i, p := range rt.pools {
-		p.mu.Lock()
+		p.store.mu.Lock()
 		posted, assigned := p.posted, p.assigned
-		p.mu.Unlock()
+		p.store.mu.Unlock()
 		if assigned > posted {
 			return fmt.Errorf("receive pool %d: %d credits out, %d receives posted", i, assigned, posted)
 		}
 	}
 	return nil
+}
+
+// PoolEndpoints is the most endpoints one receive pool serves.
+const PoolEndpoints = poolEndpoints
+
+// PoolMembers returns how many endpoints each of rt's receive pools
+// serves, oldest pool first, and ep's pool's index among them.
+func PoolMembers(rt *Runtime, ep *Endpoint) (members []int, of int) {
+	rt.poolsMu.Lock()
+	defer rt.poolsMu.Unlock()
+	of = -1
+	for i, p := range rt.pools {
+		p.store.mu.Lock()
+		members = append(members, p.members)
+		p.store.mu.Unlock()
+		if ep != nil && ep.recv.pool == p {
+			of = i
+		}
+	}
+	return members, of
 }

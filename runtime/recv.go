@@ -133,7 +133,7 @@ type Message struct {
 // msgSlot is one receive buffer's message; gen counts its deliveries, so a
 // Message of an earlier one is told apart.
 type msgSlot struct {
-	pool   *recvPool
+	store  *recvStore
 	slab   *recvSlab
 	idx    int
 	data   []byte    // the whole buffer
@@ -178,7 +178,7 @@ func (m Message) Release() {
 		return
 	}
 	s := m.s
-	s.pool.released(s)
+	s.store.released(s)
 	s.slab.data.hold.Release()
 }
 
@@ -392,8 +392,8 @@ func (r *recvSide) Return(returned int) (h qpactor.Header, stamped uint32) {
 // ReportDue: half the window is unreported (and at least one credit,
 // and no more than the peer can spend before it needs them back).
 func (r *recvSide) ReportDue() bool {
-	r.pool.mu.Lock()
-	defer r.pool.mu.Unlock()
+	r.pool.store.mu.Lock()
+	defer r.pool.store.mu.Unlock()
 	return r.dueLocked()
 }
 

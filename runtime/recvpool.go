@@ -12,9 +12,14 @@ import (
 // The shared receive side.
 //
 // The runtime's endpoints receive through shared receive queues (SRQs), not
-// through receive queues of their own: a recvPool is one SRQ and the
-// registered buffers posted to it, shared by up to srqMaxWR/initialWindow
-// endpoints, and the runtime opens another when every pool is full. An
+// through receive queues of their own: a recvPool is one SRQ, shared by up
+// to poolEndpoints endpoints, and the runtime opens another when every
+// pool is full. The registered buffers posted to them are the runtime's
+// (recvStore): a buffer released by a message of one pool's endpoint may
+// be posted next to any pool, so that no buffer sits idle in one pool
+// while another's endpoints wait for one under the memory limit (they
+// did, with a store per pool: TestNoRNRWithManySendersOnOneReceiver). One
+// mutex, the store's, guards the buffers and every pool's accounting. An
 // idle endpoint then costs the pool the few receives that back its peer's
 // initial credits (initialWindow), not a receive queue of WithRecvDepth
 // buffers of its own.
@@ -51,27 +56,50 @@ const initialWindow = 3
 // to 32,767 (mlx5) or more (rxe: 1,048,576, which rxe allocates in full).
 const srqMaxWR = 16384
 
+// poolEndpoints is the most endpoints one pool serves. An SRQ hands out
+// its receives in the order they were posted, so a message lands in the
+// buffer posted longest ago: with every idle endpoint's initialWindow
+// receives in one SRQ, each message of an active endpoint beside 5,000
+// idle pairs landed in one of 15,000 buffers (60 MiB) last touched a whole
+// cycle ago, out of every cache, where at one pair the same few buffers go
+// round. A pool of 256 endpoints cycles 768 buffers (3 MiB) while they
+// idle. bench/scale -pairs 1,5000, medians over the rounds of a run
+// (bench/README.md, "Receive pools of 256 endpoints"): SEND/Recv p50 at
+// 5,000 pairs 1.2-2.0x the 1-pair figure before, 0.8-1.3x after; p99
+// 1.7-3.0x before, 0.8-1.3x after in 4 runs of 5. Each pool's SRQ keeps
+// srqMaxWR receives of room to grow its endpoints' windows.
+const poolEndpoints = 256
+
 // slabBuffers is how many receive buffers a pool adds at a time.
 const slabBuffers = 64
 
-// errPoolFull says a pool's SRQ has no room for another endpoint's window.
+// errPoolFull says a pool's SRQ has no room for another endpoint.
 var errPoolFull = errors.New("receive pool full")
 
-type recvPool struct {
+// recvStore is the runtime's receive buffers, posted to its pools' SRQs.
+type recvStore struct {
 	rt      *Runtime
-	srq     verbs.SRQ
 	msgSize int
-	maxWR   int // receives the SRQ holds
 
-	mu       sync.Mutex
-	slabs    []*recvSlab
-	idle     []int // buffers neither posted nor held by a Message
-	posted   int   // receives in the SRQ
-	assigned int   // credits out: backed by posted receives, counted for an endpoint
-	waiting  []*recvSide
-	closed   bool
-	wrs      []verbs.RecvWR
-	sges     []verbs.SGE
+	mu      sync.Mutex // guards the store and every pool's counts
+	slabs   []*recvSlab
+	idle    []int // buffers neither posted nor held by a Message
+	waiting []*recvSide
+	closed  bool
+	wrs     []verbs.RecvWR
+	sges    []verbs.SGE
+}
+
+// recvPool is one SRQ and its accounting.
+type recvPool struct {
+	store *recvStore
+	srq   verbs.SRQ
+	maxWR int // receives the SRQ holds
+
+	// Guarded by store.mu.
+	posted   int // receives in the SRQ
+	assigned int // credits out: backed by posted receives, counted for an endpoint
+	members  int // endpoints joined and not left, at most poolEndpoints
 }
 
 // recvSlab is slabBuffers receive buffers: their data and their headers.
@@ -81,7 +109,12 @@ type recvSlab struct {
 	slots []msgSlot
 }
 
-func (rt *Runtime) newRecvPool() (*recvPool, error) {
+func (rt *Runtime) newRecvStore() *recvStore {
+	return &recvStore{rt: rt, msgSize: rt.cfg.msgSize}
+}
+
+func (st *recvStore) newPool() (*recvPool, error) {
+	rt := st.rt
 	maxWR := min(srqMaxWR, rt.devAttr.MaxSRQWR)
 	if maxWR < initialWindow {
 		return nil, verbs.Errorf("verbsrt", verbs.ErrNotSupported, "the device has no shared receive queues (max_srq_wr %d)", rt.devAttr.MaxSRQWR)
@@ -90,19 +123,20 @@ func (rt *Runtime) newRecvPool() (*recvPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &recvPool{rt: rt, srq: srq, msgSize: rt.cfg.msgSize, maxWR: maxWR}, nil
+	return &recvPool{store: st, srq: srq, maxWR: maxWR}, nil
 }
 
 // slot returns buffer idx's message slot.
 func (p *recvPool) slot(idx int) *msgSlot {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.slotLocked(idx)
+	st := p.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.slotLocked(idx)
 }
 
-func (p *recvPool) slotLocked(idx int) *msgSlot {
-	if s := idx / slabBuffers; s < len(p.slabs) {
-		return &p.slabs[s].slots[idx%slabBuffers]
+func (st *recvStore) slotLocked(idx int) *msgSlot {
+	if s := idx / slabBuffers; s < len(st.slabs) {
+		return &st.slabs[s].slots[idx%slabBuffers]
 	}
 	return nil
 }
@@ -110,35 +144,42 @@ func (p *recvPool) slotLocked(idx int) *msgSlot {
 // join gives r its initial window: receives posted and counted for it,
 // which the peer's hello credits grant without a report.
 func (p *recvPool) join(r *recvSide) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	st := p.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
 		return ErrClosed
 	}
-	if p.assigned+initialWindow > p.maxWR {
+	if p.members >= poolEndpoints || p.assigned+initialWindow > p.maxWR {
 		return errPoolFull
 	}
 	if err := p.supplyLocked(initialWindow); err != nil {
 		return err // what it posted stays, unassigned, for the next
 	}
 	p.assigned += initialWindow
+	p.members++
 	r.assigned, r.target, r.want = initialWindow, initialWindow, initialWindow
 	return nil
 }
 
-// supplyLocked makes n receives posted and unassigned, posting idle
-// buffers and adding slabs as needed. When the arena cannot give a slab it
-// posts what it can and returns that error (ErrNoMemory): fewer than n are
-// then posted and unassigned.
+// supplyLocked makes n receives posted and unassigned in p's SRQ, posting
+// idle buffers and adding slabs as needed. When the SRQ has no room or the
+// arena cannot give a slab it posts what it can and returns that error
+// (ErrNoMemory): fewer than n are then posted and unassigned.
 func (p *recvPool) supplyLocked(n int) error {
+	st := p.store
 	need := n - (p.posted - p.assigned)
 	if need <= 0 {
 		return nil
 	}
-	var growErr error
-	for len(p.idle) < need {
-		if growErr = p.growLocked(); growErr != nil {
-			need = len(p.idle)
+	var shortErr error
+	if room := p.maxWR - p.posted; need > room {
+		need = room
+		shortErr = fmt.Errorf("%w: the shared receive queue holds %d receives", ErrNoMemory, p.maxWR)
+	}
+	for len(st.idle) < need {
+		if err := st.growLocked(); err != nil {
+			need, shortErr = len(st.idle), err
 			break
 		}
 	}
@@ -147,64 +188,56 @@ func (p *recvPool) supplyLocked(n int) error {
 			return err
 		}
 	}
-	return growErr
+	return shortErr
 }
 
-// availableLocked is how many more receives could be supplied without
-// waiting for a Release: posted and unassigned, idle, and what the SRQ
-// still holds as new slabs (if the arena gives them).
+// availableLocked is how many more credits p's SRQ could back: posted and
+// unassigned receives, and its room for more.
 func (p *recvPool) availableLocked() int {
-	return p.maxWR - p.assigned - p.heldLocked()
+	return p.maxWR - p.assigned
 }
 
-// heldLocked counts the buffers the application holds (delivered
-// messages): neither idle nor posted.
-func (p *recvPool) heldLocked() int {
-	return len(p.slabs)*slabBuffers - len(p.idle) - p.posted
-}
-
-func (p *recvPool) growLocked() error {
-	if p.posted+len(p.idle)+slabBuffers > p.maxWR {
-		return fmt.Errorf("%w: the shared receive queue holds %d receives", ErrNoMemory, p.maxWR)
-	}
-	data, err := p.rt.Alloc(slabBuffers * p.msgSize)
+// growLocked adds a slab of idle buffers, as the arena allows.
+func (st *recvStore) growLocked() error {
+	data, err := st.rt.Alloc(slabBuffers * st.msgSize)
 	if err != nil {
 		return err
 	}
-	hdrs, err := p.rt.Alloc(slabBuffers * headerSize)
+	hdrs, err := st.rt.Alloc(slabBuffers * headerSize)
 	if err != nil {
 		data.Free()
 		return err
 	}
 	s := &recvSlab{data: data, hdrs: hdrs, slots: make([]msgSlot, slabBuffers)}
-	base := len(p.slabs) * slabBuffers
+	base := len(st.slabs) * slabBuffers
 	mem := data.Bytes()
 	for i := range s.slots {
-		s.slots[i] = msgSlot{pool: p, slab: s, idx: base + i, data: mem[i*p.msgSize : (i+1)*p.msgSize : (i+1)*p.msgSize]}
-		p.idle = append(p.idle, base+slabBuffers-1-i)
+		s.slots[i] = msgSlot{store: st, slab: s, idx: base + i, data: mem[i*st.msgSize : (i+1)*st.msgSize : (i+1)*st.msgSize]}
+		st.idle = append(st.idle, base+slabBuffers-1-i)
 	}
-	p.slabs = append(p.slabs, s)
+	st.slabs = append(st.slabs, s)
 	return nil
 }
 
-// postLocked posts n idle buffers to the SRQ in one call.
+// postLocked posts n idle buffers to p's SRQ in one call.
 func (p *recvPool) postLocked(n int) error {
-	if cap(p.wrs) < n {
-		p.wrs = make([]verbs.RecvWR, n)
-		p.sges = make([]verbs.SGE, recvSGEs*n)
+	st := p.store
+	if cap(st.wrs) < n {
+		st.wrs = make([]verbs.RecvWR, n)
+		st.sges = make([]verbs.SGE, recvSGEs*n)
 	}
-	wrs := p.wrs[:n]
+	wrs := st.wrs[:n]
 	for i := range wrs {
-		idx := p.idle[len(p.idle)-1-i]
-		s := p.slotLocked(idx)
-		sgl := p.sges[recvSGEs*i : recvSGEs*i+recvSGEs : recvSGEs*i+recvSGEs]
+		idx := st.idle[len(st.idle)-1-i]
+		s := st.slotLocked(idx)
+		sgl := st.sges[recvSGEs*i : recvSGEs*i+recvSGEs : recvSGEs*i+recvSGEs]
 		off := idx % slabBuffers
 		sgl[0] = s.slab.hdrs.Slice(off*headerSize, headerSize).sge()
-		sgl[1] = s.slab.data.Slice(off*p.msgSize, p.msgSize).sge()
+		sgl[1] = s.slab.data.Slice(off*st.msgSize, st.msgSize).sge()
 		wrs[i] = verbs.RecvWR{ID: qpactor.RecvWRID(idx), SGL: sgl}
 	}
 	posted, err := p.srq.PostRecv(wrs)
-	p.idle = p.idle[:len(p.idle)-posted]
+	st.idle = st.idle[:len(st.idle)-posted]
 	p.posted += posted
 	return err
 }
@@ -213,34 +246,38 @@ func (p *recvPool) postLocked(n int) error {
 // took before it was destroyed): one posted receive and one credit fewer,
 // which r now owes its peer.
 func (p *recvPool) consumed(r *recvSide) {
-	p.mu.Lock()
+	st := p.store
+	st.mu.Lock()
 	p.posted--
 	p.assigned--
 	r.assigned--
 	r.debt++
-	p.mu.Unlock()
+	st.mu.Unlock()
 }
 
 // putIdle gives buffer idx back: its message was released or it carried
 // none. What waits for a buffer is served.
 func (p *recvPool) putIdle(idx int) {
-	p.mu.Lock()
-	p.idle = append(p.idle, idx)
-	p.serveWaitingLocked()
-	p.mu.Unlock()
+	st := p.store
+	st.mu.Lock()
+	st.idle = append(st.idle, idx)
+	st.serveWaitingLocked()
+	st.mu.Unlock()
 }
 
 // serve returns r's debt to its peer as far as receives can be posted for
 // it now, growing its window first when its peer asked; the rest waits
 // for a buffer.
 func (p *recvPool) serve(r *recvSide) {
-	p.mu.Lock()
+	st := p.store
+	st.mu.Lock()
 	r.grantedLocked(p.serveLocked(r))
-	p.mu.Unlock()
+	st.mu.Unlock()
 }
 
 func (p *recvPool) serveLocked(r *recvSide) int {
-	if p.closed || r.left {
+	st := p.store
+	if st.closed || r.left {
 		return 0
 	}
 	if r.target < r.want {
@@ -258,7 +295,7 @@ func (p *recvPool) serveLocked(r *recvSide) int {
 		return 0
 	}
 	if err := p.supplyLocked(n); err != nil && !errors.Is(err, ErrNoMemory) {
-		p.rt.log.Warn("verbsrt: posting shared receives failed", "err", err)
+		st.rt.log.Warn("verbsrt: posting shared receives failed", "err", err)
 	}
 	n = min(n, p.posted-p.assigned)
 	if n > 0 {
@@ -268,7 +305,7 @@ func (p *recvPool) serveLocked(r *recvSide) int {
 	}
 	if r.debt > 0 && !r.waiting && r.assigned+r.held < 2*r.maxWindow {
 		r.waiting = true
-		p.waiting = append(p.waiting, r)
+		st.waiting = append(st.waiting, r)
 	}
 	return max(n, 0)
 }
@@ -280,8 +317,9 @@ func (p *recvPool) serveLocked(r *recvSide) int {
 // first) kept a busy sender's window at the edge of starvation, and 16
 // callers' SEND+Wait took 35% longer (bench/README.md).
 func (p *recvPool) adjust(r *recvSide, h header) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	st := p.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	switch {
 	case h.returned > 0:
 		n := max(0, min(h.returned, r.assigned, r.target-initialWindow))
@@ -289,7 +327,7 @@ func (p *recvPool) adjust(r *recvSide, h header) {
 		r.assigned -= n
 		p.assigned -= n
 		r.want = min(r.want, r.target)
-		p.serveWaitingLocked()
+		st.serveWaitingLocked()
 	case h.want > 0:
 		r.want = max(r.want, min(h.want, r.maxWindow))
 	case h.backlog:
@@ -299,66 +337,74 @@ func (p *recvPool) adjust(r *recvSide, h header) {
 
 // delivered counts a message r's application now holds.
 func (p *recvPool) delivered(r *recvSide) {
-	p.mu.Lock()
+	st := p.store
+	st.mu.Lock()
 	r.held++
-	p.mu.Unlock()
+	st.mu.Unlock()
 }
 
 // released gives a delivered message's buffer back: its endpoint may take
 // credits back for one more, and what waits for a buffer is served.
-func (p *recvPool) released(s *msgSlot) {
+func (st *recvStore) released(s *msgSlot) {
 	r := s.r
-	p.mu.Lock()
+	st.mu.Lock()
 	r.held--
-	p.idle = append(p.idle, s.idx)
-	r.grantedLocked(p.serveLocked(r))
-	p.serveWaitingLocked()
-	p.mu.Unlock()
+	st.idle = append(st.idle, s.idx)
+	r.grantedLocked(r.pool.serveLocked(r))
+	st.serveWaitingLocked()
+	st.mu.Unlock()
 }
 
-// serveWaitingLocked serves the endpoints that wait for buffers, in the
-// order they began to wait, while buffers last.
-func (p *recvPool) serveWaitingLocked() {
-	for len(p.waiting) > 0 && (len(p.idle) > 0 || p.posted > p.assigned) {
-		r := p.waiting[0]
-		p.waiting = p.waiting[1:]
+// serveWaitingLocked serves the endpoints that wait for buffers, of every
+// pool, in the order they began to wait, while buffers last. Each is
+// looked at once: one its pool cannot serve now (its SRQ is full) waits
+// on at the back.
+func (st *recvStore) serveWaitingLocked() {
+	for range len(st.waiting) {
+		r := st.waiting[0]
+		if len(st.idle) == 0 && r.pool.posted <= r.pool.assigned {
+			return
+		}
+		st.waiting = st.waiting[1:]
 		r.waiting = false
-		// granted takes no lock of the pool's and wakes the actor
+		// granted takes no lock of the store's and wakes the actor
 		// without waiting for it.
-		r.grantedLocked(p.serveLocked(r))
+		r.grantedLocked(r.pool.serveLocked(r))
 	}
 }
 
-// leave takes r's window out of the pool: r's QP is gone (and the
+// leave takes r's window out of its pool: r's QP is gone (and the
 // receives it took before, drained from its CQ, were consumed), so the
 // credits its peer held back receives no one will use up.
 func (p *recvPool) leave(r *recvSide) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	st := p.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if r.left {
 		return
 	}
 	r.left = true
+	p.members--
 	p.assigned -= r.assigned
 	r.assigned, r.debt = 0, 0
-	for i, w := range p.waiting {
+	for i, w := range st.waiting {
 		if w == r {
-			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+			st.waiting = append(st.waiting[:i], st.waiting[i+1:]...)
 			break
 		}
 	}
 	r.waiting = false
-	p.serveWaitingLocked()
+	st.serveWaitingLocked()
 }
 
-// close destroys the SRQ, once no endpoint's QP uses it, and gives its
-// buffers back as their messages are released.
-func (p *recvPool) close() {
-	p.mu.Lock()
-	p.closed = true
-	slabs := p.slabs
-	p.mu.Unlock()
-	if p.srq != nil {
+// close destroys the pools' SRQs, once no endpoint's QP uses them, and
+// gives the buffers back as their messages are released.
+func (st *recvStore) close(pools []*recvPool) {
+	st.mu.Lock()
+	st.closed = true
+	slabs := st.slabs
+	st.mu.Unlock()
+	for _, p := range pools {
 		p.srq.Close()
 	}
 	for _, s := range slabs {
@@ -367,9 +413,13 @@ func (p *recvPool) close() {
 	}
 }
 
-// poolStats are the pools' figures for Stats.
-func (p *recvPool) stats() (posted, buffers int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.posted, len(p.slabs) * slabBuffers
+// stats are the store's figures for Stats: receives posted over every
+// pool, and buffers.
+func (st *recvStore) stats(pools []*recvPool) (posted, buffers int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, p := range pools {
+		posted += p.posted
+	}
+	return posted, len(st.slabs) * slabBuffers
 }

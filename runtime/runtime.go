@@ -37,6 +37,7 @@ type Runtime struct {
 
 	poolsMu     sync.Mutex
 	pools       []*recvPool // the shared receive side (recvpool.go), one SRQ each
+	recvStore   *recvStore  // their buffers, made with the first pool
 	poolsClosed bool
 
 	nextID     atomic.Uint32
@@ -332,11 +333,11 @@ func (rt *Runtime) teardown() {
 		p.Close()
 	}
 	rt.poolsMu.Lock()
-	pools := rt.pools
+	pools, store := rt.pools, rt.recvStore
 	rt.pools, rt.poolsClosed = nil, true
 	rt.poolsMu.Unlock()
-	for _, p := range pools {
-		p.close()
+	if store != nil {
+		store.close(pools)
 	}
 	if rt.pool != nil {
 		// Waits for queued and running callbacks and ants' own purge and
@@ -410,14 +411,17 @@ func (rt *Runtime) joinRecvPool(r *recvSide) (*recvPool, error) {
 			return nil, err
 		}
 	}
-	p, err := rt.newRecvPool()
+	if rt.recvStore == nil {
+		rt.recvStore = rt.newRecvStore()
+	}
+	p, err := rt.recvStore.newPool()
 	if err != nil {
 		r.pool = nil
 		return nil, err
 	}
 	r.pool = p
 	if err := p.join(r); err != nil {
-		p.close()
+		p.srq.Close()
 		r.pool = nil
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -305,6 +306,58 @@ func TestIdleEndpointsShareReceives(t *testing.T) {
 	}
 	if after := rt.Stats(); after.RecvBuffers != s.RecvBuffers {
 		t.Errorf("reconnecting %d pairs after closing as many grew the pool from %d to %d buffers", pairs, s.RecvBuffers, after.RecvBuffers)
+	}
+}
+
+// TestReceivePoolsStayShort: a receive pool serves at most PoolEndpoints
+// endpoints, so that an SRQ's queue of idle endpoints' receives, which an
+// active endpoint's messages go through in posting order, stays short
+// enough for its buffers to stay in cache (recvpool.go, poolEndpoints).
+// An endpoint of the next pool sends and receives as any other, and the
+// room closed endpoints leave is taken again before another pool opens.
+func TestReceivePoolsStayShort(t *testing.T) {
+	pairs := runtime.PoolEndpoints/2 + 10
+	rt := newRuntime(t)
+	var first []*runtime.Endpoint
+	var a, b *runtime.Endpoint
+	for i := range pairs {
+		a, b = connect(t, rt)
+		if i < 20 {
+			first = append(first, a, b)
+		}
+	}
+	members, of := runtime.PoolMembers(rt, b)
+	if want := []int{runtime.PoolEndpoints, 2*pairs - runtime.PoolEndpoints}; !slices.Equal(members, want) || of != 1 {
+		t.Fatalf("%d endpoints: pools of %v, the last endpoint in pool %d; want %v, and pool 1", 2*pairs, members, of, want)
+	}
+	ctx := ctxT(t)
+	buf, err := rt.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Free()
+	copy(buf.Bytes(), "across pools")
+	if _, err := a.Send(ctx, buf.Slice(0, len("across pools"))).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := b.Recv(ctx)
+	if err != nil || string(m.Bytes()) != "across pools" {
+		t.Fatalf("Recv: %q, %v", m.Bytes(), err)
+	}
+	m.Release()
+	for _, ep := range first {
+		if err := ep.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range len(first) / 2 {
+		connect(t, rt)
+	}
+	if members, _ := runtime.PoolMembers(rt, nil); len(members) != 2 || members[0]+members[1] != 2*pairs {
+		t.Errorf("after closing %d endpoints and connecting as many: pools of %v, want 2 pools of %d endpoints in all", len(first), members, 2*pairs)
+	}
+	if err := runtime.CheckRecvPools(rt); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -106,12 +106,10 @@ func (rt *Runtime) Stats() Stats {
 	}
 	rt.mu.Unlock()
 	rt.poolsMu.Lock()
-	for _, p := range rt.pools {
-		posted, buffers := p.stats()
-		s.RecvPosted += posted
-		s.RecvBuffers += buffers
-		s.RecvPools++
+	if rt.recvStore != nil {
+		s.RecvPosted, s.RecvBuffers = rt.recvStore.stats(rt.pools)
 	}
+	s.RecvPools = len(rt.pools)
 	rt.poolsMu.Unlock()
 	for _, p := range rt.pollers {
 		ps := p.Stats()
