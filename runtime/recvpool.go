@@ -65,8 +65,8 @@ const srqMaxWR = 16384
 // round. A pool of 256 endpoints cycles 768 buffers (3 MiB) while they
 // idle. bench/scale -pairs 1,5000, medians over the rounds of a run
 // (bench/README.md, "Receive pools of 256 endpoints"): SEND/Recv p50 at
-// 5,000 pairs 1.2-2.0x the 1-pair figure before, 0.8-1.3x after; p99
-// 1.7-3.0x before, 0.8-1.3x after in 4 runs of 5. Each pool's SRQ keeps
+// 5,000 pairs 1.1-2.0x the 1-pair figure before, 0.8-1.3x after; p99
+// 1.6-3.0x before, 0.8-1.3x after in 4 runs of 5. Each pool's SRQ keeps
 // srqMaxWR receives of room to grow its endpoints' windows.
 const poolEndpoints = 256
 
