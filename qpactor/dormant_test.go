@@ -17,6 +17,19 @@ func actorGoroutines() int {
 	return strings.Count(string(buf), "qpactor.(*Actor).run(")
 }
 
+// settledActorGoroutines waits for the actor goroutines of earlier tests
+// to end and returns how many run actors then: 0, since every test closes
+// its actors (newRig), but a closed actor's goroutine returns a moment
+// after Close does, and under -race that moment was long enough for a
+// test that counted it as its base to wait for it forever
+// (TestLateCompletionLeavesIdleActorAlone: "0 goroutines run actors, want
+// 1").
+func settledActorGoroutines(t *testing.T) int {
+	t.Helper()
+	waitActorGoroutines(t, 0)
+	return 0
+}
+
 // waitActorGoroutines waits until n goroutines run actors.
 func waitActorGoroutines(t *testing.T, n int) {
 	t.Helper()
@@ -33,7 +46,7 @@ func waitActorGoroutines(t *testing.T, n int) {
 // goroutine (and gives its OS thread back); the next submission starts a
 // new one, which posts it. With Park the goroutine stays, parked.
 func TestIdleActorEndsItsGoroutine(t *testing.T) {
-	base := actorGoroutines()
+	base := settledActorGoroutines(t)
 	r := newRig(t, 64)
 	r.actor.Start()
 	waitActorGoroutines(t, base) // idle past its spin: gone
@@ -63,7 +76,7 @@ func TestIdleActorEndsItsGoroutine(t *testing.T) {
 // device slower than the spin window, every completion would); one that
 // frees a send-queue slot a queued submission waits for does.
 func TestLateCompletionLeavesIdleActorAlone(t *testing.T) {
-	base := actorGoroutines()
+	base := settledActorGoroutines(t)
 	r := newRig(t, 1) // one send-queue slot: a second write waits for the first's completion
 	r.actor.Start()
 	ctx := context.Background()

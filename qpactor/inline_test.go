@@ -168,7 +168,7 @@ func TestFewWaitersPoll(t *testing.T) {
 // and ended; it returns how many goroutines run actors then.
 func startIdle(t *testing.T, r *rig) int {
 	t.Helper()
-	base := actorGoroutines()
+	base := settledActorGoroutines(t)
 	r.actor.Start()
 	for deadline := time.Now().Add(5 * time.Second); r.actor.Stats().Ops.Runs.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
