@@ -162,6 +162,14 @@ func (p *recvPool) join(r *recvSide) error {
 	return nil
 }
 
+// postedNone reports whether p's SRQ holds no receive.
+func (p *recvPool) postedNone() bool {
+	st := p.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return p.posted == 0
+}
+
 // supplyLocked makes n receives posted and unassigned in p's SRQ, posting
 // idle buffers and adding slabs as needed. When the SRQ has no room or the
 // arena cannot give a slab it posts what it can and returns that error

@@ -421,8 +421,16 @@ func (rt *Runtime) joinRecvPool(r *recvSide) (*recvPool, error) {
 	}
 	r.pool = p
 	if err := p.join(r); err != nil {
-		p.srq.Close()
 		r.pool = nil
+		// Receives the pool posted before it failed (short of memory) are
+		// the store's buffers in its SRQ: kept, unassigned, for the next
+		// endpoint to join it, as in an older pool. An SRQ that took
+		// none is destroyed.
+		if p.postedNone() {
+			p.srq.Close()
+		} else {
+			rt.pools = append(rt.pools, p)
+		}
 		return nil, err
 	}
 	rt.pools = append(rt.pools, p)
