@@ -41,6 +41,7 @@ type benchConfig struct {
 	qps      int
 	callers  int
 	txDepth  int // operations each caller keeps in flight (bandwidth)
+	rxDepth  int // each endpoint's largest receive window (WithRecvDepth); 0: by message size
 	json     bool
 	progress time.Duration // 0: no progress lines
 	spin     time.Duration // actors' and pollers' spin (0: 200 µs, as bench/)
@@ -154,6 +155,8 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&cfg.callers, "c", cfg.callers, "goroutines issuing operations, spread over the QPs")
 	fs.IntVar(&cfg.txDepth, "t", cfg.txDepth, "operations each caller keeps in flight (bandwidth)")
 	fs.IntVar(&cfg.txDepth, "tx-depth", cfg.txDepth, "same as -t")
+	fs.IntVar(&cfg.rxDepth, "r", 0, "each endpoint's largest window of receive credits, the runtime's WithRecvDepth (default: 64, fewer for messages over 256 KiB)")
+	fs.IntVar(&cfg.rxDepth, "rx-depth", 0, "same as -r")
 	fs.BoolVar(&cfg.json, "json", false, "print results as JSON lines")
 	fs.DurationVar(&cfg.progress, "progress", cfg.progress, "progress line interval on stderr (0: none)")
 	fs.DurationVar(&cfg.spin, "spin", 0, "how long actors and pollers spin before they sleep (the runtime's WithSpin; default 200µs)")
@@ -259,6 +262,8 @@ func (cfg *benchConfig) check() error {
 		return errors.New("-n at least 1, -q 1 to 64, -c 1 to 4096")
 	case cfg.txDepth < 1 || cfg.txDepth > 4096 || (cfg.lat && cfg.txDepth != 1):
 		return errors.New("-t 1 to 4096 (1 with -lat)")
+	case cfg.rxDepth < 0 || cfg.rxDepth > 4096:
+		return fmt.Errorf("-r %d: 1 to 4096 receive credits (0: the default)", cfg.rxDepth)
 	case cfg.pingpong && (!cfg.lat || cfg.test != "send"):
 		return errors.New("-pingpong: with send -lat only")
 	case cfg.duration < 0:
@@ -454,6 +459,9 @@ func (p *benchPair) openRuntime(cfg benchConfig, dev string, maxSize int) (*vrt.
 		msg = max(msg, maxSize)
 	}
 	recvDepth := max(4, min(64, (16<<20)/msg))
+	if cfg.rxDepth > 0 {
+		recvDepth = cfg.rxDepth
+	}
 	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
 	opts := []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
 		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(cmp.Or(cfg.spin, 200*time.Microsecond)),

@@ -50,6 +50,8 @@ func TestParseBench(t *testing.T) {
 		{[]string{"h:9000", "-p", "9001"}, false, nil},
 		{[]string{"--provider", "rdma"}, false, nil},
 		{[]string{"-q", "0"}, false, nil},
+		{[]string{"send", "-r", "512"}, true, func(c benchConfig) bool { return c.rxDepth == 512 }},
+		{[]string{"send", "-rx-depth", "-1"}, false, nil},
 		{[]string{"send", "-lat", "-pingpong"}, true, func(c benchConfig) bool { return c.pingpong && c.lat && c.test == "send" }},
 		{[]string{"send", "-pingpong"}, false, nil},          // a ping-pong is a latency test
 		{[]string{"write", "-lat", "-pingpong"}, false, nil}, // of SEND and Recv only
