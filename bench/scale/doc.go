@@ -44,11 +44,20 @@
 //     the first and of the last tenth of the pairs, and their ratio;
 //   - close/pair: the time both runtimes' Close took, over N;
 //   - load: the machine's load average over the minute before the
-//     latencies, since other work on the machine shows in all of them.
+//     latencies, since other work on the machine shows in all of them;
+//   - core-to-core: a cache line's round trip between two locked threads
+//     (benchkit.CoreToCore) before and after the latencies. The 2-vCPU
+//     development VM has two modes, ~55 and ~310 ns, that change between
+//     runs, and the runtime's SEND/Recv round trip doubles in the slow one:
+//     a ratio between rows in different modes measures the machine.
 //
 // The first N of -pairs is the baseline of the latency ratios printed
 // beside each latency: run it with 1 first to compare against one pair.
-// The table is markdown, for bench/README.md.
+// -rounds K runs the whole list K times, round-robin, each round's first N
+// the baseline of its round, and ends with a table of each N's medians over
+// the rounds, every round's SEND/Recv ratio sorted, and those of the rounds
+// whose two rows ran in one core-to-core mode. The tables are markdown,
+// for bench/README.md.
 //
 // An idle endpoint takes its actor's scratch and the 3 receive buffers of
 // 4 KiB that back its peer's initial credits in the runtime's shared
