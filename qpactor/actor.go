@@ -762,7 +762,7 @@ func (a *Actor) rest(d Driver) (left bool) {
 // arranged a wake-up (Waker.WakeAfter) whose actor goroutine watches them.
 func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 	if a.peer.on && a.peer.credits.Load() > a.peer.initial && a.inbox.Peek() == nil {
-		a.postReturn()
+		a.returnIdle()
 	}
 	if d != nil {
 		d.Drive(false)

@@ -2,6 +2,7 @@ package qpactor
 
 import (
 	"fmt"
+	"time"
 
 	"go.uber.org/atomic"
 
@@ -77,18 +78,24 @@ type CreditReporter interface {
 
 // peerCredits is the actor's share of the scheme.
 type peerCredits struct {
-	on      bool  // set by EnablePeerCredits, before Start
 	window  int64 // the most credits the peer grants: its largest window
 	initial int64 // the credits the peer granted first: an idle actor keeps these
 	rep     CreditReporter
+	// lastUse is when the actor rested after the last submission that
+	// consumed the peer's receives (returnIdle), on monoClock.
+	lastUse time.Duration
 
 	credits atomic.Int64 // the peer's receives we may still consume
 	report  atomic.Bool  // a credit-only SEND is wanted
 	goodbye atomic.Bool  // a closing actor says goodbye (SayGoodbye)
 	saidBye atomic.Bool  // the goodbye SEND was posted
+	on      bool         // set by EnablePeerCredits, before Start
 	// wanted: the actor asked the peer for a larger window since it last
 	// took a submission that consumes the peer's receives.
 	wanted bool
+	// used: a submission consumed the peer's receives since the actor
+	// last rested.
+	used bool
 	// uses[i] is what the chain's WR i took of the scheme.
 	uses []peerUse
 	// reportSub owns a credit-only SEND while it is chained; its future is
@@ -238,6 +245,9 @@ func (a *Actor) stampChain(start int, need int64) {
 		a.peer.uses = append(a.peer.uses, u)
 	}
 	a.peer.credits.Sub(need)
+	if need > 0 {
+		a.peer.used = true
+	}
 }
 
 // appendWant asks the peer for a window of need+1 in a credit-only SEND,
@@ -343,6 +353,38 @@ func (a *Actor) postGoodbye() {
 	a.post()
 	a.peer.saidBye.Store(a.seq != seq) // post advances seq by the WRs posted
 }
+
+// returnAfter is how long an actor holding more of the peer's credits
+// than its initial window stays idle before it gives them back
+// (returnIdle). Giving them back at the first rest made a stream shrink
+// its window whenever its inbox was empty for a moment: each SEND posted
+// inline by its caller was followed by a rest. In a TCG guest over rxe,
+// where a 64-byte stream's SENDs go out in batches a few ms apart, the
+// window (WithRecvDepth 512) grew to 150-280 and fell back to 30-130
+// again and again, and the sender waited for credits in every batch.
+const returnAfter = 10 * time.Millisecond
+
+// returnIdle gives the peer back the credits the actor holds beyond its
+// initial window once it has not consumed any for returnAfter; until then
+// it arranges a wake-up for it. Only the actor calls it, resting with
+// nothing queued.
+func (a *Actor) returnIdle() {
+	now := monoClock()
+	if a.peer.used || a.peer.lastUse == 0 {
+		a.peer.used, a.peer.lastUse = false, now
+	}
+	if idle := now - a.peer.lastUse; idle < returnAfter {
+		a.waker.WakeAfter(returnAfter - idle)
+		return
+	}
+	a.postReturn()
+}
+
+// monoClock reads the monotonic clock, from the package's start: a
+// duration fits where a time.Time would not (TestActorSize).
+func monoClock() time.Duration { return time.Since(clockBase) }
+
+var clockBase = time.Now()
 
 // postReturn gives the peer back the credits an idle actor holds beyond
 // its initial window, in a credit-only SEND that takes one of them: the

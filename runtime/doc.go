@@ -99,7 +99,8 @@
 //     receive pool (recvpool.go): an endpoint's peer holds credits for
 //     receives posted for it, 3 to begin with, more while its sends are
 //     held back by credits (up to WithRecvDepth), and gives back what it
-//     does not use once its actor is idle. An endpoint takes credits back
+//     does not use once its actor has been idle for 10 ms (a stream that
+//     pauses keeps its window). An endpoint takes credits back
 //     for at most 2 x WithRecvDepth buffers at once, counting the messages
 //     its application holds: while it holds them, the peer's sends wait.
 //     The pool grows 64 buffers at a time, within WithMemoryLimit; when it

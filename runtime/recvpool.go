@@ -40,9 +40,10 @@ import (
 // round trip while the sender is held back. A sender whose next batch
 // needs more than its window asks for it in a credit-only SEND (the
 // header's want field): the pool grows the window to that at once or as
-// buffers allow. A sender whose actor goes idle gives back what it holds
-// beyond initialWindow (the header's flagReturn), which shrinks the window
-// and frees those receives for other endpoints. An endpoint never takes credits back
+// buffers allow. A sender whose actor has been idle for 10 ms (qpactor's
+// returnAfter) gives back what it holds beyond initialWindow (the header's
+// flagReturn), which shrinks the window and frees those receives for other
+// endpoints. An endpoint never takes credits back
 // for more buffers than 2 x WithRecvDepth at once, counting the messages
 // the application holds (a slow reader slows its writer, it does not grow
 // the pool).

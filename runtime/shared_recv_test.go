@@ -144,6 +144,58 @@ func TestNoRNRWithManySendersOnOneReceiver(t *testing.T) {
 		senders, msgs, s.RecvBuffers, s.RecvPosted, s.RecvPools, srvRT.ArenaSize())
 }
 
+// TestPausingStreamKeepsItsWindow: a sender that streams in bursts with
+// short pauses keeps the window its bursts grew, instead of giving it back
+// at each pause and growing it again from the initial window in the next
+// burst (which held a 64-byte stream on rxe to a third of ib_send_bw's
+// rate). It gives the credits back once idle for longer.
+func TestPausingStreamKeepsItsWindow(t *testing.T) {
+	const (
+		depth  = 64
+		burst  = 48
+		bursts = 20
+	)
+	rt, cli, srv := pair(t, runtime.WithRecvDepth(depth))
+	ctx := ctxT(t)
+	buf := alloc(t, rt, 64)
+	go func() {
+		for {
+			m, err := srv.Recv(ctx)
+			if err != nil {
+				return
+			}
+			m.Release()
+		}
+	}()
+	fs := make([]runtime.Future, burst)
+	kept := 0
+	for b := range bursts {
+		if w, _ := runtime.Window(srv); b > 0 && w > runtime.InitialWindow {
+			kept++
+		}
+		for i := range fs {
+			fs[i] = cli.Send(ctx, buf.Slice(0, 8))
+		}
+		for _, f := range fs {
+			if _, err := f.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if kept < (bursts-1)/2 {
+		t.Errorf("the window was back at its initial %d after %d of %d pauses of 1 ms between bursts of %d sends, want it kept after most",
+			runtime.InitialWindow, bursts-1-kept, bursts-1, burst)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if w, _ := runtime.Window(srv); w == runtime.InitialWindow {
+			return
+		}
+	}
+	w, _ := runtime.Window(srv)
+	t.Errorf("5 s after the last burst the window is %d, want %d", w, runtime.InitialWindow)
+}
+
 // TestWindowFollowsDemand: a sender held back by its credits makes the
 // receiver's window grow, up to WithRecvDepth; a sender that is not makes
 // it shrink back to the initial window. A batch larger than the window
