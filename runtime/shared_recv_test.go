@@ -158,15 +158,7 @@ func TestPausingStreamKeepsItsWindow(t *testing.T) {
 	rt, cli, srv := pair(t, runtime.WithRecvDepth(depth))
 	ctx := ctxT(t)
 	buf := alloc(t, rt, 64)
-	go func() {
-		for {
-			m, err := srv.Recv(ctx)
-			if err != nil {
-				return
-			}
-			m.Release()
-		}
-	}()
+	receive(srv)
 	fs := make([]runtime.Future, burst)
 	kept := 0
 	for b := range bursts {
