@@ -144,7 +144,7 @@ func (a *Actor) EnablePeerCredits(initial, window int, r CreditReporter) error {
 // ahead of it would only take the post from the caller and spin beside
 // it: a grant then wakes only an actor that waits for credits, or that
 // now holds more than the initial window, which an idle actor gives back
-// (rest). An actor that waits for these credits, gone idle, runs on the
+// once idle for returnAfter (its rest arranges that). An actor that waits for these credits, gone idle, runs on the
 // goroutine handling the grant (runInline), as it would on a caller that
 // found it idle: an actor goroutine started instead costs a locked thread
 // per starved SEND (a one-way stream of 64-byte SEND+Wait on soft: 21-27
