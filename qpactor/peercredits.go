@@ -82,7 +82,8 @@ type peerCredits struct {
 	initial int64 // the credits the peer granted first: an idle actor keeps these
 	rep     CreditReporter
 	// lastUse is when the actor rested after the last submission that
-	// consumed the peer's receives (returnIdle), on monoClock.
+	// consumed the peer's receives (returnIdle), on the actor's clock
+	// (sampler.now).
 	lastUse time.Duration
 
 	credits atomic.Int64 // the peer's receives we may still consume
@@ -144,11 +145,12 @@ func (a *Actor) EnablePeerCredits(initial, window int, r CreditReporter) error {
 // ahead of it would only take the post from the caller and spin beside
 // it: a grant then wakes only an actor that waits for credits, or that
 // now holds more than the initial window, which an idle actor gives back
-// once idle for returnAfter (its rest arranges that). An actor that waits for these credits, gone idle, runs on the
-// goroutine handling the grant (runInline), as it would on a caller that
-// found it idle: an actor goroutine started instead costs a locked thread
-// per starved SEND (a one-way stream of 64-byte SEND+Wait on soft: 21-27
-// µs a message that way, 2.9-3.2 this way).
+// once idle for returnAfter (its rest arranges that). An actor that waits
+// for these credits, gone idle, runs on the goroutine handling the grant
+// (runInline), as it would on a caller that found it idle: an actor
+// goroutine started instead costs a locked thread per starved SEND (a
+// one-way stream of 64-byte SEND+Wait on soft: 21-27 µs a message that
+// way, 2.9-3.2 this way).
 func (a *Actor) GrantPeerCredits(n int64) {
 	if n == 0 {
 		return
@@ -369,8 +371,11 @@ const returnAfter = 10 * time.Millisecond
 // it arranges a wake-up for it. Only the actor calls it, resting with
 // nothing queued.
 func (a *Actor) returnIdle() {
-	now := monoClock()
-	if a.peer.used || a.peer.lastUse == 0 {
+	// Credits beyond the initial window came from growth that the
+	// actor's own submissions asked for, so used was set before the first
+	// rest that finds them.
+	now := a.lat.now()
+	if a.peer.used {
 		a.peer.used, a.peer.lastUse = false, now
 	}
 	if idle := now - a.peer.lastUse; idle < returnAfter {
@@ -379,12 +384,6 @@ func (a *Actor) returnIdle() {
 	}
 	a.postReturn()
 }
-
-// monoClock reads the monotonic clock, from the package's start: a
-// duration fits where a time.Time would not (TestActorSize).
-func monoClock() time.Duration { return time.Since(clockBase) }
-
-var clockBase = time.Now()
 
 // postReturn gives the peer back the credits an idle actor holds beyond
 // its initial window, in a credit-only SEND that takes one of them: the

@@ -135,11 +135,15 @@ func (s *sampler) init(shadow int) {
 	s.mask = uint64(len(s.at) - 1)
 }
 
+// now reads the actor's clock: the time since init, monotonic, and a
+// duration where a time.Time would not fit (TestActorSize).
+func (s *sampler) now() time.Duration { return time.Since(s.epoch) }
+
 // stamp records the post time of the WR with sequence number seq, when it
 // is sampled. Only the actor goroutine calls it.
 func (s *sampler) stamp(seq uint64) {
 	if seq%LatencySampleEvery == 0 {
-		s.at[seq/LatencySampleEvery&s.mask] = time.Since(s.epoch)
+		s.at[seq/LatencySampleEvery&s.mask] = s.now()
 	}
 }
 
@@ -178,6 +182,6 @@ func (a *Actor) sample(seq uint64, op verbs.Opcode) {
 		return
 	}
 	s := &a.lat
-	d := time.Since(s.epoch) - s.at[seq/LatencySampleEvery&s.mask]
+	d := s.now() - s.at[seq/LatencySampleEvery&s.mask]
 	a.stats.Ops.Latency[op&(OpcodeSlots-1)].observe(d)
 }
