@@ -179,13 +179,21 @@ func TestPausingStreamKeepsItsWindow(t *testing.T) {
 		t.Errorf("the window was back at its initial %d after %d of %d pauses of 1 ms between bursts of %d sends, want it kept after most",
 			runtime.InitialWindow, bursts-1-kept, bursts-1, burst)
 	}
+	if w := windowOnceIdle(srv); w != runtime.InitialWindow {
+		t.Errorf("5 s after the last burst the window is %d, want %d", w, runtime.InitialWindow)
+	}
+}
+
+// windowOnceIdle returns ep's window once it is back at the initial window
+// (its idle peer gave back what it held beyond), or after 5 s.
+func windowOnceIdle(ep *runtime.Endpoint) int {
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if w, _ := runtime.Window(srv); w == runtime.InitialWindow {
-			return
+		if w, _ := runtime.Window(ep); w == runtime.InitialWindow {
+			return w
 		}
 	}
-	w, _ := runtime.Window(srv)
-	t.Errorf("5 s after the last burst the window is %d, want %d", w, runtime.InitialWindow)
+	w, _ := runtime.Window(ep)
+	return w
 }
 
 // TestWindowFollowsDemand: a sender held back by its credits makes the
@@ -243,12 +251,7 @@ func TestWindowFollowsDemand(t *testing.T) {
 		t.Errorf("in a stream of %d sends the window grew to %d, want more than %d and at most %d", stream, grown, runtime.InitialWindow, depth)
 	}
 	// Idle, the sender gives back what it holds beyond the initial window.
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if w, _ := runtime.Window(srv); w == runtime.InitialWindow {
-			break
-		}
-	}
-	if w, _ := runtime.Window(srv); w != runtime.InitialWindow {
+	if w := windowOnceIdle(srv); w != runtime.InitialWindow {
 		t.Errorf("5 s after the stream the window is %d (it grew to %d), want %d", w, grown, runtime.InitialWindow)
 	}
 	if cli.Actor().Stats().Ops.CreditOnly.Load() == 0 {
