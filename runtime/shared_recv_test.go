@@ -175,9 +175,11 @@ func TestPausingStreamKeepsItsWindow(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if kept < (bursts-1)/2 {
-		t.Errorf("the window was back at its initial %d after %d of %d pauses of 1 ms between bursts of %d sends, want it kept after most",
-			runtime.InitialWindow, bursts-1-kept, bursts-1, burst)
+	// Before the fix 5-8 of the 19 pauses kept it (14 once, under load);
+	// after it 18-19, under -race and load too.
+	if lost := bursts - 1 - kept; lost > 3 {
+		t.Errorf("the window was back at its initial %d after %d of %d pauses of 1 ms between bursts of %d sends, want at most 3",
+			runtime.InitialWindow, lost, bursts-1, burst)
 	}
 	if w := windowOnceIdle(srv); w != runtime.InitialWindow {
 		t.Errorf("5 s after the last burst the window is %d, want %d", w, runtime.InitialWindow)
