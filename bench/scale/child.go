@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,6 +45,9 @@ type result struct {
 	// before the latencies and after them: the machine's mode while they
 	// ran.
 	CoreToCore [2]time.Duration
+	// With -interleave, each block's p50s, in order; the p50s and p99s
+	// above are then over every block's samples.
+	Blocks []latencies
 }
 
 // coreToCoreTrips is the round trips of each of CoreToCore's batches.
@@ -69,7 +73,7 @@ func (p *probe) latencies(ctx context.Context, pr pair) (latencies, error) {
 // runChild measures cfg.child pairs and reports on out (parent.go says
 // how); the runtimes close after the result is out, so a closing that
 // hangs costs only the closing's figure.
-func runChild(ctx context.Context, cfg config, out io.Writer) error {
+func runChild(ctx context.Context, cfg config, commands io.Reader, out io.Writer) error {
 	progress := func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) }
 	prof := &phaseProfiler{name: cfg.cpuProfile, traceName: cfg.trace}
 	defer prof.stop()
@@ -80,6 +84,7 @@ func runChild(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	p.commands = commands
 	res, err := p.measure(ctx, cfg.child, prof, progress)
 	if err == nil {
 		var line []byte
@@ -140,6 +145,8 @@ type probe struct {
 	srvBuf *runtime.Buffer  // what the active server sends back
 	target runtime.RemoteRef
 	pairs  []pair
+	// With -interleave, the parent's commands (blockCommand), one a line.
+	commands io.Reader
 }
 
 type pair struct{ cli, srv *runtime.Endpoint }
@@ -276,25 +283,31 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 
 	res.LoadAverage = benchkit.LoadAverage()
 	res.CoreToCore[0] = benchkit.CoreToCore(coreToCoreTrips)
-	if err := prof.start("write"); err != nil {
-		return res, err
-	}
 	active := p.pairs[len(p.pairs)-1]
-	progress("WRITE+Wait on one pair, %d idle", n-1)
-	writes, err := p.writes(ctx, active)
-	if err != nil {
-		return res, err
+	if p.cfg.interleave > 0 {
+		if err := p.serveBlocks(ctx, active, &res, prof, progress); err != nil {
+			return res, err
+		}
+	} else {
+		if err := prof.start("write"); err != nil {
+			return res, err
+		}
+		progress("WRITE+Wait on one pair, %d idle", n-1)
+		writes, err := p.writes(ctx, active)
+		if err != nil {
+			return res, err
+		}
+		res.WriteP50, res.WriteP99 = percentile(writes, 0.50), percentile(writes, 0.99)
+		progress("SEND/Recv round trips on one pair, %d idle", n-1)
+		if err := prof.start("roundtrip"); err != nil {
+			return res, err
+		}
+		trips, err := p.roundTrips(ctx, active)
+		if err != nil {
+			return res, err
+		}
+		res.RoundTripP50, res.RoundTripP99 = percentile(trips, 0.50), percentile(trips, 0.99)
 	}
-	res.WriteP50, res.WriteP99 = percentile(writes, 0.50), percentile(writes, 0.99)
-	progress("SEND/Recv round trips on one pair, %d idle", n-1)
-	if err := prof.start("roundtrip"); err != nil {
-		return res, err
-	}
-	trips, err := p.roundTrips(ctx, active)
-	if err != nil {
-		return res, err
-	}
-	res.RoundTripP50, res.RoundTripP99 = percentile(trips, 0.50), percentile(trips, 0.99)
 	res.CoreToCore[1] = benchkit.CoreToCore(coreToCoreTrips)
 	if n > 1 {
 		progress("the first pair again, %d idle", n-1)
@@ -303,6 +316,45 @@ func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progres
 		}
 	}
 	return res, nil
+}
+
+// serveBlocks says readyTag and then, for each blockCommand the parent
+// sends, measures one block of WRITE+Wait and SEND/Recv on the active pair
+// (each -warmup and -ops long) and answers blockTag, until the commands
+// end. The p50s and p99s of res are over all the blocks' samples.
+func (p *probe) serveBlocks(ctx context.Context, active pair, res *result, prof *phaseProfiler, progress func(string, ...any)) error {
+	if err := prof.start("blocks"); err != nil {
+		return err
+	}
+	progress("%s%d", readyTag, res.Pairs)
+	var writes, trips []time.Duration
+	sc := bufio.NewScanner(p.commands)
+	for sc.Scan() {
+		if cmd := sc.Text(); cmd != blockCommand {
+			return fmt.Errorf("unknown command %q from the parent, want %q", cmd, blockCommand)
+		}
+		w, err := p.writes(ctx, active)
+		if err != nil {
+			return fmt.Errorf("block %d: %w", len(res.Blocks)+1, err)
+		}
+		t, err := p.roundTrips(ctx, active)
+		if err != nil {
+			return fmt.Errorf("block %d: %w", len(res.Blocks)+1, err)
+		}
+		b := latencies{Write: percentile(w, 0.50), RoundTrip: percentile(t, 0.50)}
+		res.Blocks = append(res.Blocks, b)
+		writes, trips = append(writes, w...), append(trips, t...)
+		progress("%s%d: WRITE p50 %v, SEND/Recv p50 %v", blockTag, len(res.Blocks), b.Write, b.RoundTrip)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading the parent's commands: %w", err)
+	}
+	if len(res.Blocks) == 0 {
+		return errors.New("the parent asked for no block")
+	}
+	res.WriteP50, res.WriteP99 = percentile(writes, 0.50), percentile(writes, 0.99)
+	res.RoundTripP50, res.RoundTripP99 = percentile(trips, 0.50), percentile(trips, 0.99)
+	return nil
 }
 
 // connect returns a pair connected through ln, as a server's Accept and a

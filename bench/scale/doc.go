@@ -59,6 +59,20 @@
 // whose two rows ran in one core-to-core mode. The tables are markdown,
 // for bench/README.md.
 //
+// -interleave B measures the latencies another way, for a machine whose
+// speed drifts between runs. The children of a round start one after
+// another, each once the one before has connected its pairs and measured
+// its idleness, and stay alive together; then they take turns, one block
+// each (-warmup and -ops of WRITE+Wait, then of SEND/Recv, on the active
+// pair), the order reversed from block to block, B blocks in all. Blocks
+// side by side ran milliseconds apart, on the same machine, while the
+// other children idled (under 1% of a core). The run ends with each N's
+// block-by-block ratios to the baseline: their median and 10th-90th
+// percentiles. Listing an N twice (-pairs 1,5000,1) shows how far two
+// children of the same N differ by this measure:
+//
+//	go run ./bench/scale -pairs 1,5000,1 -interleave 100 -rounds 3
+//
 // An idle endpoint takes its actor's scratch and the 3 receive buffers of
 // 4 KiB that back its peer's initial credits in the runtime's shared
 // receive pool, and each runtime maps at most 1 GiB unless told otherwise

@@ -29,6 +29,7 @@ func main() {
 type config struct {
 	pairs      []int
 	rounds     int // times the whole -pairs list runs, round-robin
+	interleave int // > 0: latencies in this many blocks, the children of a round taking turns
 	ops        int
 	warmup     int
 	size       int
@@ -51,8 +52,9 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.SetOutput(out)
 	fs.StringVar(&pairs, "pairs", "1,100,1000", "comma-separated numbers of endpoint pairs, one child process each; the first is the latency baseline")
 	fs.IntVar(&cfg.rounds, "rounds", 1, "run the whole -pairs list this many times, one N after another, and end with the medians over the rounds")
-	fs.IntVar(&cfg.ops, "ops", 2000, "latency samples of each kind on the active pair")
-	fs.IntVar(&cfg.warmup, "warmup", 200, "operations of each kind before the samples")
+	fs.IntVar(&cfg.interleave, "interleave", 0, "measure the latencies in this many blocks, the children of a round alive together and taking turns block by block, and end with each block's ratio to the baseline's block beside it")
+	fs.IntVar(&cfg.ops, "ops", 2000, "latency samples of each kind on the active pair (with -interleave: in each block)")
+	fs.IntVar(&cfg.warmup, "warmup", 200, "operations of each kind before the samples (with -interleave: before each block's)")
 	fs.IntVar(&cfg.size, "size", 64, "bytes of each WRITE and SEND")
 	fs.DurationVar(&cfg.pause, "pause", 50*time.Millisecond, "idleness before threads are counted, past every spin window")
 	fs.DurationVar(&cfg.idleCPU, "idlecpu", 2*time.Second, "idleness over which CPU time is measured")
@@ -85,6 +87,9 @@ func parse(args []string, out io.Writer) (config, error) {
 	}
 	if cfg.rounds < 1 {
 		return cfg, fmt.Errorf("-rounds %d: want at least 1", cfg.rounds)
+	}
+	if cfg.interleave < 0 {
+		return cfg, fmt.Errorf("-interleave %d: want a number of blocks, or 0 for none", cfg.interleave)
 	}
 	if cfg.ops < 1 || cfg.warmup < 0 || cfg.size < 1 || cfg.size > 4096 {
 		return cfg, fmt.Errorf("-ops must be at least 1, -warmup at least 0, -size 1 to 4096 (the default largest message)")
@@ -129,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if cfg.child > 0 {
-		return runChild(ctx, cfg, stdout)
+		return runChild(ctx, cfg, os.Stdin, stdout)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -139,6 +144,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	t.header()
 	for round := 1; round <= cfg.rounds; round++ {
 		t.startRound()
+		if cfg.interleave > 0 {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			for _, o := range runInterleaved(ctx, self, cfg, round, stderr) {
+				t.row(o)
+			}
+			continue
+		}
 		for _, n := range cfg.pairs {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -147,5 +161,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	t.medians()
+	t.blockRatios()
 	return nil
 }

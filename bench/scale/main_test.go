@@ -123,6 +123,59 @@ func TestRunRounds(t *testing.T) {
 	}
 }
 
+// TestRunInterleaved: with -interleave the children of a round are alive
+// together and take turns, one block each; every N's blocks are set
+// against the baseline's beside them, an N listed twice is named by its
+// place, and a child that dies before it is ready leaves the others to
+// their blocks.
+func TestRunInterleaved(t *testing.T) {
+	var out, log bytes.Buffer
+	if err := run(context.Background(), append([]string{"-pairs", "1,2,1", "-interleave", "3"}, quick...), &out, &log); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	table, blocks, ok := strings.Cut(out.String(), "Block by block")
+	if !ok {
+		t.Fatalf("no block-by-block table:\n%s\n%s", out.String(), log.String())
+	}
+	if rows := tableRows(table); len(rows) != 3 {
+		t.Fatalf("%d rows, want 3:\n%s", len(rows), out.String())
+	}
+	rows := tableRows(blocks)
+	want := []string{"1 (#1)", "2", "1 (#3)"}
+	if len(rows) != len(want) {
+		t.Fatalf("block rows %q, want %q", rows, want)
+	}
+	ratio := regexp.MustCompile(`^\d+\.\d\dx \(\d+\.\d\d-\d+\.\d\d\)$`)
+	for i, row := range rows {
+		if row[0] != want[i] || row[1] != "3" {
+			t.Errorf("block row %q, want %s with 3 blocks", row, want[i])
+		}
+		for _, cell := range row[2:] {
+			if !ratio.MatchString(cell) {
+				t.Errorf("%s: ratio %q, want a median and its spread", want[i], cell)
+			}
+		}
+	}
+	if got := strings.Count(log.String(), blockTag); got != 9 {
+		t.Errorf("the children answered %d blocks, want 3 each:\n%s", got, log.String())
+	}
+
+	out.Reset()
+	log.Reset()
+	args := append([]string{"-pairs", "300,1", "-memlimit", "2MiB", "-interleave", "2"}, quick...)
+	if err := run(context.Background(), args, &out, &log); err != nil {
+		t.Fatalf("run with a dying child: %v\n%s", err, log.String())
+	}
+	table, _, _ = strings.Cut(out.String(), "Block by block")
+	rows = tableRows(table)
+	if len(rows) != 2 || !strings.HasPrefix(rows[0][1], "died after connecting") || !strings.HasSuffix(rows[1][slices.Index(columns, "WRITE p50")], "s") {
+		t.Errorf("want the 300-pair child dead and the 1-pair child measured:\n%s\n%s", out.String(), log.String())
+	}
+	if _, err := parse([]string{"-interleave", "-1"}, &log); err == nil {
+		t.Error("-interleave -1 accepted")
+	}
+}
+
 func tableRows(out string) [][]string {
 	var rows [][]string
 	for line := range strings.SplitSeq(out, "\n") {

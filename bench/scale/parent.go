@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,15 @@ const (
 	pairsTag  = "PAIRS "
 	resultTag = "RESULT "
 	closedTag = "CLOSED "
+
+	// With -interleave, a child that has connected its pairs and measured
+	// what idleness costs says readyTag, then serves the parent's commands
+	// on its stdin, one a line: blockCommand runs one block of latencies
+	// on its active pair and answers blockTag and the block's p50s as
+	// JSON. Its stdin's end ends the blocks.
+	readyTag     = "READY "
+	blockTag     = "BLOCK "
+	blockCommand = "block"
 )
 
 // outcome is what became of one child.
@@ -45,57 +55,145 @@ type closing struct {
 // runOne measures n pairs in a child process (of the given round of
 // -rounds) and says what became of it.
 func runOne(ctx context.Context, self string, cfg config, n, round int, log io.Writer) outcome {
-	out := outcome{pairs: n}
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, self, childArgs(cfg, n, round)...)
-	stderr := &headWriter{max: 64 << 10}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
+	return startChild(ctx, self, cfg, n, round, log).finish()
+}
+
+// child is a running child process: the lines it reports are read as they
+// come, and with -interleave it answers the parent's commands on its stdin.
+type child struct {
+	n       int
+	cfg     config
+	cmd     *exec.Cmd
+	cancel  context.CancelFunc
+	ctx     context.Context
+	stdin   io.WriteCloser
+	stderr  *headWriter
+	log     io.Writer
+	replies chan string   // readyTag and blockTag lines, in order
+	done    chan struct{} // closed when stdout ends
+	out     outcome       // the reader's until done is closed
+}
+
+// startChild starts the child measuring n pairs; a child that could not
+// start is a child already done, its outcome saying why.
+func startChild(ctx context.Context, self string, cfg config, n, round int, log io.Writer) *child {
+	c := &child{n: n, cfg: cfg, log: log, out: outcome{pairs: n}, stderr: &headWriter{max: 64 << 10},
+		replies: make(chan string, 16), done: make(chan struct{})}
+	c.ctx, c.cancel = context.WithTimeout(ctx, cfg.timeout)
+	c.cmd = exec.CommandContext(c.ctx, self, childArgs(cfg, n, round)...)
+	c.cmd.Stderr = c.stderr
+	var err error
+	c.stdin, err = c.cmd.StdinPipe()
+	var stdout io.ReadCloser
+	if err == nil {
+		stdout, err = c.cmd.StdoutPipe()
+	}
+	if err == nil {
+		if err = c.cmd.Start(); err != nil {
+			err = fmt.Errorf("not started: %w", err)
+		}
+	}
 	if err != nil {
-		out.died = err.Error()
-		return out
+		c.out.died = err.Error()
+		c.cmd = nil
+		close(c.done)
+		return c
 	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		out.died = fmt.Sprintf("not started: %v", err)
-		return out
-	}
+	go c.read(stdout, time.Now())
+	return c
+}
+
+// read takes the child's report apart (see pairsTag) until its stdout
+// ends.
+func (c *child) read(stdout io.Reader, start time.Time) {
+	defer close(c.done)
 	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, pairsTag):
-			out.connected, _ = strconv.Atoi(line[len(pairsTag):])
+			c.out.connected, _ = strconv.Atoi(line[len(pairsTag):])
 		case strings.HasPrefix(line, resultTag):
 			var r result
 			if err := json.Unmarshal([]byte(line[len(resultTag):]), &r); err != nil {
-				out.died = fmt.Sprintf("unreadable result: %v", err)
+				c.out.died = fmt.Sprintf("unreadable result: %v", err)
 			} else {
-				out.res = &r
+				c.out.res = &r
 			}
 		case strings.HasPrefix(line, closedTag):
-			var c closing
-			if err := json.Unmarshal([]byte(line[len(closedTag):]), &c); err == nil {
-				out.closed = &c
+			var cl closing
+			if err := json.Unmarshal([]byte(line[len(closedTag):]), &cl); err == nil {
+				c.out.closed = &cl
 			}
+		case strings.HasPrefix(line, readyTag), strings.HasPrefix(line, blockTag):
+			c.replies <- line
+			fmt.Fprintf(c.log, "[%d pairs, %s] %s\n", c.n, time.Since(start).Round(time.Second), line)
 		default:
-			out.progress = line
-			fmt.Fprintf(log, "[%d pairs, %s] %s\n", n, time.Since(start).Round(time.Second), line)
+			c.out.progress = line
+			fmt.Fprintf(c.log, "[%d pairs, %s] %s\n", c.n, time.Since(start).Round(time.Second), line)
 		}
 	}
-	err = cmd.Wait()
+	// The reader may stop reading replies once it knows the child is gone:
+	// drain what no one will take, so that this goroutine ends.
+	io.Copy(io.Discard, stdout)
+}
+
+// await returns the child's next reply, which must carry tag, or an error
+// if the child ended (or said something else) first.
+func (c *child) await(tag string) (string, error) {
+	select {
+	case line := <-c.replies:
+		if !strings.HasPrefix(line, tag) {
+			return "", fmt.Errorf("%d pairs: said %q, want %s", c.n, line, strings.TrimSpace(tag))
+		}
+		return line[len(tag):], nil
+	case <-c.done:
+		select {
+		case line := <-c.replies:
+			if strings.HasPrefix(line, tag) {
+				return line[len(tag):], nil
+			}
+		default:
+		}
+		return "", fmt.Errorf("%d pairs: the child ended before it said %s", c.n, strings.TrimSpace(tag))
+	}
+}
+
+// command sends the child one command of -interleave (blockCommand) and
+// waits for its answer.
+func (c *child) command(cmd, tag string) (string, error) {
+	if c.cmd == nil {
+		return "", fmt.Errorf("%d pairs: %s", c.n, c.out.died)
+	}
+	if _, err := io.WriteString(c.stdin, cmd+"\n"); err != nil {
+		return "", fmt.Errorf("%d pairs: %w", c.n, err)
+	}
+	return c.await(tag)
+}
+
+// finish closes the child's stdin (a child serving -interleave's blocks
+// takes that as the end of them), waits for it to end and says what
+// became of it.
+func (c *child) finish() outcome {
+	defer c.cancel()
+	if c.cmd == nil {
+		return c.out
+	}
+	c.stdin.Close()
+	<-c.done
+	err := c.cmd.Wait()
+	out := c.out
 	switch {
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		out.died = fmt.Sprintf("killed after -timeout %v", cfg.timeout)
+	case c.ctx.Err() != nil && errors.Is(c.ctx.Err(), context.DeadlineExceeded):
+		out.died = fmt.Sprintf("killed after -timeout %v", c.cfg.timeout)
 	case err != nil:
-		out.died = deathReason(stderr.String(), err)
+		out.died = deathReason(c.stderr.String(), err)
 	}
 	if out.died != "" {
-		fmt.Fprintf(log, "[%d pairs] died: %s\n", n, out.died)
-		if head := firstLines(stderr.String(), 12); head != "" {
-			fmt.Fprintf(log, "[%d pairs] its stderr began:\n%s\n", n, head)
+		fmt.Fprintf(c.log, "[%d pairs] died: %s\n", c.n, out.died)
+		if head := firstLines(c.stderr.String(), 12); head != "" {
+			fmt.Fprintf(c.log, "[%d pairs] its stderr began:\n%s\n", c.n, head)
 		}
 	}
 	return out
@@ -122,6 +220,9 @@ func childArgs(cfg config, n, round int) []string {
 	}
 	if cfg.parked {
 		args = append(args, "-parked")
+	}
+	if cfg.interleave > 0 {
+		args = append(args, "-interleave", strconv.Itoa(cfg.interleave))
 	}
 	if cfg.cpuProfile != "" {
 		args = append(args, "-cpuprofile", profileName(cfg.cpuProfile, tag))
@@ -188,4 +289,42 @@ func (w *headWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return string(w.buf)
+}
+
+// runInterleaved runs one round of -interleave. It starts the children one
+// after another, each once the one before is ready (connected and idle),
+// so that no child's setup overlaps another's measuring; then they take
+// turns, one block of latencies each, the order reversed from one block
+// to the next; then they end one after another. The machine's speed
+// drifts over seconds (see benchkit.CoreToCore), and a block lasts
+// milliseconds: blocks side by side ran on the same machine. While one
+// child measures, the others idle, which costs under 1% of a core.
+func runInterleaved(ctx context.Context, self string, cfg config, round int, log io.Writer) []outcome {
+	var children, live []*child
+	for _, n := range cfg.pairs {
+		c := startChild(ctx, self, cfg, n, round, log)
+		children = append(children, c)
+		if _, err := c.await(readyTag); err != nil {
+			fmt.Fprintf(log, "[%d pairs] not ready: %v\n", n, err) // its outcome says why
+			continue
+		}
+		live = append(live, c)
+	}
+	for b := range cfg.interleave {
+		order := slices.Clone(live)
+		if b%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, c := range order {
+			if _, err := c.command(blockCommand, blockTag); err != nil {
+				fmt.Fprintf(log, "[%d pairs] block %d: %v\n", c.n, b+1, err)
+				live = slices.DeleteFunc(live, func(l *child) bool { return l == c })
+			}
+		}
+	}
+	outs := make([]outcome, len(children))
+	for i, c := range children {
+		outs[i] = c.finish()
+	}
+	return outs
 }

@@ -18,19 +18,30 @@ type table struct {
 	w        io.Writer
 	cfg      config
 	baseline *result
-	first    bool
-	results  map[int][]roundResult // by pairs, in round order
+	pos      int                   // the next row's place in -pairs
+	results  map[int][]roundResult // by place in -pairs, in round order
 }
 
 // roundResult is one child's result and the baseline of its round.
 type roundResult struct{ res, baseline *result }
 
 func newTable(w io.Writer, cfg config) *table {
-	return &table{w: w, cfg: cfg, first: true, results: make(map[int][]roundResult)}
+	return &table{w: w, cfg: cfg, results: make(map[int][]roundResult)}
 }
 
-// startRound makes the next row the baseline.
-func (t *table) startRound() { t.first = true }
+// startRound makes the next row the first of -pairs, the baseline.
+func (t *table) startRound() { t.pos = 0 }
+
+// label names the i'th N of -pairs in the summaries: its number, and its
+// place when the list has it more than once (-pairs 1,5000,1 measures how
+// far two runs of one N differ).
+func (t *table) label(i int) string {
+	n := t.cfg.pairs[i]
+	if slices.Index(t.cfg.pairs, n) == i && slices.Index(t.cfg.pairs[i+1:], n) < 0 {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%d (#%d)", n, i+1)
+}
 
 var columns = []string{"pairs", "heap/ep", "stack/ep", "reg/ep", "threads", "goroutines", "idle CPU",
 	"WRITE p50", "WRITE p99", "SEND/Recv p50", "SEND/Recv p99",
@@ -46,21 +57,25 @@ func (t *table) header() {
 	if t.cfg.parked {
 		actors = "; parked actors (WithParkedActors)"
 	}
-	fmt.Fprintf(t.w, "%s, GOMAXPROCS %d, %d cores, load average %s; %d samples of %d B after %d warm-up; memory limit %s%s\n\n",
-		goruntime.Version(), goruntime.GOMAXPROCS(0), goruntime.NumCPU(), benchkit.LoadAverage(), t.cfg.ops, t.cfg.size, t.cfg.warmup, limit, actors)
+	blocks := ""
+	if t.cfg.interleave > 0 {
+		blocks = fmt.Sprintf(" in each of %d blocks, the children of a round taking turns", t.cfg.interleave)
+	}
+	fmt.Fprintf(t.w, "%s, GOMAXPROCS %d, %d cores, load average %s; %d samples of %d B after %d warm-up%s; memory limit %s%s\n\n",
+		goruntime.Version(), goruntime.GOMAXPROCS(0), goruntime.NumCPU(), benchkit.LoadAverage(), t.cfg.ops, t.cfg.size, t.cfg.warmup, blocks, limit, actors)
 	fmt.Fprintf(t.w, "| %s |\n", strings.Join(columns, " | "))
 	fmt.Fprintf(t.w, "|%s\n", strings.Repeat("---|", len(columns)))
 }
 
 func (t *table) row(o outcome) {
-	if t.first {
-		t.first = false
+	if t.pos == 0 {
 		t.baseline = o.res
 	}
 	r := o.res
 	if r != nil {
-		t.results[o.pairs] = append(t.results[o.pairs], roundResult{res: r, baseline: t.baseline})
+		t.results[t.pos] = append(t.results[t.pos], roundResult{res: r, baseline: t.baseline})
 	}
+	t.pos++
 	if r == nil {
 		cells := make([]string, len(columns))
 		cells[0] = fmt.Sprint(o.pairs)
@@ -119,18 +134,16 @@ func (t *table) medians() {
 	if t.cfg.rounds < 2 || len(t.results) == 0 {
 		return
 	}
-	base := t.results[t.cfg.pairs[0]]
+	base := t.results[0]
 	fmt.Fprintf(t.w, "\nMedians over %d rounds (ratio: to the median of %d pairs); SEND/Recv p50 against its round's baseline, and the 1st pair's SEND/Recv p50 now/alone, every round sorted:\n\n", t.cfg.rounds, t.cfg.pairs[0])
 	cols := []string{"pairs", "rounds", "WRITE p50", "WRITE p99", "SEND/Recv p50", "SEND/Recv p99",
 		"SEND/Recv p50 / round's baseline", "the same, rounds in one core-to-core mode", "1st pair SEND/Recv p50 now/alone"}
 	fmt.Fprintf(t.w, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
-	seen := make(map[int]bool)
-	for _, n := range t.cfg.pairs {
-		rs := t.results[n]
-		if seen[n] || len(rs) == 0 {
+	for i := range t.cfg.pairs {
+		rs := t.results[i]
+		if len(rs) == 0 {
 			continue
 		}
-		seen[n] = true
 		figure := func(rs []roundResult, f func(*result) time.Duration) time.Duration {
 			ds := make([]time.Duration, len(rs))
 			for i, r := range rs {
@@ -157,13 +170,54 @@ func (t *table) medians() {
 				firstPair = append(firstPair, float64(b)/float64(a))
 			}
 		}
-		fmt.Fprintf(t.w, "| %d | %d | %s | %s | %s | %s | %s | %s | %s |\n", n, len(rs),
+		fmt.Fprintf(t.w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", t.label(i), len(rs),
 			cell(func(r *result) time.Duration { return r.WriteP50 }),
 			cell(func(r *result) time.Duration { return r.WriteP99 }),
 			cell(func(r *result) time.Duration { return r.RoundTripP50 }),
 			cell(func(r *result) time.Duration { return r.RoundTripP99 }),
 			fmtRatios(vsRound), fmtRatios(sameMode), fmtRatios(firstPair))
 	}
+}
+
+// blockRatios prints, with -interleave, each N's block-by-block ratios
+// over all rounds: each block's p50 against the p50 of the baseline's
+// block beside it in time, the median of those ratios and their 10th and
+// 90th percentiles. Blocks side by side ran milliseconds apart, so the
+// machine's drift, which moves the p50s of whole runs 2x, cancels out.
+func (t *table) blockRatios() {
+	if t.cfg.interleave == 0 || len(t.results) == 0 {
+		return
+	}
+	fmt.Fprintf(t.w, "\nBlock by block (-interleave %d, %d rounds): each block's p50 over its block of %d pairs beside it; median of the ratios (10th-90th percentile):\n\n", t.cfg.interleave, t.cfg.rounds, t.cfg.pairs[0])
+	cols := []string{"pairs", "blocks", "WRITE p50 / baseline's", "SEND/Recv p50 / baseline's"}
+	fmt.Fprintf(t.w, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+	for i := range t.cfg.pairs {
+		var writes, trips []float64
+		for _, r := range t.results[i] {
+			if r.baseline == nil {
+				continue
+			}
+			for k := range min(len(r.res.Blocks), len(r.baseline.Blocks)) {
+				b, base := r.res.Blocks[k], r.baseline.Blocks[k]
+				if base.Write > 0 && base.RoundTrip > 0 {
+					writes = append(writes, float64(b.Write)/float64(base.Write))
+					trips = append(trips, float64(b.RoundTrip)/float64(base.RoundTrip))
+				}
+			}
+		}
+		fmt.Fprintf(t.w, "| %s | %d | %s | %s |\n", t.label(i), len(trips), fmtSpread(writes), fmtSpread(trips))
+	}
+}
+
+// fmtSpread is the median of rs and its 10th and 90th percentiles, "-"
+// for none.
+func fmtSpread(rs []float64) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	slices.Sort(rs)
+	at := func(q float64) float64 { return rs[min(len(rs)-1, int(q*float64(len(rs))))] }
+	return fmt.Sprintf("%.2fx (%.2f-%.2f)", at(0.5), at(0.1), at(0.9))
 }
 
 // oneMode reports whether core-to-core round trips agree within 1.5x:
