@@ -267,6 +267,18 @@ func firstLines(s string, n int) string {
 	return strings.TrimRight(strings.Join(lines, "\n"), "\n")
 }
 
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
 // headWriter keeps the first max bytes written to it and drops the rest:
 // a dying process with thousands of goroutines writes megabytes of stacks
 // after the line that says why.
@@ -300,6 +312,7 @@ func (w *headWriter) String() string {
 // milliseconds: blocks side by side ran on the same machine. While one
 // child measures, the others idle, which costs under 1% of a core.
 func runInterleaved(ctx context.Context, self string, cfg config, round int, log io.Writer) []outcome {
+	log = &lockedWriter{w: log} // the children's readers share it
 	var children, live []*child
 	for _, n := range cfg.pairs {
 		c := startChild(ctx, self, cfg, n, round, log)
