@@ -467,10 +467,14 @@ func checkRemote(opcode verbs.Opcode, n int, r RemoteRef) error {
 // lost (lost: a CQ overrun, a dead device) every outstanding WR fails with
 // err at once; otherwise each resolves with its flush completion, once the
 // device has given it back.
+//
+// The actor refuses new operations before Done closes, as Close does it:
+// an operation submitted after Done must fail with err, not reach a QP
+// going to ERR and come back flushed.
 func (ep *Endpoint) fail(err error, lost bool) {
 	if ep.failErr.CompareAndSwap(nil, err) {
-		ep.finish(err)
 		ep.actor.Break(err)
+		ep.finish(err)
 		ep.toError()
 		ep.hangUp()
 	}
