@@ -204,41 +204,90 @@ func TestWaitWindowLearns(t *testing.T) {
 	defer cancel()
 	const rounds = 100
 	for i := range rounds {
-		d.mu.Lock()
-		d.stalled = true
-		d.mu.Unlock()
-		op := r.write(i)
-		f, err := r.actor.Submit(ctx, &op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The completion comes in 1 ms: polled by the waiter, or, once
-		// it parked, by this goroutine, as by a poller.
-		waited := make(chan struct{})
-		go func() {
-			time.Sleep(time.Millisecond)
-			d.mu.Lock()
-			d.stalled = false
-			d.mu.Unlock()
-			for {
-				select {
-				case <-waited:
-					return
-				case <-time.After(100 * time.Microsecond):
-					d.Poll()
-				}
-			}
-		}()
-		_, err = f.Wait(ctx)
-		close(waited)
-		if err != nil {
-			t.Fatal(err)
-		}
+		waitLate(ctx, t, r, d, i)
 	}
 	// Without learning every wait parks; with it, those the timer or the
 	// scheduler made much later than usual.
 	if parked := r.actor.Stats().Ops.WaitsParked.Load(); parked > rounds/2 {
 		t.Errorf("%d of %d waits of about 1 ms parked with WaitPoll 500µs", parked, rounds)
+	}
+}
+
+// TestInstantWaitsDoNotShortenTheWindow: waits that find their result at
+// once teach the window nothing. A waiter whose waits are mostly instant
+// (a SEND that completed inside its post) and sometimes long (the reply
+// to it) must learn the long ones: before, the instant ones counted as 0,
+// held the learned tail at its floor, and every long wait parked.
+func TestInstantWaitsDoNotShortenTheWindow(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) { c.WaitPoll = 500 * time.Microsecond })
+	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
+	r.actor.SetDriver(d)
+	r.actor.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const rounds, instant = 40, 15
+	for i := range rounds {
+		for j := range instant {
+			op := r.write(i*(instant+1) + j)
+			f, err := r.actor.Submit(ctx, &op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Completed before its wait begins, as by a poller.
+			for done := false; !done; {
+				d.Poll()
+				select {
+				case <-f.Done():
+					done = true
+				case <-time.After(10 * time.Microsecond):
+				}
+			}
+			if _, err := f.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitLate(ctx, t, r, d, i*(instant+1)+instant)
+	}
+	if parked := r.actor.Stats().Ops.WaitsParked.Load(); parked > rounds/4 {
+		t.Errorf("%d of %d waits of about 1 ms parked among %d instant ones each, with WaitPoll 500µs", parked, rounds, instant)
+	}
+}
+
+// waitLate submits write i and waits for it, its completion coming in 1
+// ms: polled by the waiter, or, once it parked, by a goroutine of the
+// test, as by a poller.
+func waitLate(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i int) {
+	t.Helper()
+	d.mu.Lock()
+	d.stalled = true
+	d.mu.Unlock()
+	op := r.write(i)
+	f, err := r.actor.Submit(ctx, &op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		time.Sleep(time.Millisecond)
+		d.mu.Lock()
+		d.stalled = false
+		d.mu.Unlock()
+		for {
+			select {
+			case <-waited:
+				return
+			case <-time.After(100 * time.Microsecond):
+				d.Poll()
+			}
+		}
+	}()
+	_, err = f.Wait(ctx)
+	close(waited)
+	<-polled
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
