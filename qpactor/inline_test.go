@@ -196,12 +196,7 @@ func TestWaitPollWindow(t *testing.T) {
 // WaitPoll park at first, then poll long enough for them: the window
 // learns how long waits take (here 1 ms, with WaitPoll 500 µs).
 func TestWaitWindowLearns(t *testing.T) {
-	r := newRig(t, 64, func(c *qpactor.Config) { c.WaitPoll = 500 * time.Microsecond })
-	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
-	r.actor.SetDriver(d)
-	r.actor.Start()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	r, d, ctx := waitRig(t)
 	const rounds = 100
 	for i := range rounds {
 		waitLate(ctx, t, r, d, i)
@@ -219,12 +214,7 @@ func TestWaitWindowLearns(t *testing.T) {
 // to it) must learn the long ones: before, the instant ones counted as 0,
 // held the learned tail at its floor, and every long wait parked.
 func TestInstantWaitsDoNotShortenTheWindow(t *testing.T) {
-	r := newRig(t, 64, func(c *qpactor.Config) { c.WaitPoll = 500 * time.Microsecond })
-	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
-	r.actor.SetDriver(d)
-	r.actor.Start()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	r, d, ctx := waitRig(t)
 	const rounds, instant = 40, 15
 	for i := range rounds {
 		for j := range instant {
@@ -251,6 +241,18 @@ func TestInstantWaitsDoNotShortenTheWindow(t *testing.T) {
 	if parked := r.actor.Stats().Ops.WaitsParked.Load(); parked > rounds/4 {
 		t.Errorf("%d of %d waits of about 1 ms parked among %d instant ones each, with WaitPoll 500µs", parked, rounds, instant)
 	}
+}
+
+// waitRig is a started actor with WaitPoll 500 µs whose waiters poll
+// through a recording driver, for the tests of the learned wait window.
+func waitRig(t *testing.T) (*rig, *recordingDriver, context.Context) {
+	r := newRig(t, 64, func(c *qpactor.Config) { c.WaitPoll = 500 * time.Microsecond })
+	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
+	r.actor.SetDriver(d)
+	r.actor.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return r, d, ctx
 }
 
 // waitLate submits write i and waits for it, its completion coming in 1
