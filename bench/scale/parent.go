@@ -29,8 +29,9 @@ const (
 	// With -interleave, a child that has connected its pairs and measured
 	// what idleness costs says readyTag, then serves the parent's commands
 	// on its stdin, one a line: blockCommand runs one block of latencies
-	// on its active pair and answers blockTag and the block's p50s as
-	// JSON. Its stdin's end ends the blocks.
+	// on its active pair and answers blockTag with the block's number and
+	// p50s (for the log; the result carries them). Its stdin's end ends
+	// the blocks.
 	readyTag     = "READY "
 	blockTag     = "BLOCK "
 	blockCommand = "block"
@@ -134,40 +135,40 @@ func (c *child) read(stdout io.Reader, start time.Time) {
 			fmt.Fprintf(c.log, "[%d pairs, %s] %s\n", c.n, time.Since(start).Round(time.Second), line)
 		}
 	}
-	// The reader may stop reading replies once it knows the child is gone:
-	// drain what no one will take, so that this goroutine ends.
+	// A scanner that stopped early (a line beyond its buffer) would leave
+	// the child blocked writing to a full pipe: drain the rest.
 	io.Copy(io.Discard, stdout)
 }
 
-// await returns the child's next reply, which must carry tag, or an error
-// if the child ended (or said something else) first.
-func (c *child) await(tag string) (string, error) {
+// await waits for the child's next reply, which must carry tag, and
+// fails if the child ended (or said something else) first.
+func (c *child) await(tag string) error {
 	select {
 	case line := <-c.replies:
 		if !strings.HasPrefix(line, tag) {
-			return "", fmt.Errorf("%d pairs: said %q, want %s", c.n, line, strings.TrimSpace(tag))
+			return fmt.Errorf("%d pairs: said %q, want %s", c.n, line, strings.TrimSpace(tag))
 		}
-		return line[len(tag):], nil
+		return nil
 	case <-c.done:
 		select {
 		case line := <-c.replies:
 			if strings.HasPrefix(line, tag) {
-				return line[len(tag):], nil
+				return nil
 			}
 		default:
 		}
-		return "", fmt.Errorf("%d pairs: the child ended before it said %s", c.n, strings.TrimSpace(tag))
+		return fmt.Errorf("%d pairs: the child ended before it said %s", c.n, strings.TrimSpace(tag))
 	}
 }
 
 // command sends the child one command of -interleave (blockCommand) and
 // waits for its answer.
-func (c *child) command(cmd, tag string) (string, error) {
+func (c *child) command(cmd, tag string) error {
 	if c.cmd == nil {
-		return "", fmt.Errorf("%d pairs: %s", c.n, c.out.died)
+		return fmt.Errorf("%d pairs: %s", c.n, c.out.died)
 	}
 	if _, err := io.WriteString(c.stdin, cmd+"\n"); err != nil {
-		return "", fmt.Errorf("%d pairs: %w", c.n, err)
+		return fmt.Errorf("%d pairs: %w", c.n, err)
 	}
 	return c.await(tag)
 }
@@ -317,7 +318,7 @@ func runInterleaved(ctx context.Context, self string, cfg config, round int, log
 	for _, n := range cfg.pairs {
 		c := startChild(ctx, self, cfg, n, round, log)
 		children = append(children, c)
-		if _, err := c.await(readyTag); err != nil {
+		if err := c.await(readyTag); err != nil {
 			fmt.Fprintf(log, "[%d pairs] not ready: %v\n", n, err) // its outcome says why
 			continue
 		}
@@ -329,7 +330,7 @@ func runInterleaved(ctx context.Context, self string, cfg config, round int, log
 			slices.Reverse(order)
 		}
 		for _, c := range order {
-			if _, err := c.command(blockCommand, blockTag); err != nil {
+			if err := c.command(blockCommand, blockTag); err != nil {
 				fmt.Fprintf(log, "[%d pairs] block %d: %v\n", c.n, b+1, err)
 				live = slices.DeleteFunc(live, func(l *child) bool { return l == c })
 			}
