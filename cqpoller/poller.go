@@ -100,7 +100,7 @@ type Poller struct {
 
 	wcPool sync.Pool // *[]verbs.WC for driving actors and Drain
 
-	wake        chan struct{} // one slot: a sleeping poller's token
+	wake        chan int64 // one slot: a sleeping poller's token, the waker's qpactor.WakeStamp
 	stop        chan struct{}
 	done        chan struct{}
 	events      context.Context // ends when Close begins
@@ -125,7 +125,7 @@ func New(cfg Config) (*Poller, error) {
 		cfg.Yield = 200 * time.Microsecond
 	}
 	p := &Poller{cfg: cfg, log: cfg.Logger, byCQ: make(map[verbs.CQ]*Target),
-		wcs: make([]verbs.WC, cfg.Batch), wake: make(chan struct{}, 1),
+		wcs: make([]verbs.WC, cfg.Batch), wake: make(chan int64, 1),
 		stop: make(chan struct{}), done: make(chan struct{}), eventsDone: make(chan struct{})}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -230,7 +230,7 @@ func (p *Poller) Do(fn func()) {
 func (p *Poller) wakeLocked() {
 	if p.sleeping {
 		p.sleeping = false
-		p.wake <- struct{}{} // never blocks: one token per sleep
+		p.wake <- qpactor.WakeStamp() // never blocks: one token per sleep
 	}
 }
 
@@ -443,7 +443,10 @@ func (p *Poller) sleep() {
 	p.mu.Unlock()
 	p.stats.Sleeps.Inc()
 	select {
-	case <-p.wake:
+	case stamp := <-p.wake:
+		// A wake-up of the chain a parked waiter's goes through: it
+		// teaches the wait window what a park costs (qpactor.WokeUp).
+		qpactor.WokeUp(stamp)
 	case <-p.stop:
 	}
 	p.readClock()

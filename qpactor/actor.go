@@ -947,7 +947,8 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 // (a tail beyond parkBeyondFactor times it: a server whose clients pause
 // between requests), spinning through them would cost a core for little
 // gain on hardware, where parking is cheap, and the window stays
-// WaitPoll.
+// WaitPoll. Either way it is at least what a park is expected to cost
+// (parkCost, wakecost.go): in the TCG guest, milliseconds.
 const (
 	windowFactor     = 10
 	maxWindowFactor  = 25
@@ -959,10 +960,11 @@ const (
 func (a *Actor) waitWindow() time.Duration {
 	base := time.Duration(a.waitPollMicros) * time.Microsecond
 	tail := time.Duration(a.waitTail.Load())
-	if tail > parkBeyondFactor*base {
-		return base
+	learned := base
+	if tail <= parkBeyondFactor*base {
+		learned = min(max(base, windowFactor*tail), maxWindowFactor*base)
 	}
-	return min(max(base, windowFactor*tail), maxWindowFactor*base)
+	return max(learned, parkCost())
 }
 
 // learnWait moves the learned tail of the waits towards d: a step up of

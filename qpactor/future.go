@@ -82,7 +82,7 @@ type futState struct {
 	// WR is done (Op.Hold), before the future resolves.
 	hold *Hold
 	done chan struct{}
-	wake chan struct{} // one slot, made once per state: Wait's parking spot
+	wake chan int64 // one slot, made once per state: Wait's parking spot; holds the resolver's WakeStamp
 	then func(Completion, error)
 	exec Executor
 	// claim decides, for a queued operation whose context's end is
@@ -101,7 +101,7 @@ const (
 	claimCancelled
 )
 
-var futPool = sync.Pool{New: func() any { return &futState{wake: make(chan struct{}, 1)} }}
+var futPool = sync.Pool{New: func() any { return &futState{wake: make(chan int64, 1)} }}
 
 // newFuture takes a state from the pool for an operation of n WRs.
 func newFuture(n int, exec Executor) (*futState, Future) {
@@ -191,7 +191,7 @@ func (s *futState) completeOne(wc verbs.WC, err error, value uint64) bool {
 	s.state.Store(stateDone)
 	if s.waiter {
 		s.waiter = false
-		s.wake <- struct{}{} // never blocks: one waiter, one slot
+		s.wake <- WakeStamp() // never blocks: one waiter, one slot
 	}
 	if s.done != nil {
 		close(s.done)
@@ -341,7 +341,8 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 			s.waiter = true
 			s.mu.Unlock()
 			select {
-			case <-s.wake:
+			case stamp := <-s.wake:
+				WokeUp(stamp)
 			case <-ctx.Done():
 				s.mu.Lock()
 				if s.state.Load() != stateDone {

@@ -2,6 +2,7 @@ package qpactor_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -240,6 +241,61 @@ func TestInstantWaitsDoNotShortenTheWindow(t *testing.T) {
 	}
 	if parked := r.actor.Stats().Ops.WaitsParked.Load(); parked > rounds/4 {
 		t.Errorf("%d of %d waits of about 1 ms parked among %d instant ones each, with WaitPoll 500µs", parked, rounds, instant)
+	}
+}
+
+// TestSlowWakeUpsLengthenTheWindow: a waiter whose wake-ups are slow polls
+// as long as a park would cost, even where the window learned from its
+// waits is short. First the waiter parks a few times and each wake-up
+// takes 2 ms (the goroutine that resolves its future keeps the only P
+// that long); then, its waits having been long (a learned tail beyond
+// parkBeyondFactor times WaitPoll, where the learned window is WaitPoll,
+// 500 µs), it waits 1 ms at a time: without the park's cost in the window
+// every one of those parks.
+func TestSlowWakeUpsLengthenTheWindow(t *testing.T) {
+	defer qpactor.SetWakeUpCost(0)()
+	r, d, ctx := waitRig(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const slowWakeUp = 2 * time.Millisecond
+	for i := range 4 {
+		parked := r.actor.Stats().Ops.WaitsParked.Load()
+		d.mu.Lock()
+		d.stalled = true
+		d.mu.Unlock()
+		op := r.write(i)
+		f, err := r.actor.Submit(ctx, &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			// Once the waiter parked: resolve, and keep the P.
+			for r.actor.Stats().Ops.WaitsParked.Load() == parked {
+				time.Sleep(100 * time.Microsecond)
+			}
+			d.mu.Lock()
+			d.stalled = false
+			d.mu.Unlock()
+			d.Poll()
+			for start := time.Now(); time.Since(start) < slowWakeUp; {
+			}
+		}()
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The median estimator's steps may leave it a little below every
+	// wake-up it saw.
+	if got, n := qpactor.WakeUpCost(); got < slowWakeUp*3/4 || n == 0 {
+		t.Fatalf("learned wake-up %v from %d measured, want about %v", got, n, slowWakeUp)
+	}
+	r.actor.SetWaitTail(4 * time.Millisecond)
+	parked := r.actor.Stats().Ops.WaitsParked.Load()
+	const rounds = 20
+	for i := range rounds {
+		waitLate(ctx, t, r, d, 100+i)
+	}
+	if n := r.actor.Stats().Ops.WaitsParked.Load() - parked; n > rounds/4 {
+		t.Errorf("%d of %d waits of 1 ms parked, with wake-ups learned at %v", n, rounds, slowWakeUp)
 	}
 }
 

@@ -138,6 +138,10 @@ func WithInlinePost(on bool) Option { return func(c *config) { c.inlinePost = on
 // on a device whose completions take longer than the window (rxe in a
 // TCG guest: a 64-byte ping-pong went from a typical 1-2 ms to 110-130 µs
 // a half round trip, bench/README.md), a waiter parks only now and then.
+// Either way a waiter polls at least as long as a park is expected to
+// cost, up to 10 ms: three goroutine wake-ups, as the process measures
+// them (qpactor.WakeUpCost). That is some µs on hardware, where it changes
+// nothing, and milliseconds in a TCG guest.
 const DefaultWaitPoll = 200 * time.Microsecond
 
 // WithWaitPoll sets how long a goroutine blocked in Future.Wait or Recv

@@ -142,6 +142,9 @@ type msgSlot struct {
 	imm    uint32
 	hasImm bool
 	gen    atomic.Uint32
+	// wakeStamp is qpactor.WakeStamp at delivery when a Recv was parked
+	// (recvSide.parked), else 0: the parked Recv reports its wake-up.
+	wakeStamp int64
 }
 
 func (m Message) live(call string) *msgSlot {
@@ -188,6 +191,10 @@ func (r *recvSide) deliver(s *msgSlot) {
 	s.slab.data.hold.Acquire() // the slab is freed only at release, after the last delivery
 	s.r = r
 	r.pool.delivered(r)
+	s.wakeStamp = 0
+	if r.parked.Load() > 0 {
+		s.wakeStamp = qpactor.WakeStamp()
+	}
 	r.msgs <- s // never blocks: the channel holds every buffer the endpoint may hold
 }
 
@@ -208,6 +215,7 @@ type recvSide struct {
 	left     bool // the QP is gone (leave)
 
 	unreported atomic.Int64 // credits granted the peer has not been told of
+	parked     atomic.Int32 // Recvs parked on msgs, whose wake-ups deliver stamps
 }
 
 // release gives the window back once the QP is gone: the receives it took
@@ -327,8 +335,11 @@ func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
 	}) {
 		return s.message(), nil
 	}
+	ep.recv.parked.Add(1)
+	defer ep.recv.parked.Add(-1)
 	select {
 	case s := <-ep.recv.msgs:
+		qpactor.WokeUp(s.wakeStamp)
 		return s.message(), nil
 	case <-ctx.Done():
 		return Message{}, ctx.Err()

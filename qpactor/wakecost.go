@@ -1,0 +1,83 @@
+package qpactor
+
+import (
+	stdatomic "sync/atomic"
+	"time"
+)
+
+// What a parked waiter pays to be woken, as this process has measured it.
+//
+// A waiter that parks (Future.Wait, the runtime's Recv) is woken by what
+// resolves its wait, at the end of a chain of goroutine wake-ups: the
+// netpoller wakes the goroutine reading the CQ's completion channel, that
+// one wakes the poller, and the poller the waiter (parkHops). On hardware,
+// and on soft, each takes some µs; in a 2-vCPU TCG guest over rxe each
+// took 0.2-2.6 ms, and a parked wait cost 2.5-5 ms, more than ten round
+// trips. The wait window (waitWindow) is therefore at least what a park
+// costs, as a ski rental buys skis: a waiter that polls as long as parking
+// would cost pays at most twice what the best choice would have, however
+// long its wait turns out to be, while a waiter whose wake-ups are cheap
+// keeps the window it learned from its waits.
+//
+// Two wake-ups of the chain are measured, the poller's (cqpoller) and the
+// waiter's: whoever wakes the goroutine stamps the time (WakeStamp), and
+// the goroutine, once it runs, reports it (WokeUp). The netpoller's is
+// taken to cost as much. The learned figure is the median of the measured
+// wake-ups (one in a while is much slower: a time slice lost to another
+// thread), and the window it sets is at most maxParkWindow.
+const (
+	parkHops      = 3
+	maxParkWindow = 10 * time.Millisecond
+)
+
+var (
+	wakeEpoch = time.Now()
+	wakeHop   stdatomic.Int64 // learned median wake-up, ns (learnWakeUp)
+	wakeUps   stdatomic.Uint64
+)
+
+// WakeStamp is the time for WokeUp: a goroutine that wakes another on the
+// way to a parked waiter of an actor's completions, outside Future.Wait
+// (a poller's goroutine, the runtime's receive path for Recv), stamps what
+// it hands over with it. It is never 0, which WokeUp takes as "not
+// stamped".
+func WakeStamp() int64 { return int64(time.Since(wakeEpoch)) + 1 }
+
+// WokeUp reports a parked waiter running again after a wake-up stamped
+// with WakeStamp; a stamp of 0 is ignored.
+func WokeUp(stamp int64) {
+	if stamp == 0 {
+		return
+	}
+	learnWakeUp(time.Duration(WakeStamp() - stamp))
+}
+
+// WakeUpCost reports what a wake-up of a parked waiter takes in this
+// process, as learned (the median of those measured), and how many were
+// measured.
+func WakeUpCost() (wakeUp time.Duration, measured uint64) {
+	return time.Duration(wakeHop.Load()), wakeUps.Load()
+}
+
+// learnWakeUp moves the learned wake-up towards d by a sixteenth of
+// itself, up or down alike, so that it rests at the median; the first one
+// measured is taken as it is. Racing callers may lose a step: a sample
+// fewer.
+func learnWakeUp(d time.Duration) {
+	wakeUps.Add(1)
+	hop := wakeHop.Load()
+	switch {
+	case hop == 0:
+		hop = int64(d)
+	case int64(d) > hop:
+		hop += max(hop/16, 1)
+	default:
+		hop -= hop / 16
+	}
+	wakeHop.Store(max(hop, 1))
+}
+
+// parkCost is what a waiter that parks should expect to pay for it.
+func parkCost() time.Duration {
+	return min(parkHops*time.Duration(wakeHop.Load()), maxParkWindow)
+}
