@@ -896,7 +896,8 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 	if ready() {
 		return true
 	}
-	window := a.waitWindow()
+	learned := a.learnedWindow()
+	window := max(learned, parkCost())
 	d.WaitBegin()
 	var idle IdleClock
 	var start time.Time // the first poll that found nothing (idle's first clock read)
@@ -920,12 +921,15 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 		}
 		if waited >= window {
 			d.WaitEnd(true, 0)
-			// Learned as the window, not as the time the wait will have
-			// taken when it wakes: that includes the wake-up, and parked
-			// waits would then look long, keep the window short, and
-			// park more (in a TCG guest, a ping-pong would stay in the
-			// state of a fixed 200 µs window).
-			a.learnWait(window)
+			// Learned as the window its waits set, not as the time the
+			// wait will have taken when it wakes, nor as the window a
+			// park's cost set: either can be far longer than the waits
+			// (the first includes the wake-up), and parked waits would
+			// then look long, push the tail past parkBeyondFactor, keep
+			// the window short, and park more (in a TCG guest, a
+			// ping-pong would stay in the state of a fixed 200 µs
+			// window).
+			a.learnWait(learned)
 			a.stats.Ops.WaitsParked.Inc()
 			return false
 		}
@@ -957,14 +961,17 @@ const (
 )
 
 // waitWindow is how long a waiter polls before it parks.
-func (a *Actor) waitWindow() time.Duration {
+func (a *Actor) waitWindow() time.Duration { return max(a.learnedWindow(), parkCost()) }
+
+// learnedWindow is the window the actor's waits set, from WaitPoll and the
+// learned tail.
+func (a *Actor) learnedWindow() time.Duration {
 	base := time.Duration(a.waitPollMicros) * time.Microsecond
 	tail := time.Duration(a.waitTail.Load())
-	learned := base
-	if tail <= parkBeyondFactor*base {
-		learned = min(max(base, windowFactor*tail), maxWindowFactor*base)
+	if tail > parkBeyondFactor*base {
+		return base
 	}
-	return max(learned, parkCost())
+	return min(max(base, windowFactor*tail), maxWindowFactor*base)
 }
 
 // learnWait moves the learned tail of the waits towards d: a step up of
