@@ -26,6 +26,14 @@ type recordingDriver struct {
 	stalled             bool // Poll and Progress find nothing
 }
 
+// stall makes Poll and Progress find nothing (on) or the CQ's completions
+// again.
+func (d *recordingDriver) stall(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stalled = on
+}
+
 func (d *recordingDriver) WaitBegin() {
 	d.mu.Lock()
 	defer d.mu.Unlock()

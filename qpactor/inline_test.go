@@ -346,21 +346,12 @@ func inAttempts(t *testing.T, attempt func() error) {
 func waitParked(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i int, then func()) {
 	t.Helper()
 	parked := r.actor.Stats().Ops.WaitsParked.Load()
-	d.mu.Lock()
-	d.stalled = true
-	d.mu.Unlock()
-	op := r.write(i)
-	f, err := r.actor.Submit(ctx, &op)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := submitStalled(ctx, t, r, d, i)
 	go func() {
 		for r.actor.Stats().Ops.WaitsParked.Load() == parked {
 			time.Sleep(100 * time.Microsecond)
 		}
-		d.mu.Lock()
-		d.stalled = false
-		d.mu.Unlock()
+		d.stall(false)
 		d.Poll()
 		if then != nil {
 			then()
@@ -369,6 +360,19 @@ func waitParked(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i
 	if _, err := f.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// submitStalled submits write i with d's polls stalled: its completion is
+// found only once the test lets d poll again (d.stall(false)).
+func submitStalled(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i int) qpactor.Future {
+	t.Helper()
+	d.stall(true)
+	op := r.write(i)
+	f, err := r.actor.Submit(ctx, &op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // waitRig is a started actor with WaitPoll waitPoll whose waiters poll
@@ -388,22 +392,13 @@ func waitRig(t *testing.T, waitPoll time.Duration) (*rig, *recordingDriver, cont
 // test, as by a poller.
 func waitLate(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i int, late time.Duration) {
 	t.Helper()
-	d.mu.Lock()
-	d.stalled = true
-	d.mu.Unlock()
-	op := r.write(i)
-	f, err := r.actor.Submit(ctx, &op)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := submitStalled(ctx, t, r, d, i)
 	waited := make(chan struct{})
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
 		time.Sleep(late)
-		d.mu.Lock()
-		d.stalled = false
-		d.mu.Unlock()
+		d.stall(false)
 		for {
 			select {
 			case <-waited:
@@ -413,7 +408,7 @@ func waitLate(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i i
 			}
 		}
 	}()
-	_, err = f.Wait(ctx)
+	_, err := f.Wait(ctx)
 	close(waited)
 	<-polled
 	if err != nil {
