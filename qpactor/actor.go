@@ -896,8 +896,7 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 	if ready() {
 		return true
 	}
-	learned := a.learnedWindow()
-	window := max(learned, parkCost())
+	window, learned := a.waitWindow()
 	d.WaitBegin()
 	var idle IdleClock
 	var start time.Time // the first poll that found nothing (idle's first clock read)
@@ -960,8 +959,12 @@ const (
 	minWaitTail      = time.Microsecond
 )
 
-// waitWindow is how long a waiter polls before it parks.
-func (a *Actor) waitWindow() time.Duration { return max(a.learnedWindow(), parkCost()) }
+// waitWindow is how long a waiter polls before it parks, and the part of
+// it the actor's waits set (learnedWindow), which a parked wait learns.
+func (a *Actor) waitWindow() (window, learned time.Duration) {
+	learned = a.learnedWindow()
+	return max(learned, parkCost()), learned
+}
 
 // learnedWindow is the window the actor's waits set, from WaitPoll and the
 // learned tail.

@@ -42,7 +42,7 @@ func TestWaitWindow(t *testing.T) {
 	} {
 		a := &Actor{waitPollMicros: waitPollMicros(base)}
 		a.waitTail.Store(uint32(c.tail))
-		if got := a.waitWindow(); got != c.want {
+		if got, _ := a.waitWindow(); got != c.want {
 			t.Errorf("tail %v: window %v, want %v", c.tail, got, c.want)
 		}
 	}
@@ -65,7 +65,7 @@ func TestWaitWindowCoversParkCost(t *testing.T) {
 		restore := SetWakeUpCost(c.wakeUp)
 		a := &Actor{waitPollMicros: waitPollMicros(base)}
 		a.waitTail.Store(uint32(c.tail))
-		if got := a.waitWindow(); got != c.want {
+		if got, _ := a.waitWindow(); got != c.want {
 			t.Errorf("tail %v, wake-up %v: window %v, want %v", c.tail, c.wakeUp, got, c.want)
 		}
 		restore()
