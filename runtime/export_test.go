@@ -124,3 +124,18 @@ func PoolMembers(rt *Runtime, ep *Endpoint) (members []int, of int) {
 	}
 	return members, of
 }
+
+// StuckSendsForTest says, for a test's failure message, where ep's actor
+// stands while it still counts WRs outstanding, and whether a poll of its
+// CQ made now (as its poller would) retires them: if it does, a completion
+// sat in the CQ with nobody woken to handle it; if not, it never came, or
+// a send-queue credit was lost.
+func StuckSendsForTest(ep *Endpoint) string {
+	a := ep.actor
+	before := fmt.Sprintf("%d outstanding, %d send-queue credits, %d peer credits, %d futures pending, %d actor runs",
+		a.Outstanding(), a.Credits(), a.PeerCredits(), a.Pending(), a.Stats().Ops.Runs.Load())
+	ps := ep.poller.Stats()
+	poller := fmt.Sprintf("poller: %d events, %d armings, %d sleeps", ps.Events.Load(), ps.Armed.Load(), ps.Sleeps.Load())
+	ep.poller.Drain(ep.target)
+	return fmt.Sprintf("%s; %s; after a poll of the CQ: %d outstanding", before, poller, a.Outstanding())
+}

@@ -44,14 +44,14 @@ func mixedLoad(t *testing.T, ctx context.Context, rtCli, rtSrv *runtime.Runtime,
 	if received.Load() != sends.Load() {
 		t.Errorf("received %d messages, sent %d", received.Load(), sends.Load())
 	}
-	for _, ep := range []*runtime.Endpoint{cli, srv} {
+	for role, ep := range map[string]*runtime.Endpoint{"client": cli, "server": srv} {
 		// The receiver's credit-only messages may still be in flight.
 		for deadline := time.Now().Add(10 * time.Second); ep.Actor().Outstanding() > 0 && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)
 		}
 		st := ep.Actor().Stats()
 		if st.Stale.Load() != 0 || ep.Actor().Outstanding() != 0 {
-			t.Errorf("QP %#x: %d stale completions, %d outstanding", ep.QPN(), st.Stale.Load(), ep.Actor().Outstanding())
+			t.Errorf("%s QP %#x: %d stale completions, %d outstanding (%s)", role, ep.QPN(), st.Stale.Load(), ep.Actor().Outstanding(), runtime.StuckSendsForTest(ep))
 		}
 	}
 	st := cli.Actor().Stats()
