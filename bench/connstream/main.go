@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/benchkit"
@@ -25,6 +26,7 @@ type config struct {
 	provider, dev      string
 	peerDev            string // the server's device in one process
 	msgSize            int    // runtime.WithMessageSize (0: its default)
+	stats              bool   // print each end's counters and CPU time on stderr
 }
 
 func main() {
@@ -41,6 +43,7 @@ func main() {
 	fs.StringVar(&cfg.provider, "provider", "soft", "soft or ibv")
 	fs.StringVar(&cfg.dev, "d", "", "device (ibv; default the first)")
 	fs.IntVar(&cfg.msgSize, "msg-size", 0, "the runtime's message size, the largest SEND a conn receives (0: the runtime's default, 4096)")
+	fs.BoolVar(&cfg.stats, "stats", false, "print each end's runtime counters and the process's CPU time on stderr at the end")
 	fs.StringVar(&cfg.peerDev, "peer-d", "", "the server's device with both ends in this process (default the second)")
 	fs.Parse(os.Args[1:])
 	cfg.sockets = *test == "s"
@@ -80,6 +83,10 @@ func run(ctx context.Context, out io.Writer, cfg config) error {
 			}
 			defer rtSrv.Close(ctx)
 		}
+	}
+	if cfg.stats {
+		// Deferred after the runtimes' Close: it runs before them.
+		defer printStats(os.Stderr, rtCli, rtSrv)
 	}
 	switch {
 	case cfg.server:
@@ -210,4 +217,27 @@ func report(out io.Writer, name string, cfg config, elapsed time.Duration) {
 	fmt.Fprintf(out, "%-10s%-8s%-8s%-8s%-8s%8s %10s%13s\n", "name", "bytes", "xfers", "iters", "total", "time", "Gb/sec", "usec/xfer")
 	fmt.Fprintf(out, "%-10s%-8d%-8d%-8d%-8d%8.2fs%10.2f%11.2f\n", name, cfg.size, cfg.count, cfg.iters, bytes,
 		usec/1e6, float64(bytes*8)/(1000*usec), usec/float64(cfg.iters)/float64(cfg.count*2))
+}
+
+// printStats prints what each runtime counted (nil ones are skipped) and
+// the CPU time the process used: a stream bound by the device leaves its
+// CPUs idle, one bound by its own work does not.
+func printStats(w io.Writer, rts ...*runtime.Runtime) {
+	for _, rt := range rts {
+		if rt == nil {
+			continue
+		}
+		s := rt.Stats()
+		var wrs uint64
+		for _, n := range s.WRsPosted {
+			wrs += n
+		}
+		fmt.Fprintf(w, "connstream: runtime on %s: %d PostSend calls for %d WRs, %d actor runs, %d inline posts, %d waits parked, %d poller sleeps, %d polls hit, %d empty\n",
+			rt.Device(), s.PostCalls, wrs, s.ActorRuns, s.InlineRuns, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty)
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		fmt.Fprintf(w, "connstream: CPU time %v user, %v system; %d voluntary and %d involuntary context switches\n",
+			time.Duration(ru.Utime.Nano()).Round(time.Millisecond), time.Duration(ru.Stime.Nano()).Round(time.Millisecond), ru.Nvcsw, ru.Nivcsw)
+	}
 }
