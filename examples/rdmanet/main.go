@@ -8,6 +8,14 @@
 //	rdmanet -provider ibv -server-addr 198.18.0.2:0   # client on the first device, server on the second
 //
 // It prints the first call's echo and the mean time of -n more calls.
+//
+// With -serve or -connect the server and the client are two processes, as
+// services are deployed, each with its own runtime (and Go scheduler):
+//
+//	rdmanet -provider ibv -d rxe1 -serve 198.18.0.2:7600    # serves until interrupted
+//	rdmanet -provider ibv -d rxe0 -connect 198.18.0.2:7600  # calls it, prints, exits
+//	rdmanet -tcp -serve 198.18.0.2:7601
+//	rdmanet -tcp -client-addr 198.18.0.1 -connect 198.18.0.2:7601
 package main
 
 import (
@@ -16,6 +24,9 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -31,32 +42,76 @@ func main() {
 	tcp := flag.Bool("tcp", false, "run over TCP instead, for comparison")
 	calls := flag.Int("n", 1000, "unary calls to time")
 	provider := flag.String("provider", "soft", "soft, or ibv: the client's runtime on the first device, the server's on the second")
+	device := flag.String("d", "", "with -serve or -connect and -provider ibv, the device of this process's runtime (default: the last for -serve, the first for -connect)")
 	serverAddr := flag.String("server-addr", "127.0.0.1:0", "the server's listening address")
 	clientAddr := flag.String("client-addr", "", "with -tcp, the address the client dials from")
+	serve := flag.String("serve", "", "only serve, on this address, until interrupted (a process of its own)")
+	connect := flag.String("connect", "", "only call the server at this address (a process of its own)")
+	waitPoll := flag.Duration("wait-poll", -1, "the runtimes' runtime.WithWaitPoll (negative: the runtime's default)")
 	flag.Parse()
 	ctx := context.Background()
+	if *serve != "" && *connect != "" {
+		log.Fatal("-serve and -connect: one process is one of the two")
+	}
+	if (*serve != "" || *connect != "") && !*tcp && *provider == "soft" {
+		log.Fatal("-serve and -connect need -provider ibv or -tcp: the soft provider's devices live in one process")
+	}
 
-	cliRT, srvRT, err := openRuntimes(*provider)
-	if err != nil {
-		log.Fatal(err)
+	var cliRT, srvRT *runtime.Runtime
+	if !*tcp {
+		var opts []runtime.Option
+		if *waitPoll >= 0 {
+			opts = append(opts, runtime.WithWaitPoll(*waitPoll))
+		}
+		var err error
+		switch {
+		case *serve != "":
+			srvRT, err = openRuntime(*provider, *device, false, opts...)
+		case *connect != "":
+			cliRT, err = openRuntime(*provider, *device, true, opts...)
+		default:
+			cliRT, srvRT, err = openRuntimes(*provider, opts...)
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, rt := range []*runtime.Runtime{cliRT, srvRT} {
+			if rt != nil {
+				defer rt.Close(ctx)
+			}
+		}
 	}
-	defer cliRT.Close(ctx)
-	defer srvRT.Close(ctx)
 
-	// The server: a listener, then Serve, as over TCP.
-	var ln net.Listener
-	if *tcp {
-		ln, err = net.Listen("tcp", *serverAddr)
-	} else {
-		ln, err = rdmanet.Listen(srvRT, *serverAddr)
+	addr := *connect
+	if *connect == "" {
+		// The server: a listener, then Serve, as over TCP.
+		listenAt := *serverAddr
+		if *serve != "" {
+			listenAt = *serve
+		}
+		var ln net.Listener
+		var err error
+		if *tcp {
+			ln, err = net.Listen("tcp", listenAt)
+		} else {
+			ln, err = rdmanet.Listen(srvRT, listenAt)
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		testpb.RegisterTestServiceServer(srv, echoService{})
+		go srv.Serve(ln)
+		defer srv.Stop()
+		if *serve != "" {
+			fmt.Printf("serving on %s\n", ln.Addr())
+			sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			<-sig.Done()
+			return
+		}
+		addr = ln.Addr().String()
 	}
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	testpb.RegisterTestServiceServer(srv, echoService{})
-	go srv.Serve(ln)
-	defer srv.Stop()
 
 	// The client: a dialer, then calls, as over TCP.
 	dial := func(ctx context.Context, addr string) (net.Conn, error) { return rdmanet.Dial(ctx, cliRT, addr) }
@@ -67,7 +122,7 @@ func main() {
 		}
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
-	cc, err := grpc.NewClient("passthrough:///"+ln.Addr().String(),
+	cc, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithContextDialer(dial), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Fatal(err)
@@ -87,20 +142,24 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	transport := "rdmanet (" + cliRT.Provider().Name() + ")"
-	if *tcp {
-		transport = "TCP"
+	transport := "TCP"
+	if !*tcp {
+		transport = "rdmanet (" + cliRT.Provider().Name() + ")"
 	}
-	fmt.Printf("%d unary calls over %s: %v each\n", *calls, transport, time.Since(start)/time.Duration(*calls))
+	processes := "one process"
+	if *connect != "" {
+		processes = "two processes"
+	}
+	fmt.Printf("%d unary calls over %s, %s: %v each\n", *calls, transport, processes, time.Since(start)/time.Duration(*calls))
 }
 
 // openRuntimes opens the client's and the server's runtime: both on the soft
 // provider, or on the ibv provider's first and second devices.
-func openRuntimes(provider string) (cli, srv *runtime.Runtime, err error) {
+func openRuntimes(provider string, opts ...runtime.Option) (cli, srv *runtime.Runtime, err error) {
 	switch provider {
 	case "soft":
-		if cli, err = runtime.New(); err == nil {
-			srv, err = runtime.New()
+		if cli, err = runtime.New(opts...); err == nil {
+			srv, err = runtime.New(opts...)
 		}
 	case "ibv":
 		p := ibv.New()
@@ -108,11 +167,36 @@ func openRuntimes(provider string) (cli, srv *runtime.Runtime, err error) {
 		if derr != nil || len(devs) == 0 {
 			return nil, nil, fmt.Errorf("no RDMA device: %v", derr)
 		}
-		if cli, err = runtime.New(runtime.WithProvider(p), runtime.WithDevice(devs[0].Name())); err == nil {
-			srv, err = runtime.New(runtime.WithProvider(p), runtime.WithDevice(devs[len(devs)-1].Name()))
+		on := func(dev string) []runtime.Option {
+			return append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev)}, opts...)
+		}
+		if cli, err = runtime.New(on(devs[0].Name())...); err == nil {
+			srv, err = runtime.New(on(devs[len(devs)-1].Name())...)
 		}
 	default:
 		err = fmt.Errorf("-provider %q: want soft or ibv", provider)
 	}
 	return cli, srv, err
+}
+
+// openRuntime opens one process's runtime on the ibv provider's device dev
+// (when "", its first device for a client, its last for a server).
+func openRuntime(provider, dev string, client bool, opts ...runtime.Option) (*runtime.Runtime, error) {
+	switch provider {
+	case "ibv":
+		p := ibv.New()
+		if dev == "" {
+			devs, err := p.Devices()
+			if err != nil || len(devs) == 0 {
+				return nil, fmt.Errorf("no RDMA device: %v", err)
+			}
+			dev = devs[len(devs)-1].Name()
+			if client {
+				dev = devs[0].Name()
+			}
+		}
+		return runtime.New(append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev)}, opts...)...)
+	default:
+		return nil, fmt.Errorf("-provider %q: a process of its own wants ibv", provider)
+	}
 }
