@@ -153,36 +153,27 @@ func main() {
 	fmt.Printf("%d unary calls over %s, %s: %v each\n", *calls, transport, processes, time.Since(start)/time.Duration(*calls))
 }
 
-// openRuntimes opens the client's and the server's runtime: both on the soft
-// provider, or on the ibv provider's first and second devices.
+// openRuntimes opens the client's and the server's runtime in this
+// process: both on the soft provider, or on the ibv provider's first and
+// last devices.
 func openRuntimes(provider string, opts ...runtime.Option) (cli, srv *runtime.Runtime, err error) {
-	switch provider {
-	case "soft":
-		if cli, err = runtime.New(opts...); err == nil {
-			srv, err = runtime.New(opts...)
-		}
-	case "ibv":
-		p := ibv.New()
-		devs, derr := p.Devices()
-		if derr != nil || len(devs) == 0 {
-			return nil, nil, fmt.Errorf("no RDMA device: %v", derr)
-		}
-		on := func(dev string) []runtime.Option {
-			return append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev)}, opts...)
-		}
-		if cli, err = runtime.New(on(devs[0].Name())...); err == nil {
-			srv, err = runtime.New(on(devs[len(devs)-1].Name())...)
-		}
-	default:
-		err = fmt.Errorf("-provider %q: want soft or ibv", provider)
+	if cli, err = openRuntime(provider, "", true, opts...); err != nil {
+		return nil, nil, err
 	}
-	return cli, srv, err
+	if srv, err = openRuntime(provider, "", false, opts...); err != nil {
+		cli.Close(context.Background())
+		return nil, nil, err
+	}
+	return cli, srv, nil
 }
 
-// openRuntime opens one process's runtime on the ibv provider's device dev
-// (when "", its first device for a client, its last for a server).
+// openRuntime opens a runtime: on the soft provider, or on the ibv
+// provider's device dev (when "", its first device for a client, its last
+// for a server).
 func openRuntime(provider, dev string, client bool, opts ...runtime.Option) (*runtime.Runtime, error) {
 	switch provider {
+	case "soft":
+		return runtime.New(opts...)
 	case "ibv":
 		p := ibv.New()
 		if dev == "" {
@@ -197,6 +188,6 @@ func openRuntime(provider, dev string, client bool, opts ...runtime.Option) (*ru
 		}
 		return runtime.New(append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev)}, opts...)...)
 	default:
-		return nil, fmt.Errorf("-provider %q: a process of its own wants ibv", provider)
+		return nil, fmt.Errorf("-provider %q: want soft or ibv", provider)
 	}
 }
