@@ -26,6 +26,7 @@ type Stats struct {
 	ActorRuns   uint64                           // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
 	InlineRuns  uint64                           // drains a caller ran itself on finding the actor idle (WithInlinePost)
 	WaitsParked uint64                           // waits (Future.Wait, Recv) that spun without their result and parked
+	CreditOnly  uint64                           // the actors' SENDs of receive credits alone (reports, window requests, credits given back); in WRsPosted too
 
 	// Completions, counted by the pollers.
 	Completions      [32]uint64 // by verbs.WCStatus, sends and receives
@@ -75,6 +76,7 @@ func (s *Stats) addCounters(a *qpactor.Actor) {
 	s.ActorRuns += st.Ops.Runs.Load()
 	s.InlineRuns += st.Ops.InlineRuns.Load()
 	s.WaitsParked += st.Ops.WaitsParked.Load()
+	s.CreditOnly += st.Ops.CreditOnly.Load()
 	for i := range s.WRsPosted {
 		s.WRsPosted[i] += st.Ops.ByOpcode[i].Load()
 	}

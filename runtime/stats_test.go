@@ -42,8 +42,23 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Release()
+	// More SENDs than the initial window, and none back: the server's
+	// credits can only travel in credit-only SENDs.
+	for range 3 * runtime.InitialWindow {
+		if _, err := cli.Send(ctx, local.Slice(0, 9)).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m, err := srv.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
 
 	s := rt.Stats()
+	if s.CreditOnly == 0 || s.CreditOnly > s.WRsPosted[verbs.OpSend] {
+		t.Errorf("%d credit-only SENDs of %d SENDs, want some", s.CreditOnly, s.WRsPosted[verbs.OpSend])
+	}
 	for _, c := range []struct {
 		op   verbs.Opcode
 		want uint64

@@ -232,8 +232,8 @@ func printStats(w io.Writer, rts ...*runtime.Runtime) {
 		for _, n := range s.WRsPosted {
 			wrs += n
 		}
-		fmt.Fprintf(w, "connstream: runtime on %s: %d PostSend calls for %d WRs, %d actor runs, %d inline posts, %d waits parked, %d poller sleeps, %d polls hit, %d empty\n",
-			rt.Device(), s.PostCalls, wrs, s.ActorRuns, s.InlineRuns, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty)
+		fmt.Fprintf(w, "connstream: runtime on %s: %d PostSend calls for %d WRs (%d credit-only), %d actor runs, %d inline posts, %d waits parked, %d poller sleeps, %d polls hit, %d empty\n",
+			rt.Device(), s.PostCalls, wrs, s.CreditOnly, s.ActorRuns, s.InlineRuns, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty)
 	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
