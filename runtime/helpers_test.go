@@ -120,6 +120,20 @@ func refOf(t testing.TB, b *runtime.Buffer) runtime.RemoteRef {
 	return e.RemoteRef()
 }
 
+// sendAndRelease sends l from one endpoint, waits for the SEND, receives
+// the message at the other and releases it.
+func sendAndRelease(t testing.TB, ctx context.Context, from, to *runtime.Endpoint, l runtime.Local) {
+	t.Helper()
+	if _, err := from.Send(ctx, l).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := to.Recv(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Release()
+}
+
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)

@@ -49,14 +49,7 @@ func TestIdleEndpointHeap(t *testing.T) {
 		if _, err := eps[i].Write(ctx, src.Slice(0, 64), dst).Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := eps[i].Send(ctx, src.Slice(0, 64)).Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		m, err := eps[i+1].Recv(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Release()
+		sendAndRelease(t, ctx, eps[i], eps[i+1], src.Slice(0, 64))
 	}
 	settle()
 	once := perEndpoint()

@@ -450,14 +450,7 @@ func TestActorRunsCounted(t *testing.T) {
 	idle := func() { time.Sleep(20 * spin) } // both actors leave
 	exchange := func(from, to *runtime.Endpoint) {
 		t.Helper()
-		if _, err := from.Send(ctx, buf.Slice(0, 8)).Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		m, err := to.Recv(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Release()
+		sendAndRelease(t, ctx, from, to, buf.Slice(0, 8))
 		idle()
 	}
 	exchange(cli, srv) // the first round trip, before counting

@@ -35,14 +35,7 @@ func TestStats(t *testing.T) {
 	if _, err := cli.FetchAdd(ctx, refOf(t, remote).At(512), 1).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Send(ctx, local.Slice(0, 9)).Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m, err := srv.Recv(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Release()
+	sendAndRelease(t, ctx, cli, srv, local.Slice(0, 9))
 
 	s := rt.Stats()
 	for _, c := range []struct {
@@ -93,14 +86,7 @@ func TestStatsCountsCreditOnlySends(t *testing.T) {
 	ctx := ctxT(t)
 	local := alloc(t, rt, 64)
 	for range 3 * runtime.InitialWindow {
-		if _, err := cli.Send(ctx, local.Slice(0, 9)).Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-		m, err := srv.Recv(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.Release()
+		sendAndRelease(t, ctx, cli, srv, local.Slice(0, 9))
 	}
 	// The receiver's actor counts a report once its post returns, which
 	// may be after the credits it carried reached the sender.
