@@ -244,14 +244,11 @@ type Actor struct {
 	waitPollMicros uint32
 	// waitsForCredits: the actor went to sleep (or left) able to use
 	// credits of either kind (sleepsOnCredits); completions wake only
-	// such an actor. sync/atomic's, 4 bytes, leaving room for waitTail.
+	// such an actor. sync/atomic's, 4 bytes.
 	waitsForCredits stdatomic.Bool
-	// waitTail is the learned 90th percentile of how long its waiters
-	// wait, in ns (learnWait, WaitUntil).
-	waitTail stdatomic.Uint32
-	qp       verbs.QP
-	limits   verbs.SendLimits
-	sqDepth  int32 // int32, so that postCost fits beside it (TestActorSize)
+	qp              verbs.QP
+	limits          verbs.SendLimits
+	sqDepth         int32 // int32, so that postCost fits beside it (TestActorSize)
 	// postCost is what a PostSend takes, in ns, as sampled every
 	// postCostEvery calls (learnPostCost); it decides inlineWorthIt.
 	postCost stdatomic.Uint32
@@ -886,49 +883,25 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 		return false
 	}
 	defer pollingWaiters.Dec()
-	// A wait that polls at most once learns nothing: the window is how
-	// long to poll, so it follows the waits that had to poll. Counted as 0,
-	// the instant ones pulled it down where most waits of a kind are
-	// instant and the rest are not: a client whose SEND completes inside
-	// its post, and whose reply, on rxe, often lands before the post
-	// returns, learned a tail of 1-8 µs, kept the 200 µs window, and 6% of
-	// its Recvs parked, each costing milliseconds in a TCG guest.
 	if ready() {
 		return true
 	}
-	window, learned := a.waitWindow()
+	window := a.waitWindow()
 	d.WaitBegin()
 	var idle IdleClock
-	var start time.Time // the first poll that found nothing (idle's first clock read)
 	for {
 		// Poll, then look: the look before parking follows the last poll.
 		n := d.Poll()
 		if ready() {
 			d.WaitEnd(false, window)
-			if !start.IsZero() {
-				a.learnWait(time.Since(start))
-			}
 			return true
 		}
 		if n > 0 {
 			idle.Busy()
 			continue
 		}
-		waited := idle.Idle()
-		if start.IsZero() {
-			start = idle.since
-		}
-		if waited >= window {
+		if idle.Idle() >= window {
 			d.WaitEnd(true, 0)
-			// Learned as the window its waits set, not as the time the
-			// wait will have taken when it wakes, nor as the window a
-			// park's cost set: either can be far longer than the waits
-			// (the first includes the wake-up), and parked waits would
-			// then look long, push the tail past parkBeyondFactor, keep
-			// the window short, and park more (in a TCG guest, a
-			// ping-pong would stay in the state of a fixed 200 µs
-			// window).
-			a.learnWait(learned)
 			a.stats.Ops.WaitsParked.Inc()
 			return false
 		}
@@ -936,63 +909,29 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 	}
 }
 
-// The wait window. A waiter that parks pays a wake-up: on soft and on
-// hardware some µs, but in a TCG guest over rxe 100-1,000 µs per side,
-// more than the round trip it waited for (ibv_rc_pingpong's -e mode takes
-// 3.5x its polling mode there). And one side's parked wait lengthens the
-// other side's next one: with a fixed 200 µs window, a 64-byte ping-pong
-// whose round trip takes 70-130 µs in C settled at a typical 1-1.5 ms a
-// half round trip, with 40% of its waits parked (bench/README.md). So
-// each actor learns the 90th percentile of its waits (learnWait; a wait
-// that parked counts as long as its window), and its waiters poll for
-// windowFactor times that, between Config.WaitPoll and
-// maxWindowFactor times it. Where waits are long compared with WaitPoll
-// (a tail beyond parkBeyondFactor times it: a server whose clients pause
-// between requests), spinning through them would cost a core for little
-// gain on hardware, where parking is cheap, and the window stays
-// WaitPoll. Either way it is at least what a park is expected to cost
-// (parkCost, wakecost.go): in the TCG guest, milliseconds.
-const (
-	windowFactor     = 10
-	maxWindowFactor  = 25
-	parkBeyondFactor = 5
-	minWaitTail      = time.Microsecond
-)
-
-// waitWindow is how long a waiter polls before it parks, and the part of
-// it the actor's waits set (learnedWindow), which a parked wait learns.
-func (a *Actor) waitWindow() (window, learned time.Duration) {
-	learned = a.learnedWindow()
-	return max(learned, parkCost()), learned
-}
-
-// learnedWindow is the window the actor's waits set, from WaitPoll and the
-// learned tail.
-func (a *Actor) learnedWindow() time.Duration {
-	base := time.Duration(a.waitPollMicros) * time.Microsecond
-	tail := time.Duration(a.waitTail.Load())
-	if tail > parkBeyondFactor*base {
-		return base
-	}
-	return min(max(base, windowFactor*tail), maxWindowFactor*base)
-}
-
-// learnWait moves the learned tail of the waits towards d: a step up of
-// 1/32 when d is longer, down of 1/288 when shorter, so that it rests
-// where a tenth of the waits are longer (the 90th percentile), within
-// about 10% of it; from 1 µs it reaches 1 ms in some 220 long waits.
-// Waiters race on it harmlessly: a lost step is one sample fewer.
-func (a *Actor) learnWait(d time.Duration) {
-	tail := time.Duration(a.waitTail.Load())
-	switch {
-	case tail == 0:
-		tail = d
-	case d > tail:
-		tail += tail / 32
-	default:
-		tail -= tail / 288
-	}
-	a.waitTail.Store(uint32(min(max(tail, minWaitTail), math.MaxUint32)))
+// waitWindow is how long a waiter polls before it parks: Config.WaitPoll,
+// or what a park is expected to cost where that is more (parkCost,
+// wakecost.go), as a ski rental buys skis once renting has cost their
+// price.
+//
+// A waiter that parks pays a wake-up: on soft and on hardware some µs,
+// but in a TCG guest over rxe 0.2-2.6 ms per goroutine on the way, more
+// than the round trip it waited for; there the window is milliseconds,
+// and a ping-pong parks now and then instead of on most waits.
+//
+// The window is not learned from how long the waits take. It once was
+// (10 times their 90th percentile, up to 25 times WaitPoll), and a waiter
+// whose waits were long polled through them: a reader faster than its
+// writer, on a 2-core machine, spun on the CPU the writer's side needed,
+// which made its waits longer and the window with them. A 4 KiB stream
+// over rdmanet on soft ran at 310-330 MB/s that way, and runs at 750-990
+// with this window. The learned window had also covered the stalls of a
+// ping-pong in a TCG guest whose measured wake-ups were short: in 3
+// rounds of 11 there such a ping-pong now parks on a wait in 15
+// (bench/README.md, session 17). Polling longer than a park costs buys
+// latency with CPU the machine may not have.
+func (a *Actor) waitWindow() time.Duration {
+	return max(time.Duration(a.waitPollMicros)*time.Microsecond, parkCost())
 }
 
 // pollingWaiters counts the goroutines polling a CQ in WaitUntil,

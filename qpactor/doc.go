@@ -48,11 +48,9 @@
 //     the only code that posts: the submitter is its run.
 //   - Config.WaitPoll: a goroutine waiting for a future (or, in the
 //     runtime, a message) polls the CQ through the Driver itself, so the
-//     completion is handled on the thread that waits for it, for at
-//     least WaitPoll and longer when the actor's waits are longer (it
-//     learns their 90th percentile: Actor.WaitUntil), or when a park
-//     costs more (the process measures its goroutine wake-ups:
-//     WakeUpCost). At most a few
+//     completion is handled on the thread that waits for it, for
+//     WaitPoll, or longer where a park costs more (the process measures
+//     its goroutine wake-ups: WakeUpCost). At most a few
 //     goroutines poll at once, process-wide; the other waiters yield and
 //     park as without it.
 //

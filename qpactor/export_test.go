@@ -19,7 +19,3 @@ func SetWakeUpCost(d time.Duration) (restore func()) {
 	old := wakeHop.Swap(int64(d))
 	return func() { wakeHop.Store(old) }
 }
-
-// SetWaitTail sets the actor's learned tail of its waits, for the
-// external tests.
-func (a *Actor) SetWaitTail(d time.Duration) { a.waitTail.Store(uint32(d)) }

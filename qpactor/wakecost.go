@@ -17,7 +17,7 @@ import (
 // costs, as a ski rental buys skis: a waiter that polls as long as parking
 // would cost pays at most twice what the best choice would have, however
 // long its wait turns out to be, while a waiter whose wake-ups are cheap
-// keeps the window it learned from its waits.
+// keeps Config.WaitPoll.
 //
 // Two wake-ups of the chain are measured, the poller's (cqpoller) and the
 // waiter's: whoever wakes the goroutine stamps the time (WakeStamp), and

@@ -129,29 +129,25 @@ func WithParkedActors() Option { return func(c *config) { c.parkActors = true } 
 func WithInlinePost(on bool) Option { return func(c *config) { c.inlinePost = on } }
 
 // DefaultWaitPoll is how long a waiter polls its endpoint's CQ before it
-// parks unless WithWaitPoll says otherwise, when its endpoint's waits are
-// short: on soft a SEND/Recv round trip takes 2-3 µs with it and 170-250
-// µs without. Each endpoint also learns how long its waits take (their
-// 90th percentile) and its waiters poll for 10 times that, up to 25 times
-// the WithWaitPoll window, unless waits take over 5 times that window
-// (clients that pause between requests), where parking is the cheaper:
-// on a device whose completions take longer than the window (rxe in a
-// TCG guest: a 64-byte ping-pong went from a typical 1-2 ms to 110-130 µs
-// a half round trip, bench/README.md), a waiter parks only now and then.
-// Either way a waiter polls at least as long as a park is expected to
-// cost, up to 10 ms: three goroutine wake-ups, as the process measures
-// them (qpactor.WakeUpCost). That is some µs on hardware, where it changes
-// nothing, and milliseconds in a TCG guest.
+// parks unless WithWaitPoll says otherwise: on soft a SEND/Recv round
+// trip takes 2-3 µs with it and 170-250 µs without. A waiter polls longer
+// where a park is expected to cost more, up to 10 ms: three goroutine
+// wake-ups, as the process measures them (qpactor.WakeUpCost). That is
+// some µs on hardware, where it changes nothing, and milliseconds in a TCG
+// guest over rxe, where a ping-pong then parks now and then instead of on
+// most waits (bench/README.md). It does not poll longer because its waits
+// are long: a waiter spinning through long waits takes the CPU from the
+// work it waits for, where the machine has no core to spare.
 const DefaultWaitPoll = 200 * time.Microsecond
 
 // WithWaitPoll sets how long a goroutine blocked in Future.Wait or Recv
 // polls its endpoint's CQ itself before it parks, at the least (default
-// DefaultWaitPoll, which says how the window grows with the endpoint's
-// waits), so that the completion it waits for is handled on its own
-// thread, not by a poller woken for it that then wakes the waiter. A
-// waiter polls with yields between polls, and at most a few poll at once
-// in a process; the rest, and every waiter with d 0 or less, yield a few
-// dozen times and park. d is rounded up to whole µs.
+// DefaultWaitPoll, which says when a waiter polls longer), so that the
+// completion it waits for is handled on its own thread, not by a poller
+// woken for it that then wakes the waiter. A waiter polls with yields
+// between polls, and at most a few poll at once in a process; the rest,
+// and every waiter with d 0 or less, yield a few dozen times and park. d
+// is rounded up to whole µs.
 func WithWaitPoll(d time.Duration) Option { return func(c *config) { c.waitPoll = d } }
 
 // WithLogger sets the logger (default: discard).
