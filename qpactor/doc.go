@@ -50,9 +50,9 @@
 //     runtime, a message) polls the CQ through the Driver itself, so the
 //     completion is handled on the thread that waits for it, for
 //     WaitPoll, or longer where a park costs more (the process measures
-//     its goroutine wake-ups: WakeUpCost). At most a few
-//     goroutines poll at once, process-wide; the other waiters yield and
-//     park as without it.
+//     its goroutine wake-ups: WakeUpCost). At most a few goroutines poll
+//     at once, process-wide; the other waiters yield and park as without
+//     it.
 //
 // The runtime turns both on by default.
 package qpactor
