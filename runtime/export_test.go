@@ -139,3 +139,16 @@ func StuckSendsForTest(ep *Endpoint) string {
 	ep.poller.Drain(ep.target)
 	return fmt.Sprintf("%s; %s; after a poll of the CQ: %d outstanding", before, poller, a.Outstanding())
 }
+
+// RecvStateForTest says, for a test's failure message, where ep's receive
+// window and its pool stand (the credits the window counts, owes, holds
+// and has not reported) and what its actor may still send.
+func RecvStateForTest(ep *Endpoint) string {
+	r := &ep.recv
+	st := r.pool.store
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return fmt.Sprintf("window %d (want %d), %d assigned, %d owed, %d held, %d unreported, waiting %v, due %v; pool: %d posted, %d assigned, %d idle buffers, %d endpoints waiting; its actor: %d peer credits, %d pending",
+		r.target, r.want, r.assigned, r.debt, r.held, r.unreported.Load(), r.waiting, r.dueLocked(),
+		r.pool.posted, r.pool.assigned, len(st.idle), len(st.waiting), ep.actor.PeerCredits(), ep.actor.Pending())
+}

@@ -23,8 +23,8 @@ import (
 // receive posted for it again as soon as a completion takes one (from the
 // pool, not waiting for the application to Release the message) and
 // reports it back: in the header in front of the data of its own SENDs,
-// or, when it has nothing to send and half the window is unreported, in a
-// SEND of the header alone (a credit report). The immediate data of SENDs
+// or, when it has nothing to send and half the window its pool backs is
+// unreported, in a SEND of the header alone (a credit report). The immediate data of SENDs
 // and WRITE_WITH_IMMs is the application's, delivered whole. Data sends
 // never take the last credit, which is kept for that credit report, so two
 // peers cannot both wait for credits only the other could report. The
@@ -400,15 +400,23 @@ func (r *recvSide) Return(returned int) (h qpactor.Header, stamped uint32) {
 	return h, stamped
 }
 
-// ReportDue: half the window is unreported (and at least one credit,
-// and no more than the peer can spend before it needs them back).
+// ReportDue: half the window the pool backs is unreported (at least one
+// credit, and no more than the peer can spend before it needs them back).
 func (r *recvSide) ReportDue() bool {
 	r.pool.store.mu.Lock()
 	defer r.pool.store.mu.Unlock()
 	return r.dueLocked()
 }
 
+// dueLocked measures the window without the credits owed (debt): those
+// wait for a buffer, and until one comes they are neither the peer's nor
+// to be reported. Measured against the whole window, a receiver whose pool
+// ran out of buffers kept 4-5 credits unreported against a threshold of 7
+// (a window of 13, 8 of them owed), its peer held the last credit only
+// (kept for reports), and its application held 3 messages while it waited
+// for the fourth: no side could move (TestNoRNRWithManySendersOnOneReceiver,
+// 760 of 1,000 connections stuck).
 func (r *recvSide) dueLocked() bool {
-	w := r.target
+	w := r.target - r.debt
 	return r.unreported.Load() >= int64(max(1, min(w-1, (w+1)/2)))
 }

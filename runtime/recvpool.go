@@ -366,15 +366,20 @@ func (st *recvStore) released(s *msgSlot) {
 
 // serveWaitingLocked serves the endpoints that wait for buffers, of every
 // pool, in the order they began to wait, while buffers last. Each is
-// looked at once: one its pool cannot serve now (its SRQ is full) waits
-// on at the back.
+// looked at once: one its pool cannot serve now (its SRQ is full, or it
+// has no receive posted and unassigned and there is no idle buffer to
+// post) waits on at the back, and the next is looked at: another pool may
+// have receives to spare. Stopping at the first such endpoint left a pool
+// with 1,204 receives posted and unassigned while its endpoints waited
+// behind one of a full pool, for good (TestNoRNRWithManySendersOnOneReceiver).
 func (st *recvStore) serveWaitingLocked() {
 	for range len(st.waiting) {
 		r := st.waiting[0]
-		if len(st.idle) == 0 && r.pool.posted <= r.pool.assigned {
-			return
-		}
 		st.waiting = st.waiting[1:]
+		if len(st.idle) == 0 && r.pool.posted <= r.pool.assigned {
+			st.waiting = append(st.waiting, r)
+			continue
+		}
 		r.waiting = false
 		// granted takes no lock of the store's and wakes the actor
 		// without waiting for it.

@@ -67,6 +67,7 @@ func TestNoRNRWithManySendersOnOneReceiver(t *testing.T) {
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*senders)
+	var described sync.Once // where the first connection to fail stood
 	for i, c := range conns {
 		wg.Add(2)
 		go func() { // the sender: inflight SENDs at a time, numbered
@@ -102,6 +103,10 @@ func TestNoRNRWithManySendersOnOneReceiver(t *testing.T) {
 			for k := range msgs {
 				m, err := c.srv.Recv(ctx)
 				if err != nil {
+					described.Do(func() {
+						t.Logf("connection %d: receiving end: %s", i, runtime.RecvStateForTest(c.srv))
+						t.Logf("connection %d: sending end: %s", i, runtime.RecvStateForTest(c.cli))
+					})
 					errs <- fmt.Errorf("receiver %d, message %d: %w", i, k, err)
 					return
 				}
