@@ -24,17 +24,18 @@ import (
 // pool, not waiting for the application to Release the message) and
 // reports it back: in the header in front of the data of its own SENDs,
 // or, when it has nothing to send and half the window its pool backs is
-// unreported, in a SEND of the header alone (a credit report). The immediate data of SENDs
-// and WRITE_WITH_IMMs is the application's, delivered whole. Data sends
-// never take the last credit, which is kept for that credit report, so two
-// peers cannot both wait for credits only the other could report. The
-// endpoint's actor owns the peer's credits beside its send-queue credits
-// (qpactor.EnablePeerCredits): a send waits in the actor's inbox, in order,
-// until both suffice, its credit report is stamped when it is posted, and
-// the credit-only SEND is the actor's own, so no report is lost to a full
-// inbox. A SEND never meets an empty receive queue, and RNR never happens
-// in normal use. A batch may carry at most WithRecvDepth less one of ops
-// that consume the peer's receives; a larger one is refused.
+// unreported, in a SEND of the header alone (a credit report). The
+// immediate data of SENDs and WRITE_WITH_IMMs is the application's,
+// delivered whole. Data sends never take the last credit, which is kept
+// for that credit report, so two peers cannot both wait for credits only
+// the other could report. The endpoint's actor owns the peer's credits
+// beside its send-queue credits (qpactor.EnablePeerCredits): a send waits
+// in the actor's inbox, in order, until both suffice, its credit report is
+// stamped when it is posted, and the credit-only SEND is the actor's own,
+// so no report is lost to a full inbox. A SEND never meets an empty
+// receive queue, and RNR never happens in normal use. A batch may carry at
+// most WithRecvDepth less one of ops that consume the peer's receives; a
+// larger one is refused.
 
 // The header in front of every SEND of the runtime (qpactor.HeaderSize
 // bytes; doc.go, "Wire format"), which the actor gathers from its scratch
