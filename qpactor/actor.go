@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/ring"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -72,7 +73,7 @@ type Config struct {
 	// whose completions may arrive on the same CQ.
 	ID uint16
 	// RingSize is the inbox capacity in submissions (0: 1024). The inbox
-	// starts with room for a few and grows as it fills (NewGrowingRing).
+	// starts with room for a few and grows as it fills (ring.NewGrowing).
 	RingSize int
 	// SendDepth caps the send-queue slots the actor fills: what was asked
 	// of the provider, which may have rounded max_send_wr up (rxe and soft
@@ -257,8 +258,8 @@ type Actor struct {
 	spin     time.Duration
 	scratch  Scratch
 
-	inbox *Ring[submission]
-	waker *Waker
+	inbox *ring.Ring[submission]
+	waker *ring.Waker
 	room  roomSignal // producers waiting for room in the inbox
 
 	// credits is the number of send-queue slots the actor may fill: the
@@ -343,9 +344,9 @@ func New(cfg Config) (*Actor, error) {
 	n := min(shadowStart, shadowSize(depth))
 	a.shadow.Store(&shadowTable{entries: make([]entry, n), mask: uint64(n - 1)})
 	if cfg.Park {
-		a.waker = NewWaker()
+		a.waker = ring.NewWaker()
 	} else {
-		a.waker = NewRestartingWaker(func() { go a.run() })
+		a.waker = ring.NewRestartingWaker(func() { go a.run() })
 	}
 	a.lat.init(shadowSize(depth))
 	if a.signalEvery <= 0 {
@@ -357,11 +358,11 @@ func New(cfg Config) (*Actor, error) {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	ring := cfg.RingSize
-	if ring <= 0 {
-		ring = 1024
+	capacity := cfg.RingSize
+	if capacity <= 0 {
+		capacity = 1024
 	}
-	a.inbox = NewGrowingRing[submission](inboxStart, ring)
+	a.inbox = ring.NewGrowing[submission](inboxStart, capacity)
 	a.credits.Store(int64(depth))
 	return a, nil
 }
@@ -756,7 +757,7 @@ func (a *Actor) rest(d Driver) (left bool) {
 
 // restWatching is rest; with watch false it leaves the contexts of what
 // stays queued unwatched (watching one allocates), for a run that
-// arranged a wake-up (Waker.WakeAfter) whose actor goroutine watches them.
+// arranged a wake-up (ring.Waker.WakeAfter) whose actor goroutine watches them.
 func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 	if a.peer.on && a.peer.credits.Load() > a.peer.initial && a.inbox.Peek() == nil {
 		a.returnIdle()
@@ -830,7 +831,7 @@ func (a *Actor) learnPostCost(d time.Duration) {
 }
 
 // runInline is a run of the actor on a submitter that found it gone idle
-// (Config.InlinePost) and now owns its next run (Waker.Claim): one drain,
+// (Config.InlinePost) and now owns its next run (ring.Waker.Claim): one drain,
 // posted from the submitter's thread, then the actor leaves as an idle one
 // does. Work that came meanwhile, or a close, goes to an actor goroutine,
 // so a submitter never becomes the actor of a crowd; work that waits for
@@ -1004,7 +1005,7 @@ const (
 )
 
 // due reports whether the actor should drain now.
-func (g *gatherer) due(inbox *Ring[submission]) bool {
+func (g *gatherer) due(inbox *ring.Ring[submission]) bool {
 	if !g.stream {
 		return true
 	}

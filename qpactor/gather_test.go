@@ -3,13 +3,15 @@ package qpactor
 import (
 	"testing"
 	"time"
+
+	"github.com/verbsrt/verbsrt/internal/ring"
 )
 
 // TestGatherLoneCaller: drains of one submission never make the next one
 // wait, except the probe every probeEvery drains, which a drain of one
 // ends.
 func TestGatherLoneCaller(t *testing.T) {
-	inbox := NewRing[submission](64)
+	inbox := ring.New[submission](64)
 	var g gatherer
 	waits := 0
 	for range 10 * probeEvery {
@@ -34,7 +36,7 @@ func TestGatherLoneCaller(t *testing.T) {
 // gatherTarget submissions are queued or the wait bound passed; each
 // further drain of several doubles the bound, up to maxGather.
 func TestGatherStream(t *testing.T) {
-	inbox := NewRing[submission](64)
+	inbox := ring.New[submission](64)
 	var g gatherer
 	g.drained(3)
 	if !g.stream || g.wait != probeGather {
@@ -68,7 +70,7 @@ func TestGatherStream(t *testing.T) {
 	g.since = time.Now().Add(-maxGather)
 	due = false
 	for range gatherStride {
-		due = due || g.due(NewRing[submission](64))
+		due = due || g.due(ring.New[submission](64))
 	}
 	if !due {
 		t.Fatal("not due after the wait bound passed")

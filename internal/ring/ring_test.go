@@ -1,4 +1,4 @@
-package qpactor
+package ring
 
 import (
 	"runtime"
@@ -13,25 +13,25 @@ func TestNewRingCapacity(t *testing.T) {
 	for _, tc := range []struct{ in, want int }{
 		{1, 2}, {2, 2}, {3, 4}, {4, 4}, {5, 8}, {1000, 1024}, {1024, 1024}, {1025, 2048},
 	} {
-		r := NewRing[int](tc.in)
+		r := New[int](tc.in)
 		if r.Cap() != tc.want || r.Len() != 0 {
-			t.Errorf("NewRing(%d): Cap %d Len %d, want Cap %d Len 0", tc.in, r.Cap(), r.Len(), tc.want)
+			t.Errorf("New(%d): Cap %d Len %d, want Cap %d Len 0", tc.in, r.Cap(), r.Len(), tc.want)
 		}
 	}
-	for _, bad := range []int{0, -1, MaxRingCapacity + 1} {
+	for _, bad := range []int{0, -1, MaxCapacity + 1} {
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("NewRing(%d) did not panic", bad)
+					t.Errorf("New(%d) did not panic", bad)
 				}
 			}()
-			NewRing[int](bad)
+			New[int](bad)
 		}()
 	}
 }
 
 func TestRingFIFOAndFull(t *testing.T) {
-	r := NewRing[int](8)
+	r := New[int](8)
 	if r.Peek() != nil {
 		t.Fatal("Peek on an empty ring returned a value")
 	}
@@ -68,7 +68,7 @@ func TestRingFIFOAndFull(t *testing.T) {
 }
 
 func TestRingPeekModifiesInPlace(t *testing.T) {
-	r := NewRing[[2]int](2)
+	r := New[[2]int](2)
 	v := [2]int{1, 2}
 	r.TryPush(&v)
 	r.Peek()[1] = 7
@@ -81,7 +81,7 @@ func TestRingPeekModifiesInPlace(t *testing.T) {
 }
 
 func TestRingPopEmptyPanics(t *testing.T) {
-	r := NewRing[int](2)
+	r := New[int](2)
 	defer func() {
 		if recover() == nil {
 			t.Fatal("Pop on an empty ring did not panic")
@@ -93,7 +93,7 @@ func TestRingPopEmptyPanics(t *testing.T) {
 // The ring goes around many times with every fill level and both ways of
 // consuming; sequence numbers reach many laps past the capacity.
 func TestRingWrapAround(t *testing.T) {
-	r := NewRing[uint64](4)
+	r := New[uint64](4)
 	var next, want uint64
 	dst := make([]uint64, 3)
 	for round := range 20000 {
@@ -130,7 +130,7 @@ func TestRingWrapAround(t *testing.T) {
 }
 
 func TestRingPopBatchPartial(t *testing.T) {
-	r := NewRing[int](8)
+	r := New[int](8)
 	for i := range 5 {
 		r.TryPush(&i)
 	}
@@ -159,7 +159,7 @@ func TestRingPopBatchPartial(t *testing.T) {
 // A producer that claimed a slot but has not written it yet stops the
 // consumer there, even with later slots published.
 func TestRingStopsAtClaimedSlot(t *testing.T) {
-	r := NewRing[int](4)
+	r := New[int](4)
 	seg := r.first.Load()
 	// Claim position 0 the way TryPush does, and stall before writing.
 	if !seg.tail.CompareAndSwap(0, 1) {
@@ -190,7 +190,7 @@ func TestRingReleaseZeroesSlot(t *testing.T) {
 		p *int
 		n int
 	}
-	r := NewRing[msg](4)
+	r := New[msg](4)
 	push := func(n int) {
 		v := msg{p: new(int), n: n}
 		if !r.TryPush(&v) {
@@ -227,7 +227,7 @@ func TestRingNoAllocs(t *testing.T) {
 		p   *int
 		buf [48]byte
 	}
-	r := NewRing[msg](8)
+	r := New[msg](8)
 	w := NewWaker()
 	dst := make([]msg, 4)
 	v := msg{p: new(int)}
@@ -270,7 +270,7 @@ func TestRingStress(t *testing.T) {
 			name = "park"
 		}
 		t.Run(name, func(t *testing.T) {
-			r := NewRing[msg64](64)
+			r := New[msg64](64)
 			w := NewWaker()
 			stop := make(chan struct{})
 			deadline := time.AfterFunc(20*time.Second, func() { close(stop) })
@@ -365,7 +365,7 @@ func TestWakerNoLostWakeup(t *testing.T) {
 	// A round where the consumer really parks costs a park and unpark of a
 	// locked thread (tens of microseconds): cap the time as well.
 	budget := time.Now().Add(1500 * time.Millisecond)
-	r := NewRing[int](4)
+	r := New[int](4)
 	w := NewWaker()
 	var got atomic.Int64
 	var sleeps, cancels atomic.Int64
@@ -527,7 +527,7 @@ func sleepOrFail(t *testing.T, w *Waker) {
 // one is taken within 5 s), and never do two runs overlap.
 func TestRestartingWakerOneRunAtATime(t *testing.T) {
 	const producers, perProducer = 4, 20000
-	r := NewRing[int](64)
+	r := New[int](64)
 	var w *Waker
 	var running, overlaps, runs, leaves, stays atomic.Int64
 	var taken atomic.Int64

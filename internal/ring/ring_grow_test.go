@@ -1,4 +1,4 @@
-package qpactor
+package ring
 
 import (
 	"runtime"
@@ -10,7 +10,7 @@ import (
 // holds no more than its capacity, in order, however far the consumer
 // lags behind the growth.
 func TestGrowingRingBoundAndOrder(t *testing.T) {
-	r := NewGrowingRing[int](2, 16)
+	r := NewGrowing[int](2, 16)
 	if got := len(r.cur.Load().slots); got != 2 {
 		t.Fatalf("a new growing ring has %d slots, want 2", got)
 	}
@@ -83,7 +83,7 @@ func TestGrowingRingStress(t *testing.T) {
 		perProducer = 100
 	}
 	for round := range 20 {
-		r := NewGrowingRing[msg64](2, 64)
+		r := NewGrowing[msg64](2, 64)
 		var wg sync.WaitGroup
 		for p := range producers {
 			wg.Go(func() {
@@ -130,7 +130,7 @@ func TestGrowingRingStress(t *testing.T) {
 // PeekAt and Reached see values across the boundary of a segment the ring
 // grew out of.
 func TestGrowingRingPeekAtAcrossSegments(t *testing.T) {
-	r := NewGrowingRing[int](2, 8)
+	r := NewGrowing[int](2, 8)
 	for i := range 5 {
 		if !r.TryPush(&i) {
 			t.Fatalf("push %d failed", i)

@@ -1,4 +1,4 @@
-package qpactor
+package ring
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ const (
 // unbounded. The consumer is not locked to its thread here: this compares
 // the queues, not the thread policy (see the actor's own benchmarks).
 //
-//	go test -run '^$' -bench Inbox -benchtime 200000x ./qpactor/
+//	go test -run '^$' -bench Inbox -benchtime 200000x ./internal/ring/
 func BenchmarkInbox(b *testing.B) {
 	impls := []struct {
 		name string
@@ -71,7 +71,7 @@ func produce(n, producers int, push func(*payload)) {
 var sink uint64
 
 func benchRing(b *testing.B, producers int) {
-	r := NewRing[payload](benchCapacity)
+	r := New[payload](benchCapacity)
 	w := NewWaker()
 	done := make(chan uint64)
 	b.ResetTimer()

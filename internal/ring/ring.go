@@ -1,16 +1,15 @@
-package qpactor
+package ring
 
 import (
 	"math/bits"
 	"runtime"
-	"time"
 
 	"go.uber.org/atomic"
 )
 
-// MaxRingCapacity is the largest capacity NewRing accepts. A bigger inbox
+// MaxCapacity is the largest capacity New accepts. A bigger inbox
 // would only hide a consumer that cannot keep up.
-const MaxRingCapacity = 1 << 30
+const MaxCapacity = 1 << 30
 
 // cacheLine is the size the hot indices are padded to. It is what
 // golang.org/x/sys/cpu.CacheLinePad uses on amd64; that module is not a
@@ -57,8 +56,8 @@ const cacheLine = 64
 // (pos+1) would be the same number.
 //
 // Growing. The slots live in a segment with its own head and tail. A ring
-// from NewRing has one segment of its whole capacity. A ring from
-// NewGrowingRing starts with a small one, so that an idle inbox costs a few
+// from New has one segment of its whole capacity. A ring from
+// NewGrowing starts with a small one, so that an idle inbox costs a few
 // slots instead of its capacity: the producer that finds the segment full,
 // while it is smaller than the capacity, closes it (a compare-and-swap of
 // the tail from pos to pos|closed, which no producer can claim) and links
@@ -168,11 +167,11 @@ func (s *segment[T]) release() {
 }
 
 // ringSize rounds a capacity up to a power of two, and to at least 2; it
-// panics when capacity is not in [1, MaxRingCapacity]: the size of an
+// panics when capacity is not in [1, MaxCapacity]: the size of an
 // inbox is a programming decision, not an input.
 func ringSize(capacity int) uint64 {
-	if capacity < 1 || capacity > MaxRingCapacity {
-		panic("qpactor: NewRing capacity out of range")
+	if capacity < 1 || capacity > MaxCapacity {
+		panic("ring: New capacity out of range")
 	}
 	if capacity <= 2 {
 		return 2
@@ -180,17 +179,17 @@ func ringSize(capacity int) uint64 {
 	return 1 << bits.Len64(uint64(capacity-1))
 }
 
-// NewRing returns an empty ring that holds capacity values, rounded up to a
+// New returns an empty ring that holds capacity values, rounded up to a
 // power of two and to at least 2, with all its slots allocated now. It
-// panics when capacity is not in [1, MaxRingCapacity].
-func NewRing[T any](capacity int) *Ring[T] {
-	return NewGrowingRing[T](capacity, capacity)
+// panics when capacity is not in [1, MaxCapacity].
+func New[T any](capacity int) *Ring[T] {
+	return NewGrowing[T](capacity, capacity)
 }
 
-// NewGrowingRing returns an empty ring that holds capacity values (as
-// NewRing) but allocates slots for initial of them (rounded the same way,
+// NewGrowing returns an empty ring that holds capacity values (as
+// New) but allocates slots for initial of them (rounded the same way,
 // at most capacity) and doubles them when they are full, up to capacity.
-func NewGrowingRing[T any](initial, capacity int) *Ring[T] {
+func NewGrowing[T any](initial, capacity int) *Ring[T] {
 	n, c := ringSize(initial), ringSize(capacity)
 	r := &Ring[T]{max: c}
 	s := newSegment[T](min(n, c), 0)
@@ -389,7 +388,7 @@ func (r *Ring[T]) Pop() {
 	seg, pos := r.front()
 	s := &seg.slots[pos&seg.mask]
 	if s.seq.Load() != pos+1 {
-		panic("qpactor: Ring.Pop with no published value")
+		panic("ring: Ring.Pop with no published value")
 	}
 	seg.advance(pos, 1)
 	var zero T
@@ -444,185 +443,6 @@ func (s *segment[T]) popBatch(pos uint64, dst []T) int {
 // consumer that read the same head.
 func (s *segment[T]) advance(pos uint64, n int) {
 	if !s.head.CompareAndSwap(pos, pos+uint64(n)) {
-		panic("qpactor: Ring consumed by two goroutines at once")
+		panic("ring: Ring consumed by two goroutines at once")
 	}
-}
-
-// Waker parks a consumer whose ring stays empty and lets producers wake it.
-// It is apart from Ring so that the ring knows nothing of waiting: the actor
-// decides when to stop spinning and park (parking a goroutine locked to its
-// OS thread costs microseconds to undo, so it spins first). Make one with
-// NewWaker.
-//
-// Protocol. The consumer, having found nothing to do:
-//
-//	w.PrepareSleep()              // 1. sleeping = true
-//	if ring.Peek() != nil || closing.Load() {
-//		w.CancelSleep()        // 2. look again: work came in meanwhile
-//	} else {
-//		w.Sleep(stop)          // 3. block until a Wake or stop
-//	}
-//
-// A producer, after a successful TryPush (and anyone who changes what the
-// consumer looks at in step 2, such as a closing flag):
-//
-//	w.Wake()                      // 4. if sleeping: sleeping = false, send a token
-//
-// The race it closes: a producer publishes just after the consumer's last
-// look and checks the flag just before the consumer sets it; the consumer
-// would then sleep on a value nobody wakes it for. With the second look in
-// step 2, after the flag is set, one of the two always sees the other:
-// publishing (a store to the slot's seq) and the flag are sequentially
-// consistent atomics, so either the consumer's second look sees the value,
-// or the producer's load in Wake sees sleeping == true. A token sent before
-// the consumer blocks waits in the channel's one buffer slot, so a wake-up
-// that comes early is not lost either. The second look must cover all that
-// a Wake may announce; a flag that is not checked there can be missed.
-//
-// Cost. While the consumer runs, Wake is one atomic load that finds false:
-// no channel operation, no write to a shared line. Only a Wake that finds
-// the flag set does a compare-and-swap, and only the goroutine that wins it
-// sends, without blocking, on the channel.
-//
-// Sleep may return with nothing new to do (a token left by a Wake that
-// raced with CancelSleep): the consumer must look again, as it does anyway.
-//
-// Concurrency: PrepareSleep, CancelSleep and Sleep belong to the one
-// consumer goroutine; any number of goroutines may call Wake at once.
-type Waker struct {
-	sleeping atomic.Bool
-	ch       chan struct{} // wake-up tokens; its one buffer slot keeps an early one
-	// restart, when set, starts the consumer again: it ends (Leave)
-	// instead of sleeping (NewRestartingWaker). gone is set while it has
-	// ended or is ending; the Wake that clears it restarts it.
-	restart func()
-	gone    atomic.Bool
-	// sends counts channel operations by Wake, for tests that check the
-	// fast path does none.
-	sends atomic.Uint64
-	// later is WakeAfter's timer, made on its first use; only the
-	// consumer's owner of the moment calls WakeAfter and StopLater.
-	later *time.Timer
-}
-
-// NewWaker returns a Waker whose consumer is not sleeping.
-func NewWaker() *Waker {
-	return &Waker{ch: make(chan struct{}, 1)}
-}
-
-// NewRestartingWaker returns a Waker for a consumer that ends instead of
-// sleeping: where the protocol says Sleep, it calls Leave, and ends if
-// Leave says so; the Wake that finds it gone calls restart, once, to start
-// it again. Until Leave the consumer still owns everything (its second
-// look included): no Wake restarts it before.
-func NewRestartingWaker(restart func()) *Waker {
-	return &Waker{restart: restart}
-}
-
-// Leave is Sleep for a restarting consumer: it reports whether the
-// consumer must end now (a Wake will start it again, or already has), or
-// go on, when a Wake came since PrepareSleep and left it to carry on.
-// After Leave returns true the consumer must touch nothing it shares with
-// the next run.
-//
-// Against wake: the consumer sets gone, then looks at sleeping; a Wake
-// clears sleeping, then looks at gone. One of the two sees the other (the
-// same argument as PrepareSleep's), and whoever then clears gone owns the
-// next run: the Wake by starting it, the consumer by going on.
-func (w *Waker) Leave() bool {
-	w.gone.Store(true)
-	if w.sleeping.Load() {
-		return true // no Wake yet: the next one restarts
-	}
-	return !w.gone.CompareAndSwap(true, false)
-}
-
-// Restarts reports whether the consumer ends instead of sleeping.
-func (w *Waker) Restarts() bool { return w.restart != nil }
-
-// PrepareSleep announces that the consumer is about to sleep. The consumer
-// must then look at its ring once more and call CancelSleep if it found
-// work, or Sleep if it did not.
-func (w *Waker) PrepareSleep() { w.sleeping.Store(true) }
-
-// CancelSleep withdraws PrepareSleep when the second look found work.
-func (w *Waker) CancelSleep() { w.sleeping.Store(false) }
-
-// Sleep blocks until a Wake after PrepareSleep, or until stop is closed,
-// and reports false in the second case. It may return true with nothing new
-// to do; see the type's documentation. A nil stop never fires: a consumer
-// may instead be stopped by a flag it checks in its second look, set before
-// a Wake.
-func (w *Waker) Sleep(stop <-chan struct{}) bool {
-	select {
-	case <-w.ch:
-		// Normally Wake has cleared the flag; after a stale token it is
-		// still set, and producers must not pay for it while we run.
-		w.sleeping.Store(false)
-		return true
-	case <-stop:
-		w.sleeping.Store(false)
-		return false
-	}
-}
-
-// Wake wakes the consumer if it sleeps or is about to. Call it after each
-// successful push; it costs one atomic load while the consumer runs. Any
-// goroutine may call Wake.
-func (w *Waker) Wake() {
-	if w.sleeping.Load() {
-		w.wake()
-	}
-}
-
-// WakeAfter arranges a Wake in d, which StopLater, or another WakeAfter,
-// calls off: for a consumer about to sleep on something that is usually a
-// moment away, as a bound. Only the consumer (or the holder of a run that
-// Claim gave) calls it, before it sleeps or leaves.
-func (w *Waker) WakeAfter(d time.Duration) {
-	if w.later == nil {
-		w.later = time.AfterFunc(d, w.Wake)
-		return
-	}
-	w.later.Reset(d)
-}
-
-// StopLater calls off a WakeAfter not yet fired; the consumer's owner
-// calls it once the Wake it bounded is no longer wanted.
-func (w *Waker) StopLater() {
-	if w.later != nil {
-		w.later.Stop()
-	}
-}
-
-// wake is the slow path of Wake: the consumer sleeps or is about to.
-func (w *Waker) wake() {
-	if w.claim() {
-		w.restart()
-	}
-}
-
-// Claim is Wake for a producer that will run a restarting consumer's next
-// run itself: it reports true when the consumer had ended and the caller
-// now owns that run (restart is not called), as the Wake that restarts it
-// would. Otherwise it wakes the consumer as Wake does and reports false.
-func (w *Waker) Claim() bool {
-	return w.sleeping.Load() && w.claim()
-}
-
-// claim wakes a sleeping consumer, or reports true when the consumer of a
-// restarting waker is gone and the caller must start its next run.
-func (w *Waker) claim() bool {
-	if !w.sleeping.CompareAndSwap(true, false) {
-		return false // another goroutine is waking it, or it woke
-	}
-	w.sends.Inc()
-	if w.restart != nil {
-		return w.gone.CompareAndSwap(true, false)
-	}
-	select {
-	case w.ch <- struct{}{}:
-	default: // a token is already waiting
-	}
-	return false
 }
