@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/cqpoller"
-	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -98,7 +98,7 @@ func TestIdleTargetsLeftAlone(t *testing.T) {
 	polls, arms := sumOf(idles, func(c *watchedCQ) int64 { return c.polls.Load() }), sumOf(idles, func(c *watchedCQ) int64 { return c.arms.Load() })
 	sleeps := p.Stats().Sleeps.Load()
 	for i := range 300 {
-		active.write(qpactor.RecvBit | uint64(i))
+		active.write(wrid.RecvBit | uint64(i))
 		eventually(t, "the active target's completion", func() bool { return got[idle].Load() == int64(i+1) })
 		if i%30 == 0 {
 			time.Sleep(time.Millisecond) // past the window: the poller sleeps and wakes
@@ -160,7 +160,7 @@ func TestEventPollsOnlyItsTarget(t *testing.T) {
 			for i, c := range cqs {
 				before[i] = c.polls.Load()
 			}
-			loops[17].write(qpactor.RecvBit | 1)
+			loops[17].write(wrid.RecvBit | 1)
 			eventually(t, "the completion handled", func() bool { return got[17].Load() == 1 })
 			for i, c := range cqs {
 				if n := c.polls.Load() - before[i]; i != 17 && n != 0 {
@@ -188,7 +188,7 @@ func TestManyTargetsLoseNothing(t *testing.T) {
 			for i := range writes {
 				k := rand.IntN(n)
 				want[k]++
-				loops[k].write(qpactor.RecvBit | uint64(i))
+				loops[k].write(wrid.RecvBit | uint64(i))
 				if rand.IntN(4) == 0 {
 					time.Sleep(time.Duration(rand.IntN(60)) * time.Microsecond)
 				}
@@ -233,7 +233,7 @@ func TestRemoveLeavesCQAlone(t *testing.T) {
 					return
 				default:
 				}
-				loops[k].write(qpactor.RecvBit | uint64(i))
+				loops[k].write(wrid.RecvBit | uint64(i))
 				time.Sleep(time.Duration(rand.IntN(40)) * time.Microsecond)
 			}
 		}()
@@ -287,7 +287,7 @@ func TestBusyDriverHandsBack(t *testing.T) {
 		d.Drive(true)
 		time.Sleep(100 * time.Microsecond) // the poller sees the CQ driven
 		d.Drive(false)
-		l.write(qpactor.RecvBit | i)
-		expectWC(t, got, qpactor.RecvBit|i, "the busy poller missed a completion on a CQ handed back to it")
+		l.write(wrid.RecvBit | i)
+		expectWC(t, got, wrid.RecvBit|i, "the busy poller missed a completion on a CQ handed back to it")
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/cqpoller"
-	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/soft"
 )
@@ -97,7 +97,7 @@ func (bp *benchPoller) waitAsleep(b *testing.B) {
 // completion.
 func (bp *benchPoller) once(i uint64) {
 	want := bp.got.Load() + 1
-	bp.active.write(qpactor.RecvBit | i)
+	bp.active.write(wrid.RecvBit | i)
 	for bp.got.Load() < want {
 		runtime.Gosched()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -350,7 +351,7 @@ func (p *Poller) handle(t *Target, wc *verbs.WC) {
 	if wc.Status != verbs.WCSuccess && wc.Status != verbs.WCWRFlushErr && t.Failed != nil {
 		t.Failed(wc)
 	}
-	if qpactor.IsRecv(wc.WRID) {
+	if wrid.IsRecv(wc.WRID) {
 		if t.Recv != nil {
 			t.Recv(wc)
 			return

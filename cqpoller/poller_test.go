@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/verbsrt/verbsrt/cqpoller"
+	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/soft"
@@ -128,8 +129,8 @@ func TestAdaptiveSleepsAndWakes(t *testing.T) {
 	l := newLoop(t)
 	p, _, got := startAdaptive(t, l)
 	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
-	l.write(qpactor.RecvBit | 42)
-	expectWC(t, got, qpactor.RecvBit|42, "the sleeping poller missed the completion")
+	l.write(wrid.RecvBit | 42)
+	expectWC(t, got, wrid.RecvBit|42, "the sleeping poller missed the completion")
 }
 
 // TestStaleCompletionCounted: a send completion no actor posted is counted
@@ -146,8 +147,8 @@ func TestStaleCompletionCounted(t *testing.T) {
 	}
 	defer act.Close(context.Background())
 	p.Add(&cqpoller.Target{CQ: l.cq, Send: act})
-	l.write(qpactor.WRID(1, 999)) // never posted by the actor
-	l.write(qpactor.WRID(2, 0))   // another actor's ID
+	l.write(wrid.Send(1, 999)) // never posted by the actor
+	l.write(wrid.Send(2, 0))   // another actor's ID
 	eventually(t, "two stale completions", func() bool { return p.Stats().Stale.Load() == 2 })
 	if act.Stats().Stale.Load() != 2 {
 		t.Fatalf("actor counted %d stale", act.Stats().Stale.Load())
@@ -180,7 +181,7 @@ func TestDriverTakesAndHandsBackCQ(t *testing.T) {
 	p, target, got := startAdaptive(t, l)
 	d := p.Driver(target)
 	d.Drive(true)
-	l.write(qpactor.RecvBit | 1)
+	l.write(wrid.RecvBit | 1)
 	select {
 	case wc := <-got:
 		t.Fatalf("the poller handled %+v on a driven CQ", wc)
@@ -189,13 +190,13 @@ func TestDriverTakesAndHandsBackCQ(t *testing.T) {
 	if n := d.Progress(); n != 1 {
 		t.Fatalf("Progress handled %d completions, want 1", n)
 	}
-	if wc := <-got; wc.WRID != qpactor.RecvBit|1 {
+	if wc := <-got; wc.WRID != wrid.RecvBit|1 {
 		t.Fatalf("%+v", wc)
 	}
 	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
 	d.Drive(false)
-	l.write(qpactor.RecvBit | 2)
-	expectWC(t, got, qpactor.RecvBit|2, "the poller missed a completion on the CQ handed back to it")
+	l.write(wrid.RecvBit | 2)
+	expectWC(t, got, wrid.RecvBit|2, "the poller missed a completion on the CQ handed back to it")
 }
 
 // TestDriveHandOffLosesNothing: a completion that lands on a target while
@@ -211,7 +212,7 @@ func TestDriveHandOffLosesNothing(t *testing.T) {
 		if wc.WRID%2 == 0 {
 			time.Sleep(50 * time.Microsecond)
 		}
-		got <- wc.WRID &^ qpactor.RecvBit
+		got <- wc.WRID &^ wrid.RecvBit
 	})
 	d := p.Driver(target)
 	for i := uint64(0); i < 2000; i += 2 {
@@ -226,8 +227,8 @@ func TestDriveHandOffLosesNothing(t *testing.T) {
 			close(parked)
 		}()
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Microsecond)
-		l.write(qpactor.RecvBit | i)
-		l.write(qpactor.RecvBit | (i + 1))
+		l.write(wrid.RecvBit | i)
+		l.write(wrid.RecvBit | (i + 1))
 		<-parked
 		for want := i; want < i+2; want++ {
 			select {
@@ -289,7 +290,7 @@ func TestPollFailureReported(t *testing.T) {
 			if err := soft.InjectCQ(l.cq, soft.Fault{Kind: soft.FaultPollError}); err != nil {
 				t.Fatal(err)
 			}
-			l.write(qpactor.RecvBit | 1)
+			l.write(wrid.RecvBit | 1)
 			select {
 			case r := <-reports:
 				if r.cq != cq || !errors.Is(r.err, verbs.ErrPollFailed) {
@@ -301,7 +302,7 @@ func TestPollFailureReported(t *testing.T) {
 				t.Fatal("the Poll failure was never reported")
 			}
 			polls := cq.polls.Load()
-			l.write(qpactor.RecvBit | 2)
+			l.write(wrid.RecvBit | 2)
 			time.Sleep(20 * time.Millisecond)
 			select {
 			case r := <-reports:
@@ -344,7 +345,7 @@ func TestPollFailureLoggedWithoutHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Add(&cqpoller.Target{CQ: l.cq, Recv: func(*verbs.WC) {}})
-	l.write(qpactor.RecvBit | 1)
+	l.write(wrid.RecvBit | 1)
 	eventually(t, "the failure logged", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -365,14 +366,14 @@ func TestWaiterHandsBackCQ(t *testing.T) {
 	l := newLoop(t)
 	got := make(chan uint64, 4)
 	p, target := startAdaptiveRecv(t, l, 5*time.Microsecond, func(wc *verbs.WC) {
-		got <- wc.WRID &^ qpactor.RecvBit
+		got <- wc.WRID &^ wrid.RecvBit
 	})
 	d := p.Driver(target)
 	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
 	for i := uint64(0); i < 400; i += 2 {
 		parking := i%4 == 0
 		d.WaitBegin()
-		l.write(qpactor.RecvBit | i)
+		l.write(wrid.RecvBit | i)
 		// Polled by the waiter, or by the hand-back of the previous
 		// round's lingering CQ, whose timer may fire just now.
 		for handled := false; !handled; {
@@ -391,7 +392,7 @@ func TestWaiterHandsBackCQ(t *testing.T) {
 		}
 		d.WaitEnd(parking, time.Duration(rand.IntN(500))*time.Microsecond)
 		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
-		l.write(qpactor.RecvBit | (i + 1))
+		l.write(wrid.RecvBit | (i + 1))
 		select {
 		case id := <-got:
 			if id != i+1 {

@@ -18,9 +18,9 @@ type Target struct {
 	// wraps another (a decorator, a test's counter) must say so with an
 	// Unwrap() verbs.CQ method, or its events are taken for another CQ's.
 	CQ verbs.CQ
-	// Send receives the send completions (wr_id without qpactor.RecvBit).
+	// Send receives the send completions (wr_id without wrid.RecvBit).
 	Send *qpactor.Actor
-	// Recv handles receive completions (wr_id with qpactor.RecvBit); nil when the
+	// Recv handles receive completions (wr_id with wrid.RecvBit); nil when the
 	// CQ has none.
 	Recv func(wc *verbs.WC)
 	// Failed, when set, is told of every completion with an error status

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/verbsrt/verbsrt/internal/ring"
+	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -69,7 +70,7 @@ type Scratch struct {
 type Config struct {
 	QP verbs.QP
 	// ID tells this actor's completions apart in wr_ids (see WRID): at
-	// most MaxActorID, and different from the ID of every other actor
+	// most wrid.MaxActorID, and different from the ID of every other actor
 	// whose completions may arrive on the same CQ.
 	ID uint16
 	// RingSize is the inbox capacity in submissions (0: 1024). The inbox
@@ -318,8 +319,8 @@ type Stats struct {
 
 // New builds an actor over cfg.QP, which must be in RTS. Start runs it.
 func New(cfg Config) (*Actor, error) {
-	if cfg.ID > MaxActorID {
-		return nil, fmt.Errorf("qpactor: actor ID %d does not fit a wr_id (at most %d; see ActorID)", cfg.ID, MaxActorID)
+	if cfg.ID > wrid.MaxActorID {
+		return nil, fmt.Errorf("qpactor: actor ID %d does not fit a wr_id (at most %d; see ActorID)", cfg.ID, wrid.MaxActorID)
 	}
 	attr, err := cfg.QP.Query()
 	if err != nil {
@@ -1342,7 +1343,7 @@ func (a *Actor) postOnce() (int, error) {
 		wr := &a.chain[i]
 		seq := base + uint64(i)
 		slot := seq & a.scratchMask
-		wr.ID = WRID(a.id, seq)
+		wr.ID = wrid.Send(a.id, seq)
 		a.sinceSignal++
 		if a.sinceSignal >= a.signalEvery || i == len(a.chain)-1 {
 			wr.Flags |= verbs.SendSignaled
@@ -1430,7 +1431,7 @@ func (a *Actor) dropCancelled() {
 // earlier unsignaled WR. Only the goroutine handling the QP's CQ (its
 // poller, or the actor through its Driver) may call it.
 func (a *Actor) Complete(wc *verbs.WC) bool {
-	id, seq := DecodeWRID(wc.WRID)
+	id, seq := wrid.DecodeSend(wc.WRID)
 	tab := a.shadow.Load()
 	if e := tab.entry(seq); id != a.id || e == nil || e.seq.Load() != seq+1 || seq < a.head {
 		a.stats.Stale.Inc()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/soft"
@@ -283,5 +284,11 @@ func TestOutstandingDropsBeforeFutureResolves(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+func TestNewRefusesWideActorID(t *testing.T) {
+	if _, err := qpactor.New(qpactor.Config{ID: wrid.MaxActorID + 1}); err == nil {
+		t.Fatal("New took an actor ID that does not fit a wr_id")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/verbsrt/verbsrt/cqpoller"
+	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -128,7 +129,7 @@ func (ep *Endpoint) setup() error {
 	if ep.scrat, err = rt.Alloc(qpactor.ScratchSize(depth)); err != nil {
 		return err
 	}
-	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: qpactor.ActorID(rt.nextID.Inc()), SendDepth: depth,
+	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: wrid.ActorID(rt.nextID.Inc()), SendDepth: depth,
 		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Park: rt.cfg.parkActors, Executor: rt.pool,
 		InlinePost: rt.cfg.inlinePost, WaitPoll: rt.cfg.waitPoll,
 		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})

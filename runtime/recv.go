@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -231,9 +232,9 @@ func (r *recvSide) release(cq verbs.CQ) {
 		for {
 			n, err := cq.Poll(wcs[:])
 			for i := range wcs[:n] {
-				if qpactor.IsRecv(wcs[i].WRID) {
+				if wrid.IsRecv(wcs[i].WRID) {
 					r.pool.consumed(r)
-					r.pool.putIdle(qpactor.RecvIndex(wcs[i].WRID))
+					r.pool.putIdle(wrid.RecvIndex(wcs[i].WRID))
 				}
 			}
 			if n == 0 || err != nil {
@@ -271,7 +272,7 @@ func (r *recvSide) grantedLocked(n int) {
 
 // onRecv handles a receive completion on the poller goroutine.
 func (r *recvSide) onRecv(wc *verbs.WC) {
-	idx := qpactor.RecvIndex(wc.WRID)
+	idx := wrid.RecvIndex(wc.WRID)
 	m := r.pool.slot(idx)
 	if m == nil {
 		return

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -243,7 +243,7 @@ func (p *recvPool) postLocked(n int) error {
 		off := idx % slabBuffers
 		sgl[0] = s.slab.hdrs.Slice(off*headerSize, headerSize).sge()
 		sgl[1] = s.slab.data.Slice(off*st.msgSize, st.msgSize).sge()
-		wrs[i] = verbs.RecvWR{ID: qpactor.RecvWRID(idx), SGL: sgl}
+		wrs[i] = verbs.RecvWR{ID: wrid.Recv(idx), SGL: sgl}
 	}
 	posted, err := p.srq.PostRecv(wrs)
 	st.idle = st.idle[:len(st.idle)-posted]

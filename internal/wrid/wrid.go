@@ -1,4 +1,4 @@
-package qpactor
+package wrid
 
 // The wr_id of every work request the runtime posts, sends and receives
 // alike, is laid out here and only here: the actors make and read the
@@ -27,19 +27,19 @@ const (
 	seqMask = 1<<seqBits - 1
 )
 
-// WRID encodes the wr_id of the send with sequence number seq on actor id
+// Send encodes the wr_id of the send with sequence number seq on actor id
 // (id at most MaxActorID; New refuses larger ones).
-func WRID(id uint16, seq uint64) uint64 {
+func Send(id uint16, seq uint64) uint64 {
 	return uint64(id&MaxActorID)<<seqBits | seq&seqMask
 }
 
-// DecodeWRID splits a send's wr_id made by WRID.
-func DecodeWRID(wrid uint64) (id uint16, seq uint64) {
+// DecodeSend splits a send's wr_id made by Send.
+func DecodeSend(wrid uint64) (id uint16, seq uint64) {
 	return uint16(wrid>>seqBits) & MaxActorID, wrid & seqMask
 }
 
-// RecvWRID encodes the wr_id of the receive into buffer index.
-func RecvWRID(index int) uint64 { return RecvBit | uint64(index)&^RecvBit }
+// Recv encodes the wr_id of the receive into buffer index.
+func Recv(index int) uint64 { return RecvBit | uint64(index)&^RecvBit }
 
 // IsRecv reports whether wrid is a receive's.
 func IsRecv(wrid uint64) bool { return wrid&RecvBit != 0 }
