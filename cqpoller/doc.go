@@ -34,7 +34,7 @@
 //     completion its actor took first). An empty active set puts the
 //     poller to sleep until an event, a new target, a task or Close. An
 //     idle runtime costs no CPU. It spins and yields only while it holds a
-//     spin slot (qpactor.SpinSlot: an actor that wants one comes first)
+//     spin slot (sched.SpinSlot: an actor that wants one comes first)
 //     or, on one P where there are none, while nobody holds one;
 //     otherwise it arms every target of the active set at once and
 //     sleeps, since a locked goroutine that yields hands its P to another

@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/internal/wrid"
-	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -101,7 +101,7 @@ type Poller struct {
 
 	wcPool sync.Pool // *[]verbs.WC for driving actors and Drain
 
-	wake        chan int64 // one slot: a sleeping poller's token, the waker's qpactor.WakeStamp
+	wake        chan int64 // one slot: a sleeping poller's token, the waker's sched.WakeStamp
 	stop        chan struct{}
 	done        chan struct{}
 	events      context.Context // ends when Close begins
@@ -231,7 +231,7 @@ func (p *Poller) Do(fn func()) {
 func (p *Poller) wakeLocked() {
 	if p.sleeping {
 		p.sleeping = false
-		p.wake <- qpactor.WakeStamp() // never blocks: one token per sleep
+		p.wake <- sched.WakeStamp() // never blocks: one token per sleep
 	}
 }
 
@@ -368,8 +368,8 @@ func (p *Poller) run() {
 	defer runtime.UnlockOSThread()
 	defer close(p.done)
 	p.base = time.Now()
-	var clock qpactor.IdleClock
-	var spin qpactor.SpinSlot
+	var clock sched.IdleClock
+	var spin sched.SpinSlot
 	defer spin.Release()
 	for {
 		p.runTasks()
@@ -401,7 +401,7 @@ func (p *Poller) run() {
 					p.yield()
 				}
 				continue
-			case qpactor.SpinSlotsHeld() == 0:
+			case sched.SlotsHeld() == 0:
 				// No slot to be had (one P): yield through both phases.
 				p.yield()
 				continue
@@ -446,8 +446,8 @@ func (p *Poller) sleep() {
 	select {
 	case stamp := <-p.wake:
 		// A wake-up of the chain a parked waiter's goes through: it
-		// teaches the wait window what a park costs (qpactor.WokeUp).
-		qpactor.WokeUp(stamp)
+		// teaches the wait window what a park costs (sched.WokeUp).
+		sched.WokeUp(stamp)
 	case <-p.stop:
 	}
 	p.readClock()

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/verbsrt/verbsrt/internal/ring"
+	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -694,9 +695,9 @@ func (a *Actor) loop() (stopped bool) {
 		d.Drive(true)
 	}
 	var (
-		idle   IdleClock
+		idle   sched.IdleClock
 		gather gatherer
-		spin   SpinSlot
+		spin   sched.SpinSlot
 	)
 	for {
 		worked := false
@@ -877,20 +878,20 @@ func (a *Actor) runInline() {
 // YieldUntil does. It reports whether ready did.
 func (a *Actor) WaitUntil(ready func() bool) bool {
 	d := a.driver
-	if a.waitPollMicros == 0 || d == nil || !takeSlot(&pollingWaiters, maxPollingWaiters) {
-		if YieldUntil(ready) {
+	if a.waitPollMicros == 0 || d == nil || !sched.AcquirePollingWaiter() {
+		if sched.YieldUntil(ready) {
 			return true
 		}
 		a.stats.Ops.WaitsParked.Inc()
 		return false
 	}
-	defer pollingWaiters.Dec()
+	defer sched.ReleasePollingWaiter()
 	if ready() {
 		return true
 	}
 	window := a.waitWindow()
 	d.WaitBegin()
-	var idle IdleClock
+	var idle sched.IdleClock
 	for {
 		// Poll, then look: the look before parking follows the last poll.
 		n := d.Poll()
@@ -933,19 +934,8 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 // (bench/README.md, session 17). Polling longer than a park costs buys
 // latency with CPU the machine may not have.
 func (a *Actor) waitWindow() time.Duration {
-	return max(time.Duration(a.waitPollMicros)*time.Microsecond, parkCost())
+	return max(time.Duration(a.waitPollMicros)*time.Microsecond, sched.ParkCost())
 }
-
-// pollingWaiters counts the goroutines polling a CQ in WaitUntil,
-// process-wide. At most maxPollingWaiters do: beyond a few, pollers only
-// take the CQ's lock from each other and from the actor, and the CPU from
-// the callers (256 callers of WRITE and Wait on one endpoint took 1.1-2x
-// as long with every waiter polling as with none); the rest yield and
-// park as without WaitPoll, and a completion one poller handles resolves
-// their futures as well.
-var pollingWaiters atomic.Int32
-
-const maxPollingWaiters = maxSpinners
 
 // sleepsOnCredits reports whether the actor, going to sleep, may wait for
 // credits of either kind (send-queue slots that completions give back,

@@ -3,12 +3,12 @@ package qpactor
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	stdatomic "sync/atomic"
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -191,7 +191,7 @@ func (s *futState) completeOne(wc verbs.WC, err error, value uint64) bool {
 	s.state.Store(stateDone)
 	if s.waiter {
 		s.waiter = false
-		s.wake <- WakeStamp() // never blocks: one waiter, one slot
+		s.wake <- sched.WakeStamp() // never blocks: one waiter, one slot
 	}
 	if s.done != nil {
 		close(s.done)
@@ -276,46 +276,6 @@ type Future struct {
 
 func (f Future) live() bool { return f.s != nil && f.s.gen.Load() == f.gen }
 
-// Wait yields before it parks. A waiter that parks is woken by the
-// goroutine that resolves its future (an actor or a poller) onto that
-// goroutine's own P, which a spinning locked goroutine does not give up:
-// the waiter then runs only once another P runs dry and steals it, and the
-// last one woken (in the P's runnext slot) only after a further sleep of
-// the stealer. A yielding waiter instead waits in the global run queue,
-// which every P serves. Measured on 2 cores (bench/README.md): with 16
-// waiters, 2 yields before parking took 2.2-2.6 µs a write, 8 took
-// 1.4-1.8 µs, 32 took 1.2-1.6 µs; with 256, the three were within noise
-// of each other and parking at once was 2-3x slower. A lone waiter yields
-// longer, being cheap to run.
-const (
-	spinChecks    = 64 // yields before parking, while few spin
-	crowdedChecks = 32 // yields before parking, when many spin
-	maxSpinners   = 4  // "few"
-)
-
-// spinners counts goroutines in a waiter's spin phase (YieldUntil),
-// process-wide.
-var spinners atomic.Int32
-
-// YieldUntil yields the processor until ready reports true or the spin
-// budget runs out (spinChecks yields while few goroutines spin,
-// crowdedChecks when more do), and reports whether ready did. It is how a
-// waiter spins before it parks: Future.Wait, and the runtime's Recv.
-func YieldUntil(ready func() bool) bool {
-	checks := crowdedChecks
-	if spinners.Inc() <= maxSpinners {
-		checks = spinChecks
-	}
-	defer spinners.Dec()
-	for range checks {
-		if ready() {
-			return true
-		}
-		runtime.Gosched()
-	}
-	return ready()
-}
-
 // Wait blocks until the operation completes or ctx ends. A result (success
 // or failure of the operation) consumes the future; ctx ending does not, and
 // Wait may be called again.
@@ -333,7 +293,7 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 	if f.a != nil {
 		spun = f.a.WaitUntil(ready)
 	} else {
-		spun = YieldUntil(ready)
+		spun = sched.YieldUntil(ready)
 	}
 	if !spun {
 		s.mu.Lock()
@@ -342,7 +302,7 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 			s.mu.Unlock()
 			select {
 			case stamp := <-s.wake:
-				WokeUp(stamp)
+				sched.WokeUp(stamp)
 			case <-ctx.Done():
 				s.mu.Lock()
 				if s.state.Load() != stateDone {

@@ -132,7 +132,7 @@ func WithInlinePost(on bool) Option { return func(c *config) { c.inlinePost = on
 // parks unless WithWaitPoll says otherwise: on soft a SEND/Recv round
 // trip takes 2-3 µs with it and 170-250 µs without. A waiter polls longer
 // where a park is expected to cost more, up to 10 ms: three goroutine
-// wake-ups, as the process measures them (qpactor.WakeUpCost). That is
+// wake-ups, as the process measures them (sched.WakeUpCost). That is
 // some µs on hardware, where it changes nothing, and milliseconds in a TCG
 // guest over rxe, where a ping-pong then parks now and then instead of on
 // most waits (bench/README.md). It does not poll longer because its waits

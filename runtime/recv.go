@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
@@ -144,7 +145,7 @@ type msgSlot struct {
 	imm    uint32
 	hasImm bool
 	gen    atomic.Uint32
-	// wakeStamp is qpactor.WakeStamp at delivery when a Recv was parked
+	// wakeStamp is sched.WakeStamp at delivery when a Recv was parked
 	// (recvSide.parked), else 0: the parked Recv reports its wake-up.
 	wakeStamp int64
 }
@@ -195,7 +196,7 @@ func (r *recvSide) deliver(s *msgSlot) {
 	r.pool.delivered(r)
 	s.wakeStamp = 0
 	if r.parked.Load() > 0 {
-		s.wakeStamp = qpactor.WakeStamp()
+		s.wakeStamp = sched.WakeStamp()
 	}
 	r.msgs <- s // never blocks: the channel holds every buffer the endpoint may hold
 }
@@ -321,7 +322,7 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 // arrived before, then io.EOF; after a failure or Close, its error.
 //
 // Like Future.Wait, a Recv that finds no message yields the processor a
-// few dozen times before it parks (qpactor.YieldUntil), so that a reply
+// few dozen times before it parks (sched.YieldUntil), so that a reply
 // arriving within some tens of µs costs no park and wake-up: a SEND/Recv
 // round trip on soft took 180 µs parked and takes 15 µs so. With
 // WithWaitPoll it polls the endpoint's CQ meanwhile.
@@ -341,7 +342,7 @@ func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
 	defer ep.recv.parked.Add(-1)
 	select {
 	case s := <-ep.recv.msgs:
-		qpactor.WokeUp(s.wakeStamp)
+		sched.WokeUp(s.wakeStamp)
 		return s.message(), nil
 	case <-ctx.Done():
 		return Message{}, ctx.Err()

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/benchkit"
-	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/internal/sched"
 	vrt "github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/ibv"
@@ -631,7 +631,7 @@ func (p *benchPair) close() {
 	for _, rt := range []*vrt.Runtime{p.cliRT, p.srvRT} {
 		if rt != nil && p.statsTo != nil {
 			s := rt.Stats()
-			wakeUp, measured := qpactor.WakeUpCost()
+			wakeUp, measured := sched.WakeUpCost()
 			fmt.Fprintf(p.statsTo, "verbsrt bench: runtime on %s: %d actor runs, %d inline posts, %d PostSend calls, %d credit-only SENDs, %d waits parked, %d poller sleeps, %d polls hit, %d empty; a parked waiter's wake-up %v (the process's median of %d)\n",
 				rt.Device(), s.ActorRuns, s.InlineRuns, s.PostCalls, s.CreditOnly, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty, wakeUp.Round(time.Microsecond), measured)
 		}

@@ -1,4 +1,4 @@
-package qpactor
+package sched
 
 import (
 	"runtime"

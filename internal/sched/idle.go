@@ -1,12 +1,11 @@
-package qpactor
+package sched
 
 import "time"
 
 // IdleClock tells a spinning goroutine how long it has found nothing to do.
 // It reads the clock only every idleClockStride empty rounds: in a VM the
-// clock read can cost more than the round it measures (it was a fifth of
-// the runtime's CPU profile before). Not safe for concurrent use: each
-// spinning goroutine has its own.
+// clock read can cost more than the round it measures. Not safe for
+// concurrent use: each spinning goroutine has its own.
 type IdleClock struct {
 	since  time.Time
 	rounds uint32

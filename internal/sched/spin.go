@@ -1,4 +1,4 @@
-package qpactor
+package sched
 
 import (
 	"runtime"
@@ -98,8 +98,8 @@ func (s *SpinSlot) AcquireIdle() bool {
 	return s.held
 }
 
-// SpinSlotsHeld returns how many spin slots are held, process-wide.
-func SpinSlotsHeld() int { return int(lockedSpinners.Load()) }
+// SlotsHeld returns how many spin slots are held, process-wide.
+func SlotsHeld() int { return int(lockedSpinners.Load()) }
 
 // Release gives the slot back, if held, and stops wanting one: before
 // parking, and on exit.

@@ -1,4 +1,4 @@
-package qpactor
+package sched
 
 import (
 	stdatomic "sync/atomic"
@@ -7,24 +7,23 @@ import (
 
 // What a parked waiter pays to be woken, as this process has measured it.
 //
-// A waiter that parks (Future.Wait, the runtime's Recv) is woken by what
-// resolves its wait, at the end of a chain of goroutine wake-ups: the
-// netpoller wakes the goroutine reading the CQ's completion channel, that
-// one wakes the poller, and the poller the waiter (parkHops). On hardware,
-// and on soft, each takes some µs; in a 2-vCPU TCG guest over rxe each
-// took 0.2-2.6 ms, and a parked wait cost 2.5-5 ms, more than ten round
-// trips. The wait window (waitWindow) is therefore at least what a park
-// costs, as a ski rental buys skis: a waiter that polls as long as parking
-// would cost pays at most twice what the best choice would have, however
-// long its wait turns out to be, while a waiter whose wake-ups are cheap
-// keeps Config.WaitPoll.
+// A waiter that parks is woken by what resolves its wait, at the end of a
+// chain of goroutine wake-ups: the netpoller wakes the goroutine reading
+// the CQ's completion channel, that one wakes the poller, and the poller
+// the waiter (parkHops). Each hop costs little on a quiet machine with
+// spare cores and a great deal on a busy or emulated one, so the cost is
+// measured, not assumed. A waiter polls at least as long as a park costs
+// (ParkCost), as a ski rental buys skis: polling as long as parking would
+// cost pays at most twice what the best choice would have, however long
+// the wait turns out to be, while a waiter whose wake-ups are cheap keeps
+// its configured poll time.
 //
-// Two wake-ups of the chain are measured, the poller's (cqpoller) and the
-// waiter's: whoever wakes the goroutine stamps the time (WakeStamp), and
-// the goroutine, once it runs, reports it (WokeUp). The netpoller's is
-// taken to cost as much. The learned figure is the median of the measured
+// Two wake-ups of the chain are measured, the poller's and the waiter's:
+// whoever wakes the goroutine stamps the time (WakeStamp), and the
+// goroutine, once it runs, reports it (WokeUp). The netpoller's is taken
+// to cost as much. The learned figure is the median of the measured
 // wake-ups (one in a while is much slower: a time slice lost to another
-// thread), and the window it sets is at most maxParkWindow.
+// thread), and the cost it gives is at most maxParkWindow.
 const (
 	parkHops      = 3
 	maxParkWindow = 10 * time.Millisecond
@@ -77,7 +76,7 @@ func learnWakeUp(d time.Duration) {
 	wakeHop.Store(max(hop, 1))
 }
 
-// parkCost is what a waiter that parks should expect to pay for it.
-func parkCost() time.Duration {
+// ParkCost is what a waiter that parks should expect to pay for it.
+func ParkCost() time.Duration {
 	return min(parkHops*time.Duration(wakeHop.Load()), maxParkWindow)
 }
