@@ -1,0 +1,123 @@
+package qpactor
+
+import (
+	"github.com/verbsrt/verbsrt/internal/wrid"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Complete handles a send completion of this actor's QP and reports
+// whether its wr_id matched an outstanding WR (false: stale or unknown,
+// counted and dropped). A signaled completion completes, in order, every
+// earlier unsignaled WR. Only the goroutine handling the QP's CQ (its
+// poller, or the actor through its Driver) may call it.
+func (a *Actor) Complete(wc *verbs.WC) bool {
+	id, seq := wrid.DecodeSend(wc.WRID)
+	tab := a.shadow.Load()
+	if e := tab.entry(seq); id != a.id || e == nil || e.seq.Load() != seq+1 || seq < a.head {
+		a.stats.Stale.Inc()
+		return false
+	}
+	// Retire every WR the completion covers first, and give their slots
+	// back as credits, before any future resolves: a caller woken by its
+	// future must find the WR no longer outstanding (Outstanding, the
+	// in-flight gauge).
+	done := a.retired[:0]
+	for ; a.head <= seq; a.head++ {
+		e := tab.entry(a.head)
+		if e == nil || e.seq.Load() != a.head+1 {
+			continue
+		}
+		if a.head == seq {
+			done = append(done, a.retire(e, *wc))
+		} else {
+			// An unsignaled WR before a later completion succeeded: RC
+			// executes in order and a failed WR always completes.
+			done = append(done, a.retire(e, verbs.WC{Opcode: verbs.WCOpcodeOf(e.opcode), ByteLen: e.length}))
+		}
+	}
+	dropRetiredTables(tab, a.head)
+	a.credits.Add(int64(len(done)))
+	a.resolve(done, nil)
+	a.retired = done[:0]
+	if a.waitsForCredits.Load() {
+		a.waker.Wake()
+	}
+	return true
+}
+
+// retiredWR is a WR taken off the send queue whose future is still to be
+// told.
+type retiredWR struct {
+	fut   *futState
+	wc    verbs.WC
+	value uint64
+	info  opInfo // for its error
+}
+
+func (e *entry) info() opInfo {
+	return opInfo{opcode: e.opcode, remoteAddr: e.raddr, rkey: e.rkey, length: e.length}
+}
+
+func wrInfo(wr *verbs.SendWR) opInfo {
+	info := opInfo{opcode: wr.Opcode, remoteAddr: wr.RDMA.RemoteAddr, rkey: wr.RDMA.RKey, length: uint32(wr.Length())}
+	if wr.Opcode.IsAtomic() {
+		info.remoteAddr, info.rkey = wr.Atomic.RemoteAddr, wr.Atomic.RKey
+	}
+	return info
+}
+
+// dropRetiredTables lets go of the tables before tab whose WRs are all
+// retired: those before head. Completion handling only.
+func dropRetiredTables(tab *shadowTable, head uint64) {
+	for t := tab; t.prev != nil; t = t.prev {
+		if head >= t.since {
+			t.prev = nil
+			return
+		}
+	}
+}
+
+// retire takes the WR at head, e, off the send queue, reading what its
+// completion returns (an atomic's original value, from the slot's
+// scratch, which the next WR in the slot overwrites).
+func (a *Actor) retire(e *entry, wc verbs.WC) retiredWR {
+	var value uint64
+	if wc.Status == verbs.WCSuccess {
+		if e.opcode.IsAtomic() {
+			off := 8 * (a.head & a.scratchMask)
+			value = leUint64(a.scratch.Bytes[off : off+8])
+		} else if a.peer.on && e.opcode.IsSend() {
+			wc.ByteLen = e.length // without the header
+		}
+		a.sample(a.head, e.opcode)
+	}
+	r := retiredWR{fut: e.fut, wc: wc, value: value, info: e.info()}
+	e.fut = nil
+	e.seq.Store(0)
+	return r
+}
+
+// resolve tells the futures of retired WRs their outcome: err when it is not
+// nil, else each WR's completion.
+func (a *Actor) resolve(done []retiredWR, err error) {
+	var resolved uint64
+	for i := range done {
+		r := &done[i]
+		e := err
+		if e == nil {
+			e = r.wc.Err()
+		}
+		if r.fut != nil && r.fut.completeOne(r.wc, a.opError(r.info, int(r.fut.wrs), e), r.value) { // nil: a credit-only SEND
+			resolved++
+		}
+		*r = retiredWR{}
+	}
+	if resolved > 0 {
+		a.stats.Ops.ResolvedByPoller.Add(resolved)
+	}
+}
+
+func leUint64(b []byte) uint64 {
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}

@@ -1,0 +1,186 @@
+package qpactor
+
+import (
+	"time"
+
+	"github.com/verbsrt/verbsrt/internal/ring"
+)
+
+// gatherer spaces the drains of an actor that takes a stream of
+// submissions from many callers, so that one PostSend carries many. An
+// actor that posts every submission as it arrives rings a doorbell per WR
+// whenever it posts faster than its callers submit, and its reads of the
+// inbox take the slot's cache line from the next producer each time.
+//
+// From the actor's side a lone caller and a crowd look alike (a drain of
+// one, then another one a little later); only waiting tells them apart: a
+// crowd fills the inbox while the actor waits, a lone caller, blocked on
+// the write just posted, does not. So the actor goes into stream mode
+// after a drain of two or more, and otherwise on every probeEvery-th
+// drain. In stream mode it drains once gatherTarget submissions are
+// queued, or when the wait since the last drain reaches the current
+// bound: probeGather at first, doubled by each drain of two or more up to
+// maxGather. A drain of one (or none) after a wait ends stream mode: a
+// lone caller pays a short wait once every probeEvery operations.
+type gatherer struct {
+	stream bool
+	wait   time.Duration // the bound of the current wait, in stream mode
+	since  time.Time     // the last drain that took something
+	drains uint32
+	rounds uint32 // checks of the current wait, for the clock stride
+}
+
+const (
+	gatherTarget = 16                   // submissions a drain waits for
+	probeGather  = 1 * time.Microsecond // first wait of a stream
+	maxGather    = 8 * time.Microsecond // longest wait
+	probeEvery   = 64                   // drains between probes
+	gatherStride = 8                    // checks per clock read
+)
+
+// due reports whether the actor should drain now.
+func (g *gatherer) due(inbox *ring.Ring[submission]) bool {
+	if !g.stream {
+		return true
+	}
+	if g.rounds++; g.rounds%gatherStride != 0 {
+		return false
+	}
+	return inbox.Reached(min(gatherTarget, inbox.Cap())) || time.Since(g.since) >= g.wait
+}
+
+// drained records a drain of k submissions.
+func (g *gatherer) drained(k int) {
+	if k == 0 && !g.stream {
+		return
+	}
+	g.drains++
+	switch {
+	case k >= 2 && g.stream:
+		g.wait = min(2*g.wait, maxGather)
+	case k >= 2 || g.drains%probeEvery == 0:
+		g.stream, g.wait = true, probeGather
+	default:
+		g.stream = false
+	}
+	if g.stream {
+		g.since, g.rounds = time.Now(), 0
+	}
+}
+
+// canDrain reports whether drain would post something now.
+func (a *Actor) canDrain() bool {
+	if a.broken.Load() != nil {
+		return a.inbox.Peek() != nil
+	}
+	sq := a.credits.Load()
+	if a.peer.on && a.peer.report.Load() && sq > 0 && a.peer.credits.Load() > 0 {
+		return true
+	}
+	s := a.inbox.Peek()
+	if s != nil && s.cancelled() {
+		return true // drain drops it
+	}
+	if s == nil || int64(len(s.ops())) > sq {
+		return false
+	}
+	if !a.peer.on {
+		return true
+	}
+	// A closing actor fails what waits for the peer's credits: draining
+	// does that too.
+	need := peerNeed(s.ops())
+	left := a.peer.credits.Load()
+	return need == 0 || need <= left-1 || a.closing.Load() ||
+		!a.peer.wanted && left >= 2 // drain asks for a larger window
+}
+
+// drain chains everything queued, up to the credits held, into one PostSend
+// and returns how many submissions it took from the inbox.
+func (a *Actor) drain() int {
+	if err := a.broken.Load(); err != nil {
+		return a.failQueued(err)
+	}
+	credits := int(a.credits.Load())
+	room := a.shadowRoom(credits)
+	a.chain, a.owners = a.chain[:0], a.owners[:0]
+	a.peer.uses = a.peer.uses[:0]
+	a.drained = a.drained[:0]
+	peerLeft := a.peer.credits.Load()
+	taken := 0
+	var starved int64 // the peer credits the next submission needs and lacks
+	for {
+		s := a.inbox.Peek()
+		if s == nil {
+			break
+		}
+		if s.cancelled() && !a.take(s) {
+			a.dropCancelled()
+			taken++
+			continue
+		}
+		ops := s.ops()
+		if len(ops) > credits-len(a.chain) {
+			break // wait for credits; order is kept
+		}
+		if len(ops) > room-len(a.chain) {
+			a.growShadow(int(a.sqDepth) - credits + len(a.chain) + len(ops))
+			room = a.shadowRoom(credits)
+		}
+		var need int64
+		if a.peer.on {
+			if need = peerNeed(ops); need > 0 && need > peerLeft-1 {
+				if a.closing.Load() {
+					// The peer's credits may never come (it may be gone):
+					// a closing actor does not wait for them.
+					taken += a.failQueued(ErrClosed)
+				} else {
+					starved = need
+				}
+				break // wait for the peer's credits; order is kept
+			}
+		}
+		if len(ops) > cap(a.chain)-len(a.chain) || len(a.drained) == cap(a.drained) {
+			if cap(a.chain) >= int(a.sqDepth) {
+				break // drained is full at its largest: the rest goes next time
+			}
+			a.growPost(max(2*cap(a.chain), len(a.chain)+len(ops)))
+		}
+		if !a.take(s) { // its context ended a moment ago
+			a.dropCancelled()
+			taken++
+			continue
+		}
+		a.drained = append(a.drained, *s)
+		a.pop()
+		taken++
+		if need > 0 {
+			a.peer.wanted = false // a want is for the submission at the head
+		}
+		sub := &a.drained[len(a.drained)-1]
+		start := len(a.chain)
+		if err := a.appendOps(sub); err != nil {
+			if sub.fut.failN(err, len(sub.ops())) {
+				a.stats.Ops.ResolvedByActor.Inc()
+			}
+		} else if a.peer.on {
+			a.stampChain(start, need)
+			peerLeft -= need
+		}
+	}
+	if a.peer.on {
+		if starved > 0 {
+			a.markBacklog()
+			peerLeft = a.appendWant(credits, peerLeft, starved)
+		}
+		a.appendReport(credits, peerLeft)
+	}
+	if taken > 0 {
+		a.stats.Ops.Taken.Add(uint64(taken))
+		a.roomMade()
+	}
+	if len(a.chain) > 0 {
+		a.post()
+	}
+	return taken
+}

@@ -1,0 +1,152 @@
+package qpactor
+
+import (
+	"math"
+	"runtime"
+	"time"
+
+	"github.com/verbsrt/verbsrt/internal/sched"
+)
+
+// inlineWorthIt reports whether a submission that finds the actor idle
+// should be posted by its submitter (Config.InlinePost): always when a
+// PostSend is cheap, and otherwise only when nothing is in flight. Where
+// PostSend is a system call that runs the protocol (rxe: 60-400 µs in a
+// TCG guest), a caller that keeps operations in flight and posts each
+// itself rings a doorbell per WR; the actor goroutine it hands them to
+// chains what comes while it posts into the next PostSend. With inline
+// posting for everything, 64-byte WRITEs from one caller keeping 128 in
+// flight ran at 0.29-0.46x ib_write_bw's message rate in the guest,
+// against 1.0-1.2x through the actor (bench/README.md). A caller that
+// waits for each operation (request/response) has nothing in flight when
+// it submits, and keeps posting inline.
+func (a *Actor) inlineWorthIt() bool {
+	return time.Duration(a.postCost.Load()) < costlyPost || a.Outstanding() == 0
+}
+
+// costlyPost is the PostSend time beyond which a submitter with
+// operations in flight hands its submission to the actor goroutine
+// (inlineWorthIt): PostSend takes 0.1-0.3 µs on soft and on NICs that map
+// their doorbell into the process, tens of µs or more where it is a
+// system call.
+const costlyPost = 10 * time.Microsecond
+
+// postCostEvery is how often PostSend is timed: the first call, then one
+// in this many (two clock reads each).
+const postCostEvery = 64
+
+// learnPostCost moves the learned PostSend time a quarter of the way to d.
+func (a *Actor) learnPostCost(d time.Duration) {
+	cost := time.Duration(a.postCost.Load())
+	if cost == 0 {
+		cost = d
+	} else {
+		cost += (d - cost) / 4
+	}
+	a.postCost.Store(uint32(min(max(cost, 0), math.MaxUint32)))
+}
+
+// runInline is a run of the actor on a submitter that found it gone idle
+// (Config.InlinePost) and now owns its next run (ring.Waker.Claim): one drain,
+// posted from the submitter's thread, then the actor leaves as an idle one
+// does. Work that came meanwhile, or a close, goes to an actor goroutine,
+// so a submitter never becomes the actor of a crowd; work that waits for
+// credits waits for the grant or completion that brings them, which runs
+// the actor again (GrantPeerCredits, on the goroutine that handles it),
+// or for an actor goroutine started after the spin window. A submitter
+// never waits for credits itself.
+func (a *Actor) runInline() {
+	a.stats.Ops.InlineRuns.Inc()
+	runtime.LockOSThread()
+	a.drain()
+	runtime.UnlockOSThread()
+	switch {
+	case a.finished():
+		go a.run()
+	case a.inbox.Peek() == nil:
+		if !a.rest(nil) {
+			go a.run()
+		}
+	default:
+		// The drain left work waiting for credits, usually a moment
+		// away: the peer's grant (GrantPeerCredits) or a completion that
+		// brings them runs the actor again. An actor goroutine started
+		// now would often take the caller's P for its spin (on 2 cores a
+		// one-way stream of SENDs took 8x as long); one starts after the
+		// spin window if they have not come, and watches the contexts of
+		// what waits, which this rest leaves unwatched (a watch
+		// allocates).
+		a.waker.WakeAfter(a.spin)
+		if !a.restWatching(nil, false) {
+			a.waker.StopLater()
+			go a.run()
+		}
+	}
+}
+
+// WaitUntil is how a goroutine waiting for this actor's completions spins
+// before it parks (Future.Wait, and the runtime's Recv): with WaitPoll set
+// and a Driver, it polls the actor's CQ itself until ready reports true or
+// the wait window has passed (waitWindow), yielding between polls (the
+// goroutines its completions wake may need its P); otherwise it yields as
+// YieldUntil does. It reports whether ready did.
+func (a *Actor) WaitUntil(ready func() bool) bool {
+	d := a.driver
+	if a.waitPollMicros == 0 || d == nil || !sched.AcquirePollingWaiter() {
+		if sched.YieldUntil(ready) {
+			return true
+		}
+		a.stats.Ops.WaitsParked.Inc()
+		return false
+	}
+	defer sched.ReleasePollingWaiter()
+	if ready() {
+		return true
+	}
+	window := a.waitWindow()
+	d.WaitBegin()
+	var idle sched.IdleClock
+	for {
+		// Poll, then look: the look before parking follows the last poll.
+		n := d.Poll()
+		if ready() {
+			d.WaitEnd(false, window)
+			return true
+		}
+		if n > 0 {
+			idle.Busy()
+			continue
+		}
+		if idle.Idle() >= window {
+			d.WaitEnd(true, 0)
+			a.stats.Ops.WaitsParked.Inc()
+			return false
+		}
+		runtime.Gosched()
+	}
+}
+
+// waitWindow is how long a waiter polls before it parks: Config.WaitPoll,
+// or what a park is expected to cost where that is more (parkCost,
+// wakecost.go), as a ski rental buys skis once renting has cost their
+// price.
+//
+// A waiter that parks pays a wake-up: on soft and on hardware some µs,
+// but in a TCG guest over rxe 0.2-2.6 ms per goroutine on the way, more
+// than the round trip it waited for; there the window is milliseconds,
+// and a ping-pong parks now and then instead of on most waits.
+//
+// The window is not learned from how long the waits take. It once was
+// (10 times their 90th percentile, up to 25 times WaitPoll), and a waiter
+// whose waits were long polled through them: a reader faster than its
+// writer, on a 2-core machine, spun on the CPU the writer's side needed,
+// which made its waits longer and the window with them. A 4 KiB stream
+// over rdmanet on soft ran at 310-330 MB/s that way, and runs at 750-990
+// with this window. The learned window had also covered the stalls of a
+// ping-pong in a TCG guest whose measured wake-ups were short: in 3
+// rounds of 11 there such a ping-pong now parks on a wait in 15
+// (bench/README.md, session 17). Polling longer than a park costs buys
+// latency with CPU the machine may not have.
+func (a *Actor) waitWindow() time.Duration {
+	return max(time.Duration(a.waitPollMicros)*time.Microsecond, sched.ParkCost())
+}

@@ -1,0 +1,153 @@
+package qpactor
+
+import (
+	"runtime"
+
+	"github.com/verbsrt/verbsrt/internal/sched"
+)
+
+// run is the actor goroutine: drain, post, handle completions while a
+// Driver is set, and park when idle.
+func (a *Actor) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	a.waker.StopLater() // this run is the wake-up a runInline arranged, or makes it moot
+	a.stats.Ops.Runs.Inc()
+	if a.loop() {
+		close(a.done)
+	}
+}
+
+// loop runs the actor until it stops for good (true) or, when its waker
+// restarts it, until it goes idle (false): then nothing of this run may
+// touch the actor any more, since a Wake may already have started the next.
+func (a *Actor) loop() (stopped bool) {
+	d := a.driver
+	if d != nil {
+		d.Drive(true)
+	}
+	var (
+		idle   sched.IdleClock
+		gather gatherer
+		spin   sched.SpinSlot
+	)
+	for {
+		worked := false
+		waited := !gather.due(a.inbox)
+		if !waited {
+			k := a.drain()
+			gather.drained(k)
+			worked = k > 0
+		}
+		if d != nil && d.Progress() > 0 {
+			worked = true
+		}
+		if worked || waited {
+			idle.Busy()
+			if waited && !spin.Acquire() {
+				// Gathering is spinning too: without a slot, yield, so
+				// that the callers filling the inbox get the P.
+				runtime.Gosched()
+			}
+			continue
+		}
+		if a.finished() {
+			spin.Release()
+			a.postGoodbye()
+			a.exitMu.Lock()
+			a.stopped.Store(true)
+			a.failQueued(ErrClosed)
+			a.exitMu.Unlock()
+			if d != nil {
+				d.Drive(false) // before done closes: Close's caller finds the poller watching
+			}
+			return true
+		}
+		if idle.Idle() < a.spin {
+			if !spin.Acquire() {
+				runtime.Gosched()
+			}
+			continue
+		}
+		spin.Release()
+		if a.rest(d) {
+			return false // the next Wake starts the next run
+		}
+		if d != nil {
+			d.Drive(true)
+		}
+		idle.Busy()
+	}
+}
+
+// rest is what an actor with nothing to do does: it gives back the peer's
+// credits it holds beyond its window, hands its CQ back to the poller (d),
+// and sleeps, or, restarting, leaves, and then reports true: the run is
+// over, and nothing of it may touch the actor any more. It reports false
+// when it finds work again (or wakes).
+func (a *Actor) rest(d Driver) (left bool) {
+	return a.restWatching(d, true)
+}
+
+// restWatching is rest; with watch false it leaves the contexts of what
+// stays queued unwatched (watching one allocates), for a run that
+// arranged a wake-up (ring.Waker.WakeAfter) whose actor goroutine watches them.
+func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
+	if a.peer.on && a.peer.credits.Load() > a.peer.initial && a.inbox.Peek() == nil {
+		a.returnIdle()
+	}
+	if d != nil {
+		d.Drive(false)
+	}
+	// Watch the contexts of what stays queued (waiting for credits), so
+	// that their ends wake the actor; anything queued after this look is
+	// seen by the second look below, or wakes it.
+	seen := a.watched
+	if watch {
+		a.watchQueued()
+		seen = a.watched
+	} else {
+		for a.inbox.PeekAt(seen) != nil {
+			seen++
+		}
+	}
+	// Before the second look, which reads the credits of both kinds.
+	a.waitsForCredits.Store(a.sleepsOnCredits())
+	a.waker.PrepareSleep()
+	// A closing actor with submissions waiting for credits sleeps too:
+	// returning credits (Complete), Break and Close wake it.
+	if a.canDrain() || a.finished() || a.inbox.PeekAt(seen) != nil {
+		a.waker.CancelSleep()
+	} else if a.waker.Restarts() {
+		return a.waker.Leave()
+	} else {
+		a.waker.Sleep(nil)
+	}
+	return false
+}
+
+// sleepsOnCredits reports whether the actor, going to sleep, may wait for
+// credits of either kind (send-queue slots that completions give back,
+// receives the peer reports): something is queued, a credit report is
+// wanted, or what it holds beyond its initial window is still to be given
+// back (postReturn needs a send-queue slot).
+//
+// Only such an actor is woken by a completion. A completion that comes
+// after the actor went idle (on a device slower than the spin window: an
+// RDMA WRITE of 64 KiB takes milliseconds on rxe) would otherwise start a
+// goroutine on a locked OS thread (about 15 µs) and spin it for the spin
+// window, to find nothing to do. Against the actor going to sleep: it
+// stores waitsForCredits, then looks at the credits once more (loop's
+// second look); a completion adds credits, then loads waitsForCredits.
+// One of the two sees the other's write. (A peer's grant wakes any actor:
+// GrantPeerCredits says why.)
+func (a *Actor) sleepsOnCredits() bool {
+	return a.inbox.Peek() != nil ||
+		a.peer.on && (a.peer.report.Load() || a.peer.credits.Load() > a.peer.initial)
+}
+
+// finished reports whether a closing actor may stop: nothing is queued, or
+// the QP is broken and what is queued fails.
+func (a *Actor) finished() bool {
+	return a.closing.Load() && (a.inbox.Peek() == nil || a.broken.Load() != nil)
+}

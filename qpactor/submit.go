@@ -1,0 +1,280 @@
+package qpactor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Submit queues op and returns its future. When the inbox is full it waits
+// for room until ctx ends. Errors about op itself (a rule of
+// ibv_post_send(3) it breaks) come through the future, as a *verbs.WRError.
+//
+// ctx also bounds the wait in the inbox: if it ends before the actor takes
+// op, op is removed and never reaches the QP, and its future fails with
+// ctx.Err(). Once taken, op is posted and its future resolves with its
+// completion, whatever ctx does: a posted WR cannot be recalled, and its
+// memory is the device's until it completes. The actor checks ctx when it
+// takes op, and watches it (context.AfterFunc, so the future fails as
+// soon as ctx ends) only while it sleeps with op still queued: an op taken
+// without waiting costs nothing more.
+func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
+	return a.submitNew(ctx, submission{one: [1]Op{*op}}, 1, true)
+}
+
+// SubmitBatch queues ops to be posted together (in one PostSend when
+// credits allow) with one future for all; the caller must not modify ops
+// until the future resolves.
+func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (Future, error) {
+	if len(ops) == 0 {
+		return Future{}, fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument)
+	}
+	return a.submitNew(ctx, submission{batch: ops}, len(ops), true)
+}
+
+// TrySubmit is Submit that fails with ErrBusy instead of waiting.
+func (a *Actor) TrySubmit(op *Op) (Future, error) {
+	return a.submitNew(context.Background(), submission{one: [1]Op{*op}}, 1, false)
+}
+
+// submitNew queues sub, of n WRs, with a new future; a submission that
+// never reached the inbox gives its future's state back to the pool.
+func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool) (Future, error) {
+	if err := ctx.Err(); err != nil {
+		if h := sub.hold(); h != nil {
+			h.Release()
+		}
+		return Future{}, err
+	}
+	p, f := NewPromise(n, a.exec)
+	f.a = a
+	sub.fut = p.s
+	p.s.hold = sub.hold()
+	if ctx.Done() != nil {
+		sub.ctx = ctx
+	}
+	if err := a.push(ctx, sub, n, wait); err != nil {
+		if h := p.s.hold; h != nil {
+			p.s.hold = nil
+			h.Release()
+		}
+		p.s.release()
+		return Future{}, err
+	}
+	return f, nil
+}
+
+// hold returns the one hold standing for the uses of memory the
+// submission's ops took (Op.Hold).
+func (s *submission) hold() *Hold {
+	if s.batch == nil {
+		return s.one[0].Hold
+	}
+	var hs []*Hold
+	for i := range s.batch {
+		if h := s.batch[i].Hold; h != nil {
+			hs = append(hs, h)
+		}
+	}
+	switch len(hs) {
+	case 0:
+		return nil
+	case 1:
+		return hs[0]
+	}
+	return HoldAll(hs)
+}
+
+// take claims the submission s at the head of the inbox for the actor,
+// which then posts or fails it. It reports false when s's context ended
+// first: s is then resolved with the context's error (by the watch on the
+// context, or here) and the actor only drops it.
+func (a *Actor) take(s *submission) bool {
+	if s.ctx == nil {
+		return true
+	}
+	f := s.fut
+	if f.stopCancel != nil {
+		// Watched: the context's end may be resolving it right now.
+		taken := f.claim.CompareAndSwap(claimOpen, claimTaken)
+		f.stopCancel()
+		return taken
+	}
+	if err := s.ctx.Err(); err != nil {
+		f.failN(a.submissionError(s, err), len(s.ops()))
+		return false
+	}
+	return true
+}
+
+// cancelled reports whether s's context ended while it was queued; take
+// then resolves it, if the watch on the context has not.
+func (s *submission) cancelled() bool {
+	if s.ctx == nil {
+		return false
+	}
+	if s.fut.stopCancel != nil {
+		return s.fut.claim.Load() == claimCancelled
+	}
+	return s.ctx.Err() != nil
+}
+
+// watchQueued watches the contexts of the queued submissions not yet
+// watched: the actor is about to sleep, and a submission waiting behind a
+// head that waits for credits must fail when its context ends, not when
+// the actor reaches it. Submissions the actor takes without sleeping are
+// never watched, so a cancellable context costs no allocation then.
+func (a *Actor) watchQueued() {
+	for s := a.inbox.PeekAt(a.watched); s != nil; s = a.inbox.PeekAt(a.watched) {
+		a.watched++
+		if s.ctx == nil || s.fut.stopCancel != nil {
+			continue
+		}
+		f, ctx, gen := s.fut, s.ctx, s.fut.gen.Load()
+		info, n := infoOf(&s.ops()[0]), len(s.ops())
+		// The end of ctx fails the future unless the actor took the
+		// submission first, and wakes the actor, which drops it when it
+		// meets it: one waiting for credits at the head of the inbox must
+		// not hold back those behind it.
+		f.stopCancel = context.AfterFunc(ctx, func() {
+			if f.cancel(gen, a.opError(info, n, ctx.Err())) {
+				a.waker.Wake()
+			}
+		})
+	}
+}
+
+// pop releases the head of the inbox.
+func (a *Actor) pop() {
+	a.inbox.Pop()
+	if a.watched > 0 {
+		a.watched--
+	}
+}
+
+// TrySubmitPromise queues ops for a promise made with NewPromise for
+// len(ops) WRs (one op: a one-element slice, copied; more: the caller keeps
+// them unchanged until the future resolves). It fails with ErrBusy when
+// the inbox is full, leaving the promise to the caller.
+func (a *Actor) TrySubmitPromise(ops []Op, p Promise) error {
+	sub := submission{fut: p.s}
+	if len(ops) == 1 {
+		sub.one[0] = ops[0]
+	} else {
+		sub.batch = ops
+	}
+	return a.push(context.Background(), sub, len(ops), false)
+}
+
+// TrySubmitPromiseOp is TrySubmitPromise for one op, copied: the caller's
+// op does not escape, so a send costs no allocation.
+func (a *Actor) TrySubmitPromiseOp(op *Op, p Promise) error {
+	sub := submission{fut: p.s}
+	sub.one[0] = *op
+	return a.push(context.Background(), sub, 1, false)
+}
+
+func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) error {
+	if a.closing.Load() {
+		return ErrClosed
+	}
+	if err := a.broken.Load(); err != nil {
+		return err
+	}
+	if n > int(a.sqDepth) {
+		return ErrTooLarge
+	}
+	if err := a.checkPeerWindow(sub.ops()); err != nil {
+		return err
+	}
+	for !a.inbox.TryPush(&sub) {
+		if !wait {
+			return ErrBusy
+		}
+		if err := a.waitRoom(ctx); err != nil {
+			return err
+		}
+	}
+	if a.inline && a.inlineWorthIt() && a.waker.Claim() {
+		a.runInline()
+	} else {
+		a.waker.Wake()
+	}
+	if a.stopped.Load() {
+		// The actor goroutine is gone: whatever we queued after its last
+		// sweep would wait forever. Be its consumer once more.
+		a.exitMu.Lock()
+		a.failQueued(ErrClosed)
+		a.exitMu.Unlock()
+	}
+	return nil
+}
+
+// roomSignal wakes the producers waiting for room in a full inbox: the
+// actor closes the channel they wait on when it takes something, if any
+// wait.
+type roomSignal struct {
+	waiting atomic.Int32
+	mu      sync.Mutex
+	ch      chan struct{}
+}
+
+// listen registers a waiter and returns the channel to wait on; leave
+// undoes the registration.
+func (r *roomSignal) listen() <-chan struct{} {
+	r.waiting.Inc()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ch == nil {
+		r.ch = make(chan struct{})
+	}
+	return r.ch
+}
+
+func (r *roomSignal) leave() { r.waiting.Dec() }
+
+// broadcast wakes every waiter.
+func (r *roomSignal) broadcast() {
+	r.mu.Lock()
+	if r.ch != nil {
+		close(r.ch)
+		r.ch = nil
+	}
+	r.mu.Unlock()
+}
+
+// roomMade tells producers waiting for room that the actor took
+// submissions from the inbox.
+func (a *Actor) roomMade() {
+	if a.room.waiting.Load() > 0 {
+		a.room.broadcast()
+	}
+}
+
+// waitRoom waits until the actor takes something from the full inbox, the
+// actor closes or ctx ends. The waiter registers before it looks at the
+// inbox again, and the actor looks for waiters after it took something:
+// one of the two sees the other, so no wake-up is lost.
+func (a *Actor) waitRoom(ctx context.Context) error {
+	ch := a.room.listen()
+	defer a.room.leave()
+	if a.closing.Load() {
+		return ErrClosed
+	}
+	if !a.inbox.Full() {
+		return nil
+	}
+	select {
+	case <-ch:
+		if a.closing.Load() {
+			return ErrClosed
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
