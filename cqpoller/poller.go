@@ -67,7 +67,6 @@ type Stats struct {
 
 // Errors returned by Add.
 var (
-	ErrClosed   = errors.New("cqpoller: closed")
 	ErrDupCQ    = errors.New("cqpoller: a target with this CQ is added already")
 	ErrNoTarget = errors.New("cqpoller: nil target or CQ")
 )
@@ -164,7 +163,7 @@ func (p *Poller) Add(t *Target) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return ErrClosed
+		return verbs.ErrClosed
 	}
 	if _, dup := p.byCQ[key]; dup {
 		return ErrDupCQ

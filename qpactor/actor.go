@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/ring"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
@@ -22,9 +23,6 @@ import (
 var (
 	// ErrBusy is returned by TrySubmit when the inbox ring is full.
 	ErrBusy = errors.New("verbsrt: inbox full")
-	// ErrClosed is returned for operations submitted to, or still queued
-	// in, an actor that is closing.
-	ErrClosed = errors.New("verbsrt: closed")
 	// ErrTooLarge is returned for a batch with more WRs than the send
 	// queue holds: it could never be posted as one.
 	ErrTooLarge = errors.New("verbsrt: batch larger than the send queue")
@@ -51,7 +49,7 @@ type Op struct {
 	// (Hold.Acquire). Submitting the op hands it over: it is given back
 	// once the device is done with the op, before its future resolves, or
 	// at once when the op never reaches the device (Submit's error too).
-	Hold *Hold
+	Hold *future.Hold
 }
 
 // MaxGather is the longest gather list an op may carry (Op.Gather).
@@ -114,7 +112,7 @@ type Config struct {
 	WaitPoll time.Duration
 	// Scratch must hold 8 bytes per send-queue slot (ScratchSize).
 	Scratch  Scratch
-	Executor Executor
+	Executor future.Executor
 	Logger   *slog.Logger
 }
 
@@ -179,7 +177,7 @@ func shadowSize(maxSendWR int) int {
 type submission struct {
 	one   [1]Op
 	batch []Op
-	fut   *futState
+	fut   *future.State
 	// ctx is the submission's context when it can end (nil otherwise).
 	// The actor checks it when it takes the submission, and watches it
 	// (context.AfterFunc, setting fut.stopCancel) only when it is about to
@@ -226,7 +224,7 @@ func (t *shadowTable) entry(seq uint64) *entry {
 // before it stores seq, the poller reads seq before the other fields.
 type entry struct {
 	seq    atomic.Uint64
-	fut    *futState
+	fut    *future.State
 	opcode verbs.Opcode
 	length uint32
 	raddr  uint64 // remote memory, for the WR's error
@@ -253,7 +251,7 @@ type Actor struct {
 	// postCost is what a PostSend takes, in ns, as sampled every
 	// postCostEvery calls (learnPostCost); it decides inlineWorthIt.
 	postCost stdatomic.Uint32
-	exec     Executor
+	exec     future.Executor
 	log      *slog.Logger
 	spin     time.Duration
 	scratch  Scratch

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
@@ -76,13 +77,13 @@ func newRig(t *testing.T, sqDepth int, configure ...func(*qpactor.Config)) *rig 
 }
 
 // poll hands completions to the actor until every future in fs resolved.
-func (r *rig) poll(t *testing.T, fs ...qpactor.Future) {
+func (r *rig) poll(t *testing.T, fs ...future.Future) {
 	t.Helper()
 	wcs := make([]verbs.WC, 32)
 	deadline := time.Now().Add(10 * time.Second)
 	for _, f := range fs {
 		for {
-			if _, err := f.Result(); !errors.Is(err, qpactor.ErrPending) {
+			if _, err := f.Result(); !errors.Is(err, future.ErrPending) {
 				break
 			}
 			n, _ := r.cq.Poll(wcs)
@@ -114,7 +115,7 @@ func (r *rig) write(i int) qpactor.Op {
 // in one PostSend, with selective signaling.
 func TestDoorbellBatching(t *testing.T) {
 	r := newRig(t, 256)
-	var fs []qpactor.Future
+	var fs []future.Future
 	for i := range 64 {
 		op := r.write(i)
 		f, err := r.actor.Submit(context.Background(), &op)
@@ -144,7 +145,7 @@ func TestDoorbellBatching(t *testing.T) {
 func TestCreditsBoundOutstanding(t *testing.T) {
 	r := newRig(t, 4) // granted 7
 	r.actor.Start()
-	var fs []qpactor.Future
+	var fs []future.Future
 	for i := range 100 {
 		op := r.write(i % 64)
 		f, err := r.actor.Submit(context.Background(), &op)
@@ -174,7 +175,7 @@ func TestBadOpFailsOnlyItsSubmission(t *testing.T) {
 	if _, err := f2.Wait(context.Background()); !errors.As(err, &we) || !errors.Is(err, verbs.ErrInvalidWR) {
 		t.Fatalf("bad op: %v", err)
 	}
-	for _, f := range []qpactor.Future{f1, f3} {
+	for _, f := range []future.Future{f1, f3} {
 		if _, err := f.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +189,7 @@ func TestSubmitAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := r.write(0)
-	if _, err := r.actor.Submit(context.Background(), &op); !errors.Is(err, qpactor.ErrClosed) {
+	if _, err := r.actor.Submit(context.Background(), &op); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("%v", err)
 	}
 }
@@ -200,7 +201,7 @@ func TestSubmitAfterClose(t *testing.T) {
 func TestClosingActorWaitingForCreditsSleeps(t *testing.T) {
 	r := newRig(t, 4) // granted 7
 	r.actor.Start()
-	var fs []qpactor.Future
+	var fs []future.Future
 	for i := range 8 { // 7 posted, never polled: no credit comes back; 1 queued
 		op := r.write(i)
 		f, err := r.actor.Submit(context.Background(), &op)
@@ -220,7 +221,7 @@ func TestClosingActorWaitingForCreditsSleeps(t *testing.T) {
 	if used := cpuTime(t) - before; used > wait/3 {
 		t.Errorf("the process used %v of CPU while Close waited %v for credits", used, wait)
 	}
-	if _, err := fs[7].Wait(context.Background()); !errors.Is(err, qpactor.ErrClosed) {
+	if _, err := fs[7].Wait(context.Background()); !errors.Is(err, verbs.ErrClosed) {
 		t.Errorf("the queued submission: %v, want ErrClosed", err)
 	}
 	r.poll(t, fs[:7]...)
@@ -255,7 +256,7 @@ func TestOutstandingDropsBeforeFutureResolves(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen := make(chan int, 1)
-		f.Then(func(_ qpactor.Completion, err error) {
+		f.Then(func(_ future.Completion, err error) {
 			if err != nil {
 				t.Errorf("write %d: %v", i, err)
 			}

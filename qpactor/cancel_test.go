@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // TestCancelQueuedNeverPosted: of 1,000 writes queued before the actor
@@ -20,7 +22,7 @@ import (
 func TestCancelQueuedNeverPosted(t *testing.T) {
 	r := newRig(t, 256)
 	const n = 1000
-	fs := make([]qpactor.Future, n)
+	fs := make([]future.Future, n)
 	cancels := make([]context.CancelFunc, n)
 	for i := range n {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -45,7 +47,7 @@ func TestCancelQueuedNeverPosted(t *testing.T) {
 			t.Fatalf("cancelled write %d: %v, want context.Canceled", i, err)
 		}
 	}
-	var rest []qpactor.Future
+	var rest []future.Future
 	for i := 1; i < n; i += 2 {
 		rest = append(rest, fs[i])
 	}
@@ -70,7 +72,7 @@ func TestCancelQueuedNeverPosted(t *testing.T) {
 func TestCancelledHeadReleasesTheRest(t *testing.T) {
 	r := newRig(t, 4) // granted 7
 	r.actor.Start()
-	var posted []qpactor.Future
+	var posted []future.Future
 	for i := range 7 { // posted, not polled: no credit comes back
 		op := r.write(i)
 		f, err := r.actor.Submit(context.Background(), &op)
@@ -112,7 +114,7 @@ func TestCancelRacesTake(t *testing.T) {
 	r := newRig(t, 64)
 	r.actor.Start()
 	const n = 4000
-	fs := make([]qpactor.Future, n)
+	fs := make([]future.Future, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -149,7 +151,7 @@ func TestCancelRacesTake(t *testing.T) {
 		case !errors.Is(err, context.Canceled):
 			t.Fatalf("write %d: %v", i, err)
 		}
-		if _, err := f.Wait(context.Background()); !errors.Is(err, qpactor.ErrReleased) {
+		if _, err := f.Wait(context.Background()); !errors.Is(err, future.ErrReleased) {
 			t.Fatalf("write %d resolved twice? second Wait: %v", i, err)
 		}
 	}
@@ -169,7 +171,7 @@ func TestCancelRacesTake(t *testing.T) {
 // ErrClosed when the actor closes.
 func TestSubmitWaitsForRoomOnASignal(t *testing.T) {
 	r := newRig(t, 64, func(c *qpactor.Config) { c.RingSize = 2 })
-	var fs []qpactor.Future
+	var fs []future.Future
 	for i := range 2 {
 		op := r.write(i)
 		f, err := r.actor.Submit(context.Background(), &op)
@@ -185,7 +187,7 @@ func TestSubmitWaitsForRoomOnASignal(t *testing.T) {
 		t.Fatalf("Submit to a full inbox with a deadline: %v", err)
 	}
 	type result struct {
-		f   qpactor.Future
+		f   future.Future
 		err error
 	}
 	got := make(chan result, 1)
@@ -216,7 +218,7 @@ func TestSubmitWaitsForRoomOnASignal(t *testing.T) {
 	}()
 	waitForStack(t, "qpactor.(*Actor).waitRoom", "[select")
 	go r2.actor.Close(context.Background())
-	if err := <-errc; !errors.Is(err, qpactor.ErrClosed) {
+	if err := <-errc; !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("Submit waiting for room while the actor closes: %v, want ErrClosed", err)
 	}
 }

@@ -2,6 +2,8 @@ package qpactor
 
 import (
 	"context"
+
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // FailOutstanding fails every posted WR that has not completed with err:
@@ -59,16 +61,16 @@ func (a *Actor) Abandon(err error) {
 func (a *Actor) AbandonedErr() error { return a.abandoned.Load() }
 
 // Close stops accepting operations, posts what is queued while credits
-// allow until ctx ends, fails the rest with ErrClosed and stops the actor
+// allow until ctx ends, fails the rest with verbs.ErrClosed and stops the actor
 // goroutine. Outstanding WRs are the poller's to finish.
 func (a *Actor) Close(ctx context.Context) error {
 	a.closing.Store(true)
-	a.room.broadcast() // a producer waiting for room fails with ErrClosed
+	a.room.broadcast() // a producer waiting for room fails with verbs.ErrClosed
 	if a.started.CompareAndSwap(false, true) {
 		// Never started: there is no goroutine to drain the inbox.
 		a.exitMu.Lock()
 		a.stopped.Store(true)
-		a.failQueued(ErrClosed)
+		a.failQueued(verbs.ErrClosed)
 		a.exitMu.Unlock()
 		close(a.done)
 		return nil
@@ -78,7 +80,7 @@ func (a *Actor) Close(ctx context.Context) error {
 	case <-a.done:
 		return nil
 	case <-ctx.Done():
-		a.Break(ErrClosed)
+		a.Break(verbs.ErrClosed)
 		<-a.done
 		return ctx.Err()
 	}

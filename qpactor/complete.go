@@ -1,6 +1,7 @@
 package qpactor
 
 import (
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -48,7 +49,7 @@ func (a *Actor) Complete(wc *verbs.WC) bool {
 // retiredWR is a WR taken off the send queue whose future is still to be
 // told.
 type retiredWR struct {
-	fut   *futState
+	fut   *future.State
 	wc    verbs.WC
 	value uint64
 	info  opInfo // for its error
@@ -107,7 +108,7 @@ func (a *Actor) resolve(done []retiredWR, err error) {
 		if e == nil {
 			e = r.wc.Err()
 		}
-		if r.fut != nil && r.fut.completeOne(r.wc, a.opError(r.info, int(r.fut.wrs), e), r.value) { // nil: a credit-only SEND
+		if r.fut != nil && r.fut.CompleteOne(r.wc, a.opError(r.info, r.fut.WRs(), e), r.value) { // nil: a credit-only SEND
 			resolved++
 		}
 		*r = retiredWR{}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/ring"
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // gatherer spaces the drains of an actor that takes a stream of
@@ -133,7 +134,7 @@ func (a *Actor) drain() int {
 				if a.closing.Load() {
 					// The peer's credits may never come (it may be gone):
 					// a closing actor does not wait for them.
-					taken += a.failQueued(ErrClosed)
+					taken += a.failQueued(verbs.ErrClosed)
 				} else {
 					starved = need
 				}
@@ -160,7 +161,7 @@ func (a *Actor) drain() int {
 		sub := &a.drained[len(a.drained)-1]
 		start := len(a.chain)
 		if err := a.appendOps(sub); err != nil {
-			if sub.fut.failN(err, len(sub.ops())) {
+			if sub.fut.FailN(err, len(sub.ops())) {
 				a.stats.Ops.ResolvedByActor.Inc()
 			}
 		} else if a.peer.on {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -101,7 +101,7 @@ func TestDriverCompletesOnActor(t *testing.T) {
 	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
 	r.actor.SetDriver(d)
 	r.actor.Start()
-	var fs []qpactor.Future
+	var fs []future.Future
 	for i := range 40 {
 		op := r.write(i)
 		f, err := r.actor.Submit(context.Background(), &op)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -15,7 +16,7 @@ import (
 // give theirs back too.
 func TestHoldGivenBackBeforeFutureResolves(t *testing.T) {
 	r := newRig(t, 64)
-	var h qpactor.Hold
+	var h future.Hold
 	idle := make(chan struct{})
 	h.Init(func() { close(idle) })
 
@@ -27,7 +28,7 @@ func TestHoldGivenBackBeforeFutureResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := make(chan int, 1)
-	f.Then(func(_ qpactor.Completion, err error) {
+	f.Then(func(_ future.Completion, err error) {
 		if err != nil {
 			t.Error(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/sched"
 )
 
@@ -83,6 +84,10 @@ func (a *Actor) runInline() {
 		}
 	}
 }
+
+// WaitFor is WaitUntil for a future's state: what Future.Wait polls
+// through.
+func (a *Actor) WaitFor(s *future.State) bool { return a.WaitUntil(s.Resolved) }
 
 // WaitUntil is how a goroutine waiting for this actor's completions spins
 // before it parks (Future.Wait, and the runtime's Recv): with WaitPoll set

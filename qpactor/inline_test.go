@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -59,7 +60,7 @@ func TestInlinePostLeavesWaitToActor(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	var f2 qpactor.Future
+	var f2 future.Future
 	go func() {
 		var err error
 		f2, err = r.actor.Submit(ctx, &ops[1])
@@ -77,7 +78,7 @@ func TestInlinePostLeavesWaitToActor(t *testing.T) {
 		t.Fatalf("%d PostSend calls with one slot, want 1", got)
 	}
 	r.poll(t, f1, f2)
-	for _, f := range []qpactor.Future{f1, f2} {
+	for _, f := range []future.Future{f1, f2} {
 		if _, err := f.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +298,7 @@ func waitParked(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i
 
 // submitStalled submits write i with d's polls stalled: its completion is
 // found only once the test lets d poll again (d.stall(false)).
-func submitStalled(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i int) qpactor.Future {
+func submitStalled(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i int) future.Future {
 	t.Helper()
 	d.stall(true)
 	op := r.write(i)
@@ -371,7 +372,7 @@ func TestCostlyPostGoesToActor(t *testing.T) {
 	// f0 is in flight (nobody polled the CQ): the next writes go to the
 	// actor goroutine.
 	runs := st.Ops.Runs.Load()
-	futs := []qpactor.Future{f0}
+	futs := []future.Future{f0}
 	for i := 1; i < 8; i++ {
 		op := r.write(i)
 		f, err := r.actor.Submit(ctx, &op)

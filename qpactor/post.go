@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -144,7 +145,7 @@ func (a *Actor) post() {
 			// posted can go out either.
 			a.unusePeer(posted, len(a.chain))
 			for i := posted; i < len(a.chain); i++ {
-				if f := a.owners[i].fut; f != nil && f.completeOne(verbs.WC{}, a.opError(wrInfo(&a.chain[i]), int(f.wrs), err), 0) {
+				if f := a.owners[i].fut; f != nil && f.CompleteOne(verbs.WC{}, a.opError(wrInfo(&a.chain[i]), f.WRs(), err), 0) {
 					a.stats.Ops.ResolvedByActor.Inc()
 				}
 			}
@@ -156,7 +157,7 @@ func (a *Actor) post() {
 			n++
 		}
 		a.unusePeer(posted, posted+n)
-		if failed.fut != nil && failed.fut.failN(a.opError(wrInfo(&a.chain[posted]), int(failed.fut.wrs), err), n) {
+		if failed.fut != nil && failed.fut.FailN(a.opError(wrInfo(&a.chain[posted]), failed.fut.WRs(), err), n) {
 			a.stats.Ops.ResolvedByActor.Inc()
 		}
 		if a.peer.on {
@@ -168,7 +169,7 @@ func (a *Actor) post() {
 			// The posted prefix ends unsignaled and nothing follows it: its
 			// completions would wait for the next drain, maybe forever.
 			// A zero-length signaled WRITE (no key is checked) retires it.
-			s, _ := newFuture(1, nil)
+			s, _ := future.New(1, nil)
 			a.stats.Ops.Taken.Inc() // the poller resolves it
 			rest = []verbs.SendWR{{Opcode: verbs.OpWrite}}
 			restOwners = []*submission{{fut: s}}
@@ -244,15 +245,6 @@ func (a *Actor) postOnce() (int, error) {
 	return posted, err
 }
 
-// failN fails n WRs of the operation that were never posted and reports
-// whether that resolved the future.
-func (s *futState) failN(err error, n int) (resolved bool) {
-	for range n {
-		resolved = s.completeOne(verbs.WC{}, err, 0)
-	}
-	return resolved
-}
-
 // failQueued fails everything still in the inbox with err.
 func (a *Actor) failQueued(err error) int {
 	n := 0
@@ -264,7 +256,7 @@ func (a *Actor) failQueued(err error) int {
 		}
 		a.pop()
 		if failure != nil {
-			fut.failN(failure, k)
+			fut.FailN(failure, k)
 		}
 		n++
 	}

@@ -4,6 +4,7 @@ import (
 	"runtime"
 
 	"github.com/verbsrt/verbsrt/internal/sched"
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // run is the actor goroutine: drain, post, handle completions while a
@@ -56,7 +57,7 @@ func (a *Actor) loop() (stopped bool) {
 			a.postGoodbye()
 			a.exitMu.Lock()
 			a.stopped.Store(true)
-			a.failQueued(ErrClosed)
+			a.failQueued(verbs.ErrClosed)
 			a.exitMu.Unlock()
 			if d != nil {
 				d.Drive(false) // before done closes: Close's caller finds the poller watching

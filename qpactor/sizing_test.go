@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -25,7 +26,7 @@ func TestSendDepthCapsCredits(t *testing.T) {
 	if got := r.actor.Credits(); got != 256 {
 		t.Fatalf("Credits %d, want 256", got)
 	}
-	var fs []qpactor.Future
+	var fs []future.Future
 	for i := range 300 {
 		op := r.write(i % 1000)
 		f, err := r.actor.Submit(context.Background(), &op)
@@ -64,7 +65,7 @@ func TestSendDepthCapsCredits(t *testing.T) {
 // two atomics shared a scratch slot across the tables).
 func TestShadowGrowsWithOutstandingWRs(t *testing.T) {
 	r := newRig(t, 256)
-	fetchAdd := func() qpactor.Future {
+	fetchAdd := func() future.Future {
 		t.Helper()
 		op := qpactor.Op{Opcode: verbs.OpAtomicFetchAdd, CompareAdd: 1,
 			Remote: verbs.RDMA{RemoteAddr: r.peer.Addr() + 256<<10, RKey: r.peer.RKey()}}
@@ -77,7 +78,7 @@ func TestShadowGrowsWithOutstandingWRs(t *testing.T) {
 	r.actor.Start()
 	// 13 first, one at a time: the sequence numbers no longer start at a
 	// table's first entry, so the tables map them to different slots.
-	var adds []qpactor.Future
+	var adds []future.Future
 	for range 13 {
 		f := fetchAdd()
 		r.poll(t, f)

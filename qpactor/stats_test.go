@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -13,7 +14,7 @@ import (
 // every future taken is resolved once.
 func TestOpStats(t *testing.T) {
 	r := newRig(t, 256)
-	var fs []qpactor.Future
+	var fs []future.Future
 	for i := range 128 {
 		op := r.write(i % 64)
 		f, err := r.actor.Submit(context.Background(), &op)

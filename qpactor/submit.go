@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -22,59 +23,58 @@ import (
 // takes op, and watches it (context.AfterFunc, so the future fails as
 // soon as ctx ends) only while it sleeps with op still queued: an op taken
 // without waiting costs nothing more.
-func (a *Actor) Submit(ctx context.Context, op *Op) (Future, error) {
+func (a *Actor) Submit(ctx context.Context, op *Op) (future.Future, error) {
 	return a.submitNew(ctx, submission{one: [1]Op{*op}}, 1, true)
 }
 
 // SubmitBatch queues ops to be posted together (in one PostSend when
 // credits allow) with one future for all; the caller must not modify ops
 // until the future resolves.
-func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (Future, error) {
+func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (future.Future, error) {
 	if len(ops) == 0 {
-		return Future{}, fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument)
+		return future.Future{}, fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument)
 	}
 	return a.submitNew(ctx, submission{batch: ops}, len(ops), true)
 }
 
 // TrySubmit is Submit that fails with ErrBusy instead of waiting.
-func (a *Actor) TrySubmit(op *Op) (Future, error) {
+func (a *Actor) TrySubmit(op *Op) (future.Future, error) {
 	return a.submitNew(context.Background(), submission{one: [1]Op{*op}}, 1, false)
 }
 
 // submitNew queues sub, of n WRs, with a new future; a submission that
 // never reached the inbox gives its future's state back to the pool.
-func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool) (Future, error) {
+func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool) (future.Future, error) {
 	if err := ctx.Err(); err != nil {
 		if h := sub.hold(); h != nil {
 			h.Release()
 		}
-		return Future{}, err
+		return future.Future{}, err
 	}
-	p, f := NewPromise(n, a.exec)
-	f.a = a
-	sub.fut = p.s
-	p.s.hold = sub.hold()
+	st, f := future.New(n, a.exec)
+	f = f.WithWaiter(a)
+	sub.fut = st
+	st.SetHold(sub.hold())
 	if ctx.Done() != nil {
 		sub.ctx = ctx
 	}
 	if err := a.push(ctx, sub, n, wait); err != nil {
-		if h := p.s.hold; h != nil {
-			p.s.hold = nil
+		if h := st.TakeHold(); h != nil {
 			h.Release()
 		}
-		p.s.release()
-		return Future{}, err
+		st.Recycle()
+		return future.Future{}, err
 	}
 	return f, nil
 }
 
 // hold returns the one hold standing for the uses of memory the
 // submission's ops took (Op.Hold).
-func (s *submission) hold() *Hold {
+func (s *submission) hold() *future.Hold {
 	if s.batch == nil {
 		return s.one[0].Hold
 	}
-	var hs []*Hold
+	var hs []*future.Hold
 	for i := range s.batch {
 		if h := s.batch[i].Hold; h != nil {
 			hs = append(hs, h)
@@ -86,7 +86,7 @@ func (s *submission) hold() *Hold {
 	case 1:
 		return hs[0]
 	}
-	return HoldAll(hs)
+	return future.HoldAll(hs)
 }
 
 // take claims the submission s at the head of the inbox for the actor,
@@ -98,14 +98,12 @@ func (a *Actor) take(s *submission) bool {
 		return true
 	}
 	f := s.fut
-	if f.stopCancel != nil {
-		// Watched: the context's end may be resolving it right now.
-		taken := f.claim.CompareAndSwap(claimOpen, claimTaken)
-		f.stopCancel()
-		return taken
+	if f.Watched() {
+		// The context's end may be resolving it right now.
+		return f.Take()
 	}
 	if err := s.ctx.Err(); err != nil {
-		f.failN(a.submissionError(s, err), len(s.ops()))
+		f.FailN(a.submissionError(s, err), len(s.ops()))
 		return false
 	}
 	return true
@@ -117,8 +115,8 @@ func (s *submission) cancelled() bool {
 	if s.ctx == nil {
 		return false
 	}
-	if s.fut.stopCancel != nil {
-		return s.fut.claim.Load() == claimCancelled
+	if s.fut.Watched() {
+		return s.fut.CancelledWhileQueued()
 	}
 	return s.ctx.Err() != nil
 }
@@ -131,20 +129,15 @@ func (s *submission) cancelled() bool {
 func (a *Actor) watchQueued() {
 	for s := a.inbox.PeekAt(a.watched); s != nil; s = a.inbox.PeekAt(a.watched) {
 		a.watched++
-		if s.ctx == nil || s.fut.stopCancel != nil {
+		if s.ctx == nil || s.fut.Watched() {
 			continue
 		}
-		f, ctx, gen := s.fut, s.ctx, s.fut.gen.Load()
 		info, n := infoOf(&s.ops()[0]), len(s.ops())
 		// The end of ctx fails the future unless the actor took the
 		// submission first, and wakes the actor, which drops it when it
 		// meets it: one waiting for credits at the head of the inbox must
 		// not hold back those behind it.
-		f.stopCancel = context.AfterFunc(ctx, func() {
-			if f.cancel(gen, a.opError(info, n, ctx.Err())) {
-				a.waker.Wake()
-			}
-		})
+		s.fut.WatchContext(s.ctx, func(err error) error { return a.opError(info, n, err) }, a.waker.Wake)
 	}
 }
 
@@ -160,8 +153,8 @@ func (a *Actor) pop() {
 // len(ops) WRs (one op: a one-element slice, copied; more: the caller keeps
 // them unchanged until the future resolves). It fails with ErrBusy when
 // the inbox is full, leaving the promise to the caller.
-func (a *Actor) TrySubmitPromise(ops []Op, p Promise) error {
-	sub := submission{fut: p.s}
+func (a *Actor) TrySubmitPromise(ops []Op, p future.Promise) error {
+	sub := submission{fut: p.State()}
 	if len(ops) == 1 {
 		sub.one[0] = ops[0]
 	} else {
@@ -172,15 +165,15 @@ func (a *Actor) TrySubmitPromise(ops []Op, p Promise) error {
 
 // TrySubmitPromiseOp is TrySubmitPromise for one op, copied: the caller's
 // op does not escape, so a send costs no allocation.
-func (a *Actor) TrySubmitPromiseOp(op *Op, p Promise) error {
-	sub := submission{fut: p.s}
+func (a *Actor) TrySubmitPromiseOp(op *Op, p future.Promise) error {
+	sub := submission{fut: p.State()}
 	sub.one[0] = *op
 	return a.push(context.Background(), sub, 1, false)
 }
 
 func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) error {
 	if a.closing.Load() {
-		return ErrClosed
+		return verbs.ErrClosed
 	}
 	if err := a.broken.Load(); err != nil {
 		return err
@@ -208,7 +201,7 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 		// The actor goroutine is gone: whatever we queued after its last
 		// sweep would wait forever. Be its consumer once more.
 		a.exitMu.Lock()
-		a.failQueued(ErrClosed)
+		a.failQueued(verbs.ErrClosed)
 		a.exitMu.Unlock()
 	}
 	return nil
@@ -263,7 +256,7 @@ func (a *Actor) waitRoom(ctx context.Context) error {
 	ch := a.room.listen()
 	defer a.room.leave()
 	if a.closing.Load() {
-		return ErrClosed
+		return verbs.ErrClosed
 	}
 	if !a.inbox.Full() {
 		return nil
@@ -271,7 +264,7 @@ func (a *Actor) waitRoom(ctx context.Context) error {
 	select {
 	case <-ch:
 		if a.closing.Load() {
-			return ErrClosed
+			return verbs.ErrClosed
 		}
 		return nil
 	case <-ctx.Done():

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -18,7 +18,7 @@ type Buffer struct {
 	// hold counts the operations in flight on the buffer (and, for a
 	// receive pool, the messages the application holds); Free closes it,
 	// and the memory goes back once the last use is given back.
-	hold qpactor.Hold
+	hold future.Hold
 	mem  []byte
 	addr uint64 // of mem[0], in the device's address space
 	lkey uint32
@@ -185,7 +185,7 @@ const maxOpBytes = 1 << 31
 // useOne takes a use of l's memory for an operation of a's runtime: the
 // hold the actor gives back when the device is done with it (nil for no
 // memory).
-func (a *allocator) useOne(l Local) (*qpactor.Hold, error) {
+func (a *allocator) useOne(l Local) (*future.Hold, error) {
 	if l.b == nil {
 		return nil, nil
 	}
@@ -202,8 +202,8 @@ func (a *allocator) useOne(l Local) (*qpactor.Hold, error) {
 
 // use is useOne for a gather list: one hold for every buffer in it. (Its
 // total length is toOp's to check.)
-func (a *allocator) use(locals []Local) (*qpactor.Hold, error) {
-	var hs []*qpactor.Hold
+func (a *allocator) use(locals []Local) (*future.Hold, error) {
+	var hs []*future.Hold
 	for i, l := range locals {
 		if l.b == nil {
 			continue
@@ -224,7 +224,7 @@ func (a *allocator) use(locals []Local) (*qpactor.Hold, error) {
 	case 1:
 		return hs[0], nil
 	}
-	return qpactor.HoldAll(hs), nil
+	return future.HoldAll(hs), nil
 }
 
 // held reports whether one of locals is part of b already.
@@ -237,7 +237,7 @@ func held(locals []Local, b *Buffer) bool {
 	return false
 }
 
-func release(hs []*qpactor.Hold) {
+func release(hs []*future.Hold) {
 	for _, h := range hs {
 		h.Release()
 	}

@@ -11,17 +11,18 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/verbsrt/verbsrt/cqpoller"
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // Future is the result of an operation: Wait(ctx), Done(), Err(), Then(fn).
-// See qpactor.Future.
-type Future = qpactor.Future
+// See future.Future.
+type Future = future.Future
 
 // Completion is what a successful operation reports.
-type Completion = qpactor.Completion
+type Completion = future.Completion
 
 // Endpoint is one end of an RC connection. Every method may be called from
 // any goroutine; operations are posted by the endpoint's actor and complete
@@ -228,7 +229,7 @@ func (ep *Endpoint) CQ() verbs.CQ { return ep.cq }
 // failed returns a future failed with err, the failure of op (of a batch
 // of that many ops, 0 alone) before it reached the actor's queue.
 func (ep *Endpoint) failed(op *qpactor.Op, batch int, err error) Future {
-	return qpactor.Failed(ep.actor.OpError(op, batch, err), ep.rt.pool)
+	return future.Failed(ep.actor.OpError(op, batch, err), ep.rt.pool)
 }
 
 func (ep *Endpoint) submit(ctx context.Context, op *qpactor.Op) Future {
@@ -241,7 +242,7 @@ func (ep *Endpoint) submit(ctx context.Context, op *qpactor.Op) Future {
 
 // mapErr turns an actor error into what the endpoint reports.
 func (ep *Endpoint) mapErr(err error) error {
-	if e := ep.failErr.Load(); e != nil && errors.Is(err, qpactor.ErrClosed) {
+	if e := ep.failErr.Load(); e != nil && errors.Is(err, verbs.ErrClosed) {
 		return e
 	}
 	return err
@@ -422,7 +423,7 @@ func (ep *Endpoint) toOp(op *Op) (qpactor.Op, error) {
 // (receive credits).
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
-		return qpactor.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)
+		return future.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)
 	}
 	qops := make([]qpactor.Op, len(ops))
 	for i := range ops {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -17,13 +18,13 @@ import (
 var (
 	// ErrClosed is returned for operations on a closed runtime or endpoint,
 	// and by futures still pending when it closed.
-	ErrClosed = qpactor.ErrClosed
+	ErrClosed = verbs.ErrClosed
 	// ErrPending is returned by Future.Err and Future.Result while the
 	// operation is in flight.
-	ErrPending = qpactor.ErrPending
+	ErrPending = future.ErrPending
 	// ErrReleased is returned by a Future used after it was consumed (by
 	// Wait returning a result, Then or Release).
-	ErrReleased = qpactor.ErrReleased
+	ErrReleased = future.ErrReleased
 	// ErrMessageTooLarge is returned by Send for a message larger than the
 	// peer's receive buffers.
 	ErrMessageTooLarge = errors.New("verbsrt: message larger than the peer's receive buffers")

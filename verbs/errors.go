@@ -3,6 +3,7 @@ package verbs
 import (
 	"errors"
 	"fmt"
+	"net"
 	"syscall"
 )
 
@@ -33,8 +34,9 @@ var (
 	// ErrInvalidArgument (and EINVAL) as well.
 	ErrGoMemory error = &subError{msg: "memory owned by the Go runtime", parent: ErrInvalidArgument}
 	// ErrClosed is returned when an object, or the context it belongs to,
-	// has been closed.
-	ErrClosed = errors.New("closed")
+	// has been closed. It matches net.ErrClosed too, as the standard
+	// library's closed connections and listeners do.
+	ErrClosed error = &subError{msg: "closed", parent: net.ErrClosed}
 	// ErrBusy is returned when an object is still in use: closing a PD that
 	// has MRs or QPs, or a CQ that QPs still use (EBUSY).
 	ErrBusy = errors.New("resource busy")

@@ -1,4 +1,4 @@
-package qpactor
+package future
 
 import "github.com/verbsrt/verbsrt/internal/uses"
 

@@ -1,4 +1,4 @@
-package qpactor
+package future
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 
 func TestFutureResolvesOnceForAllWRs(t *testing.T) {
 	p, f := NewPromise(3, nil)
-	p.s.completeOne(verbs.WC{ByteLen: 8, Opcode: verbs.WCRDMAWrite}, nil, 0)
-	p.s.completeOne(verbs.WC{ByteLen: 8, Opcode: verbs.WCRDMAWrite}, nil, 0)
+	p.s.CompleteOne(verbs.WC{ByteLen: 8, Opcode: verbs.WCRDMAWrite}, nil, 0)
+	p.s.CompleteOne(verbs.WC{ByteLen: 8, Opcode: verbs.WCRDMAWrite}, nil, 0)
 	if _, err := f.Result(); !errors.Is(err, ErrPending) {
 		t.Fatalf("after 2 of 3 WRs: %v, want ErrPending", err)
 	}
-	p.s.completeOne(verbs.WC{ByteLen: 8, Opcode: verbs.WCRDMAWrite}, nil, 0)
+	p.s.CompleteOne(verbs.WC{ByteLen: 8, Opcode: verbs.WCRDMAWrite}, nil, 0)
 	c, err := f.Wait(context.Background())
 	if err != nil || c.ByteLen != 24 || c.WRs != 3 {
 		t.Fatalf("%+v %v", c, err)
@@ -30,8 +30,8 @@ func TestFutureResolvesOnceForAllWRs(t *testing.T) {
 
 func TestFutureFirstErrorWins(t *testing.T) {
 	p, f := NewPromise(2, nil)
-	p.s.completeOne(verbs.WC{}, verbs.ErrRemoteAccess, 0)
-	p.s.completeOne(verbs.WC{}, verbs.ErrFlushed, 0)
+	p.s.CompleteOne(verbs.WC{}, verbs.ErrRemoteAccess, 0)
+	p.s.CompleteOne(verbs.WC{}, verbs.ErrFlushed, 0)
 	if _, err := f.Wait(context.Background()); !errors.Is(err, verbs.ErrRemoteAccess) {
 		t.Fatalf("%v", err)
 	}
@@ -46,7 +46,7 @@ func TestFutureWaitContext(t *testing.T) {
 	}
 	// A deadline does not consume the future: it still resolves and can be
 	// waited on again.
-	p.s.completeOne(verbs.WC{}, nil, 0)
+	p.s.CompleteOne(verbs.WC{}, nil, 0)
 	if _, err := f.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestFutureThenAndDone(t *testing.T) {
 	p, f := NewPromise(1, exec)
 	got := make(chan error, 1)
 	f.Then(func(_ Completion, err error) { got <- err })
-	p.s.completeOne(verbs.WC{}, verbs.ErrFlushed, 0)
+	p.s.CompleteOne(verbs.WC{}, verbs.ErrFlushed, 0)
 	if err := <-got; !errors.Is(err, verbs.ErrFlushed) || exec.n != 1 {
 		t.Fatalf("%v, %d tasks", err, exec.n)
 	}
@@ -73,7 +73,7 @@ func TestFutureThenAndDone(t *testing.T) {
 		t.Fatal("Done closed before the operation completed")
 	default:
 	}
-	p2.s.completeOne(verbs.WC{}, nil, 0)
+	p2.s.CompleteOne(verbs.WC{}, nil, 0)
 	<-done
 	if err := f2.Err(); err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestFutureRecycleRace(t *testing.T) {
 			defer wg.Done()
 			for i := range 5000 {
 				p, f := NewPromise(1, nil)
-				go p.s.completeOne(verbs.WC{ByteLen: uint32(i)}, nil, 0)
+				go p.s.CompleteOne(verbs.WC{ByteLen: uint32(i)}, nil, 0)
 				if i%2 == 0 {
 					<-f.Done()
 				}
@@ -112,8 +112,8 @@ func TestFutureRecycleRace(t *testing.T) {
 }
 
 func TestFailedFuture(t *testing.T) {
-	f := Failed(ErrClosed, nil)
-	if _, err := f.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+	f := Failed(verbs.ErrClosed, nil)
+	if _, err := f.Wait(context.Background()); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatal(err)
 	}
 }
@@ -137,7 +137,7 @@ func TestFutureReadersRaceWait(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := f.Result(); !errors.Is(err, ErrPending) && !errors.Is(err, ErrReleased) && !errors.Is(err, ErrClosed) {
+				if _, err := f.Result(); !errors.Is(err, ErrPending) && !errors.Is(err, ErrReleased) && !errors.Is(err, verbs.ErrClosed) {
 					t.Errorf("Result: %v", err)
 				}
 				_ = f.Err()
@@ -151,8 +151,8 @@ func TestFutureReadersRaceWait(t *testing.T) {
 				runtime.Gosched()
 			}
 		}()
-		go p.Fail(ErrClosed)
-		if _, err := f.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+		go p.Fail(verbs.ErrClosed)
+		if _, err := f.Wait(context.Background()); !errors.Is(err, verbs.ErrClosed) {
 			t.Fatalf("Wait: %v", err)
 		}
 		// The state goes to the next operation, still pending while the

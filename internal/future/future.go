@@ -1,4 +1,4 @@
-package qpactor
+package future
 
 import (
 	"context"
@@ -48,17 +48,17 @@ const (
 	stateDone
 )
 
-// futState is the pooled, recycled state behind a Future. gen changes each
+// State is the pooled, recycled state behind a Future. gen changes each
 // time the state is recycled, so a stale Future handle is detected.
 //
 // The submitting goroutine and the resolving one (poller or actor) run on
 // different cores, so every cache line they both write moves twice per
 // operation. The fields every operation touches therefore share the first
 // line; the second holds what is set once per state or only when asked
-// for (Done, Then), and release and newFuture leave it alone unless it
+// for (Done, Then), and release and New leave it alone unless it
 // changed. The size is padded to 128 bytes: the allocator's size class
 // for it aligns each state to 128, so the first line is one line.
-type futState struct {
+type State struct {
 	// First line: every operation. The 4-byte counters are sync/atomic's:
 	// go.uber.org/atomic's carry a zero-size func array that pads each to
 	// 8 bytes, and the line has no room for that.
@@ -94,18 +94,18 @@ type futState struct {
 	stopCancel func() bool // unwatches the context (context.AfterFunc's stop)
 }
 
-// Claims of a queued operation (futState.claim).
+// Claims of a queued operation (State.claim).
 const (
 	claimOpen uint32 = iota
 	claimTaken
 	claimCancelled
 )
 
-var futPool = sync.Pool{New: func() any { return &futState{wake: make(chan int64, 1)} }}
+var futPool = sync.Pool{New: func() any { return &State{wake: make(chan int64, 1)} }}
 
-// newFuture takes a state from the pool for an operation of n WRs.
-func newFuture(n int, exec Executor) (*futState, Future) {
-	s := futPool.Get().(*futState)
+// New takes a state from the pool for an operation of n WRs.
+func New(n int, exec Executor) (*State, Future) {
+	s := futPool.Get().(*State)
 	s.pending.Store(int32(n))
 	if s.exec != exec {
 		s.exec = exec
@@ -119,8 +119,8 @@ func newFuture(n int, exec Executor) (*futState, Future) {
 // Failed returns a future already failed with err: for operations rejected
 // before they reach a queue.
 func Failed(err error, exec Executor) Future {
-	s, f := newFuture(1, exec)
-	s.completeOne(verbs.WC{}, err, 0)
+	s, f := New(1, exec)
+	s.CompleteOne(verbs.WC{}, err, 0)
 	return f
 }
 
@@ -128,23 +128,23 @@ func Failed(err error, exec Executor) Future {
 // submitted: a layer that queues operations itself (as the runtime queues
 // sends waiting for receive credits) hands the Future out at once and
 // submits the Promise later, or fails it.
-type Promise struct{ s *futState }
+type Promise struct{ s *State }
 
 // NewPromise returns a promise for an operation of n WRs and its future.
 func NewPromise(n int, exec Executor) (Promise, Future) {
-	s, f := newFuture(n, exec)
+	s, f := New(n, exec)
 	return Promise{s}, f
 }
 
 // Fail resolves every WR of the promise with err. Use it only for a promise
 // that was never submitted.
-func (p Promise) Fail(err error) { p.s.failN(err, int(p.s.pending.Load())) }
+func (p Promise) Fail(err error) { p.s.FailN(err, int(p.s.pending.Load())) }
 
 // cancel resolves a still-queued operation of the handle generation gen
 // with err, unless the actor took it first (or the handle was released),
 // and reports whether it did. The state is then never recycled: the
 // actor's submission still points at it, and finds it cancelled.
-func (s *futState) cancel(gen uint64, err error) bool {
+func (s *State) cancel(gen uint64, err error) bool {
 	s.mu.Lock()
 	if s.gen.Load() != gen || !s.claim.CompareAndSwap(claimOpen, claimCancelled) {
 		s.mu.Unlock()
@@ -152,7 +152,7 @@ func (s *futState) cancel(gen uint64, err error) bool {
 	}
 	s.unpooled = true
 	s.mu.Unlock()
-	s.failN(err, int(s.pending.Load()))
+	s.FailN(err, int(s.pending.Load()))
 	return true
 }
 
@@ -160,7 +160,7 @@ func (s *futState) cancel(gen uint64, err error) bool {
 // one resolves the future, and reports true (for the futures-pending
 // count). It is called exactly once per WR, by the poller that owns the
 // QP's completions or by the actor for a WR it never posted.
-func (s *futState) completeOne(wc verbs.WC, err error, value uint64) bool {
+func (s *State) CompleteOne(wc verbs.WC, err error, value uint64) bool {
 	if err != nil {
 		if s.failed.CompareAndSwap(false, true) {
 			s.err = err
@@ -205,14 +205,14 @@ func (s *futState) completeOne(wc verbs.WC, err error, value uint64) bool {
 	return true
 }
 
-func (s *futState) result() (Completion, error) {
+func (s *State) result() (Completion, error) {
 	if s.failed.Load() {
 		return Completion{}, s.err
 	}
 	return Completion{Opcode: s.opcode, ByteLen: s.byteLen, Value: s.value, WRs: int(s.wrs)}, nil
 }
 
-func (s *futState) runThen(fn func(Completion, error)) {
+func (s *State) runThen(fn func(Completion, error)) {
 	comp, err := s.result()
 	task := func() {
 		defer s.release()
@@ -225,7 +225,7 @@ func (s *futState) runThen(fn func(Completion, error)) {
 
 // release recycles the state. A Done channel that was handed out is not
 // reused: a new one is made the next time someone asks.
-func (s *futState) release() {
+func (s *State) release() {
 	s.mu.Lock()
 	s.gen.Inc()
 	if s.unpooled {
@@ -236,7 +236,7 @@ func (s *futState) release() {
 		s.stopCancel = nil
 		s.claim.Store(claimOpen)
 	}
-	// The second line is written only when it changed (see futState).
+	// The second line is written only when it changed (see State).
 	if s.done != nil {
 		s.done = nil
 	}
@@ -269,9 +269,9 @@ func (s *futState) release() {
 // generation and reads the outcome under the state's lock, which the
 // recycling takes too.
 type Future struct {
-	s   *futState
+	s   *State
 	gen uint64
-	a   *Actor // whose CQ Wait may poll (Config.WaitPoll); nil for a bare promise's
+	w   Waiter // polls the CQ while Wait waits; nil for a bare promise's
 }
 
 func (f Future) live() bool { return f.s != nil && f.s.gen.Load() == f.gen }
@@ -290,8 +290,8 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 	s := f.s
 	ready := func() bool { return s.state.Load() == stateDone }
 	var spun bool
-	if f.a != nil {
-		spun = f.a.WaitUntil(ready)
+	if f.w != nil {
+		spun = f.w.WaitFor(s)
 	} else {
 		spun = sched.YieldUntil(ready)
 	}
@@ -409,4 +409,83 @@ func (f Future) Release() {
 	}
 	s.mu.Unlock()
 	s.release()
+}
+
+// Waiter is what a Future's Wait polls while it waits, before it parks:
+// the actor whose completions the future waits for (its WaitUntil).
+type Waiter interface {
+	// WaitFor polls until s is resolved or the wait window ends, and
+	// reports whether s was resolved. It takes the state, not a closure,
+	// so that a dynamic call lets nothing escape to the heap.
+	WaitFor(s *State) bool
+}
+
+// Resolved reports whether the operation has completed.
+func (s *State) Resolved() bool { return s.state.Load() == stateDone }
+
+// WithWaiter returns f whose Wait polls through w.
+func (f Future) WithWaiter(w Waiter) Future {
+	f.w = w
+	return f
+}
+
+// State returns the state behind a promise, for the actor that queues it.
+func (p Promise) State() *State { return p.s }
+
+// Recycle gives the state back to the pool: for a submission that never
+// reached a queue, whose future nobody holds.
+func (s *State) Recycle() { s.release() }
+
+// SetHold sets the use of the operation's memory given back once its last
+// WR is done.
+func (s *State) SetHold(h *Hold) { s.hold = h }
+
+// TakeHold returns the hold and clears it.
+func (s *State) TakeHold() *Hold {
+	h := s.hold
+	s.hold = nil
+	return h
+}
+
+// WRs returns how many WRs the operation has.
+func (s *State) WRs() int { return int(s.wrs) }
+
+// FailN fails n WRs of the operation that were never posted and reports
+// whether that resolved the future.
+func (s *State) FailN(err error, n int) (resolved bool) {
+	for range n {
+		resolved = s.CompleteOne(verbs.WC{}, err, 0)
+	}
+	return resolved
+}
+
+// Watched reports whether the end of the operation's context is watched
+// (WatchContext) while it is queued.
+func (s *State) Watched() bool { return s.stopCancel != nil }
+
+// Take claims a watched operation for the queue's consumer, which then
+// posts or fails it, and stops the watch. It reports false when the
+// context's end claimed it first: the watch resolves it, and the consumer
+// only drops it.
+func (s *State) Take() bool {
+	taken := s.claim.CompareAndSwap(claimOpen, claimTaken)
+	s.stopCancel()
+	return taken
+}
+
+// CancelledWhileQueued reports whether the watch on a watched operation's
+// context resolved it.
+func (s *State) CancelledWhileQueued() bool { return s.claim.Load() == claimCancelled }
+
+// WatchContext fails the queued operation when ctx ends, unless the
+// consumer took it first (Take): with failure(ctx.Err()) as its error, and
+// then calls cancelled (to wake the consumer, which drops it). The state
+// is then never recycled: the consumer's queue still points at it.
+func (s *State) WatchContext(ctx context.Context, failure func(error) error, cancelled func()) {
+	gen := s.gen.Load()
+	s.stopCancel = context.AfterFunc(ctx, func() {
+		if s.cancel(gen, failure(ctx.Err())) {
+			cancelled()
+		}
+	})
 }
