@@ -6,5 +6,5 @@
 // synchronization at all, the limit of the provider.
 //
 // The package has no API; its tests are the harness. README.md gives the
-// command, what each variant measures and the numbers last measured.
+// commands, what each variant measures and the results table.
 package bench

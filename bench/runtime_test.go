@@ -11,10 +11,8 @@ import (
 )
 
 // runtimeOpts are the runtime settings the benchmarks run with: the send
-// queue of the other variants, and otherwise the defaults (one poller, the
-// Adaptive policy, a 50 µs spin), what a user gets. A 200 µs spin, which
-// the runtime needed before its actors drove their own CQs, measured the
-// same as the default since (README.md).
+// queue of the other variants, and otherwise the defaults, what a user
+// gets.
 func runtimeOpts() []vrt.Option {
 	return []vrt.Option{vrt.WithSendQueueDepth(sqDepth)}
 }
@@ -109,7 +107,8 @@ var pipelineDepths = []int{128, 8}
 // in flight, slot i%depth's write waiting for that slot's previous one,
 // and returns once all have completed.
 func (v *viaRuntime) pipeline(ops, depth int) error {
-	// Generous: no write takes 10 µs on soft, so a run past this lost one.
+	// Generous: a write on soft completes far sooner than 10 µs, so a run
+	// past this lost one.
 	ctx, cancel := context.WithTimeout(context.Background(), stallLimit+time.Duration(ops)*10*time.Microsecond)
 	defer cancel()
 	inflight := make([]vrt.Future, depth)

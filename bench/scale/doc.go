@@ -6,9 +6,9 @@
 //	go run ./bench/scale -pairs 1,100,1000,5000 -memlimit 3GiB
 //
 // For each number of pairs N in -pairs, the program runs a child process
-// of its own (it starts itself again), so that a process that dies, as one
-// did of "fatal error: thread exhaustion" when every endpoint kept an OS
-// thread, takes only its own row down: the parent prints that N died, how
+// of its own (it starts itself again), so that a process that dies (of
+// "fatal error: thread exhaustion", say, where every endpoint keeps an OS
+// thread) takes only its own row down: the parent prints that N died, how
 // far it got and why (from the child's stderr), and goes on with the next.
 //
 // A child makes two runtimes with default options (the default soft
@@ -36,20 +36,20 @@
 //     right after it connected (with N > 1) and again at the end with the
 //     other N-1 idle: the same pair in the same process, so that nothing
 //     but the idle endpoints differs (the ratios against the baseline row
-//     compare two processes, whose round trips differ by up to a third from
-//     one run to the next). Its time is not counted as setup; what its
-//     operations grew (the first pair's arrays) is in heap/ep, 0.006 KiB
-//     an endpoint at 5,000 pairs;
+//     compare two processes, whose round trips differ from one run to the
+//     next). Its time is not counted as setup; what its operations grew
+//     (the first pair's arrays) is in heap/ep, a negligible share at large
+//     N;
 //   - setup: the time of each pair's Dial and Accept together; the mean of
 //     the first and of the last tenth of the pairs, and their ratio;
 //   - close/pair: the time both runtimes' Close took, over N;
 //   - load: the machine's load average over the minute before the
 //     latencies, since other work on the machine shows in all of them;
 //   - core-to-core: a cache line's round trip between two locked threads
-//     (benchkit.CoreToCore) before and after the latencies. The 2-vCPU
-//     development VM has two modes, ~55 and ~310 ns, that change between
-//     runs, and the runtime's SEND/Recv round trip doubles in the slow one:
-//     a ratio between rows in different modes measures the machine.
+//     (benchkit.CoreToCore) before and after the latencies. A virtual
+//     machine may have two modes, fast and slow, that change between runs,
+//     and the runtime's SEND/Recv round trip moves with them: a ratio
+//     between rows in different modes measures the machine.
 //
 // The first N of -pairs is the baseline of the latency ratios printed
 // beside each latency: run it with 1 first to compare against one pair.
@@ -66,7 +66,7 @@
 // each (-warmup and -ops of WRITE+Wait, then of SEND/Recv, on the active
 // pair), the order reversed from block to block, B blocks in all. Blocks
 // side by side ran milliseconds apart, on the same machine, while the
-// other children idled (under 1% of a core). The run ends with each N's
+// other children idled. The run ends with each N's
 // block-by-block ratios to the baseline: their median and 10th-90th
 // percentiles. Listing an N twice (-pairs 1,5000,1) shows how far two
 // children of the same N differ by this measure:
@@ -86,8 +86,8 @@
 // with the pairs idle.
 //
 // -parked gives both runtimes WithParkedActors, in which an idle actor
-// keeps its goroutine and its OS thread, as every actor did before issue
-// 12: the comparison, and the way to see a child die of thread exhaustion.
+// keeps its goroutine and its OS thread: the comparison with actors that
+// end when idle, and the way to see a child die of thread exhaustion.
 //
 // A child that fails or dies (or outlives -timeout) gets a row saying so
 // and the run goes on; the program exits 0 unless it could not run at

@@ -311,7 +311,8 @@ func (w *headWriter) String() string {
 // to the next; then they end one after another. The machine's speed
 // drifts over seconds (see benchkit.CoreToCore), and a block lasts
 // milliseconds: blocks side by side ran on the same machine. While one
-// child measures, the others idle, which costs under 1% of a core.
+// child measures, the others idle, which the idle-CPU column shows to be
+// small.
 func runInterleaved(ctx context.Context, self string, cfg config, round int, log io.Writer) []outcome {
 	log = &lockedWriter{w: log} // the children's readers share it
 	var children, live []*child

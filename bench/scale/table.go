@@ -127,9 +127,9 @@ func (t *table) row(o outcome) {
 // medians prints, after several rounds, each N's latencies as the median
 // over the rounds and its ratio to the median of the baseline's; then the
 // ratios of every round, sorted, where one machine's noise shows: the
-// baseline's SEND/Recv p50 alone ranged 2.0-5.9 µs over runs of an hour,
-// with the machine's core-to-core round trip (benchkit.CoreToCore), so
-// the ratios of rounds whose two rows ran in one mode are listed apart.
+// baseline's own SEND/Recv p50 moves with the machine's core-to-core round
+// trip (benchkit.CoreToCore), so the ratios of rounds whose two rows ran
+// in one mode are listed apart.
 func (t *table) medians() {
 	if t.cfg.rounds < 2 || len(t.results) == 0 {
 		return
@@ -183,7 +183,7 @@ func (t *table) medians() {
 // over all rounds: each block's p50 against the p50 of the baseline's
 // block beside it in time, the median of those ratios and their 10th and
 // 90th percentiles. Blocks side by side ran milliseconds apart, so the
-// machine's drift, which moves the p50s of whole runs 2x, cancels out.
+// machine's drift, which moves the p50s of whole runs, cancels out.
 func (t *table) blockRatios() {
 	if t.cfg.interleave == 0 || len(t.results) == 0 {
 		return

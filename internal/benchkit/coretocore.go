@@ -10,13 +10,13 @@ import (
 // two goroutines, each locked to its thread, hand a counter back and forth,
 // spinning, in batches of n round trips; the fastest of the batches
 // counts, since a batch in which the Go scheduler or the OS took a
-// thread away (another goroutine of a busy process) measures that instead. It is the floor under any latency that crosses
-// cores, and it is not one figure on a virtual machine: on the 2-vCPU
-// development VM it read 64-108 ns in some runs and 336-379 ns in others
-// a few seconds apart (where the host ran the two vCPUs), and a SEND/Recv
-// round trip of the runtime, a dozen such transfers, read 2.5 or 5.5 µs
-// with it. Benchmarks print it beside latencies they compare across runs,
-// so that a ratio between two runs in different modes is seen for what it
+// thread away (another goroutine of a busy process) measures that
+// instead. It is the floor under any latency that crosses cores, and it
+// is not one figure on a virtual machine: where the host runs the two
+// vCPUs changes it several times over from one run to the next, and a
+// SEND/Recv round trip of the runtime, a dozen such transfers, moves with
+// it. Benchmarks print it beside latencies they compare across runs, so
+// that a ratio between two runs in different modes is seen for what it
 // is. It returns 0 with fewer than 2 Ps, where the two could not spin at
 // once.
 func CoreToCore(n int) time.Duration {

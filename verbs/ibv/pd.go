@@ -137,7 +137,7 @@ func (m *mr) destroy() error {
 //
 // libibverbs providers read the AH while ibv_post_send writes a WR naming
 // it into the send queue, so the C object must outlive every post that
-// names it: a concurrent Close used to free it between fill and the post.
+// names it, or a concurrent Close could free it between fill and the post.
 // A post holds a use of the
 // AH from before it writes the WR until ibv_post_send returns; Close marks
 // the AH closing, which makes later posts fail, waits for the uses in

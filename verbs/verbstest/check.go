@@ -17,8 +17,7 @@ import (
 
 // quiet is how long a check that something does NOT happen waits: far
 // longer than a completion or a packet takes on any device the suite runs
-// on, emulated Soft-RoCE included (the rxevm probe saw completions within
-// 2 ms and used 300-1000 ms windows the same way).
+// on, emulated Soft-RoCE included.
 const quiet = 300 * time.Millisecond
 
 // backoff paces a polling loop: it yields at first (the soft provider runs
