@@ -86,17 +86,26 @@ func (v *viaRuntime) connect(tb testing.TB) *vrt.Endpoint {
 func (v *viaRuntime) write(ctx context.Context, slot int) error {
 	_, err := v.cli.Write(ctx, v.locals[slot], v.remotes[slot]).Wait(ctx)
 	if err != nil {
-		a := v.cli.Actor()
-		return fmt.Errorf("write: %w (actor: %d PostSends, %d WRs posted, %d outstanding)",
-			err, a.Stats().PostCalls.Load(), a.Stats().WRsPosted.Load(), a.Outstanding())
+		st := v.cli.Stats()
+		return fmt.Errorf("write: %w (endpoint: %d PostSends, %d WRs posted, %d outstanding)",
+			err, st.PostCalls, sum(st.WRsPosted[:]), st.InflightWRs)
 	}
 	return nil
 }
 
 // stats returns the endpoint actor's doorbells and WRs so far.
 func (v *viaRuntime) stats() postStats {
-	s := v.cli.Actor().Stats()
-	return postStats{calls: s.PostCalls.Load(), wrs: s.WRsPosted.Load(), runs: v.rt.Stats().ActorRuns}
+	s := v.cli.Stats()
+	return postStats{calls: s.PostCalls, wrs: sum(s.WRsPosted[:]), runs: v.rt.Stats().ActorRuns}
+}
+
+// sum adds counters up.
+func sum(counts []uint64) uint64 {
+	var n uint64
+	for _, c := range counts {
+		n += c
+	}
+	return n
 }
 
 // pipelineDepths are how many writes the pipelined variants keep in

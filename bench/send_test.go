@@ -112,14 +112,14 @@ func connectPair(tb testing.TB, rt *vrt.Runtime) (cli, srv *vrt.Endpoint) {
 // send sends the caller's slot as one message and waits for its future.
 func (s *sendPair) send(ctx context.Context, caller int) error {
 	if _, err := s.cli.Send(ctx, s.locals[caller]).Wait(ctx); err != nil {
-		a := s.cli.Actor()
-		return fmt.Errorf("send: %w (actor: %d PostSends, %d WRs posted, %d outstanding, %d peer credits)",
-			err, a.Stats().PostCalls.Load(), a.Stats().WRsPosted.Load(), a.Outstanding(), a.PeerCredits())
+		st := s.cli.Stats()
+		return fmt.Errorf("send: %w (endpoint: %d PostSends, %d WRs posted, %d outstanding, %d peer credits)",
+			err, st.PostCalls, sum(st.WRsPosted[:]), st.InflightWRs, st.RecvCredits)
 	}
 	return nil
 }
 
 func (s *sendPair) stats() postStats {
-	st := s.cli.Actor().Stats()
-	return postStats{calls: st.PostCalls.Load(), wrs: st.WRsPosted.Load(), runs: s.rt.Stats().ActorRuns}
+	st := s.cli.Stats()
+	return postStats{calls: st.PostCalls, wrs: sum(st.WRsPosted[:]), runs: s.rt.Stats().ActorRuns}
 }

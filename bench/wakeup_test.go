@@ -12,15 +12,13 @@ import (
 // caller writes 64 bytes and waits, then stays away for idleGap, past the
 // actor's and the poller's spin windows, so each write wakes both. One op is
 // one such write; wake-ns/op is its latency alone (the gap excluded).
-// exit: the default, an idle actor's goroutine ends and the write starts a
-// new one; park: WithParkedActors, the actor parks locked to its thread
-// and the write unparks it. Both in one run.
+// An idle actor's goroutine ends and the write starts a new one.
 func BenchmarkWakeup(b *testing.B) {
 	const idleGap = 500 * time.Microsecond
 	for _, mode := range []struct {
 		name string
 		opts []vrt.Option
-	}{{"exit", nil}, {"park", []vrt.Option{vrt.WithParkedActors()}}} {
+	}{{"exit", nil}} {
 		b.Run(mode.name, func(b *testing.B) {
 			v := newViaRuntime(b, 1, append(runtimeOpts(), mode.opts...)...)
 			ctx := context.Background()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net"
 	"sync"
 	stdatomic "sync/atomic"
 	"time"
@@ -113,7 +112,11 @@ type Config struct {
 	// Scratch must hold 8 bytes per send-queue slot (ScratchSize).
 	Scratch  Scratch
 	Executor future.Executor
-	Logger   *slog.Logger
+	// WrapError, when set, wraps the error of every failed operation the
+	// actor resolves: op is the operation (a batch's first), batch the
+	// number of WRs its future covers when more than one.
+	WrapError func(op *Op, batch int, err error) error
+	Logger    *slog.Logger
 }
 
 // Driver lets an actor handle its own completions while it is awake: it
@@ -298,12 +301,11 @@ type Actor struct {
 	retired []retiredWR // kept for the next call: it grows to the most a call retired
 	head    uint64
 
-	stats  Stats
-	lat    sampler  // post times of the WRs sampled for latency
-	local  net.Addr // the connection's ends, for errors (SetAddrs)
-	remote net.Addr
-	driver Driver // set before Start, or nil
-	done   chan struct{}
+	stats     Stats
+	lat       sampler                                  // post times of the WRs sampled for latency
+	wrapError func(op *Op, batch int, err error) error // Config.WrapError
+	driver    Driver                                   // set before Start, or nil
+	done      chan struct{}
 }
 
 // Stats are counters the actor keeps for metrics. Read them with Load.
@@ -331,7 +333,7 @@ func New(cfg Config) (*Actor, error) {
 		return nil, fmt.Errorf("qpactor: scratch of %d bytes, need %d", len(cfg.Scratch.Bytes), ScratchSize(depth))
 	}
 	a := &Actor{
-		id: cfg.ID, qp: cfg.QP, sqDepth: int32(depth), exec: cfg.Executor, log: cfg.Logger,
+		id: cfg.ID, qp: cfg.QP, sqDepth: int32(depth), exec: cfg.Executor, log: cfg.Logger, wrapError: cfg.WrapError,
 		spin: cfg.Spin, inline: cfg.InlinePost && !cfg.Park, scratch: cfg.Scratch,
 		waitPollMicros: waitPollMicros(cfg.WaitPoll),
 		limits:         verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},

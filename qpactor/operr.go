@@ -1,104 +1,8 @@
 package qpactor
 
 import (
-	"errors"
-	"fmt"
-	"net"
-	"strings"
-
 	"github.com/verbsrt/verbsrt/verbs"
 )
-
-// OpError is the error of a failed operation, in the manner of
-// net.OpError: which operation, on which connection, towards which remote
-// memory, and why. errors.Is and errors.As reach the cause through Unwrap:
-// a *verbs.WCError (errors.Is(err, verbs.ErrRemoteAccess), ...), a
-// *verbs.WRError for a rule of ibv_post_send(3) broken, ErrClosed, the
-// operation's context's error, the endpoint's end (ErrPeerClosed, ...).
-type OpError struct {
-	// Op is the operation: "write", "read", "send", "send-with-imm",
-	// "write-with-imm", "compare-and-swap", "fetch-and-add".
-	Op string
-	// Batch is the size of the batch the operation belonged to (Post), 0
-	// for one submitted alone.
-	Batch int
-	// Local and Remote are the connection's two ends, when known.
-	Local, Remote net.Addr
-	// RemoteAddr and RKey are the remote memory of an RDMA or atomic
-	// operation (zero for a send).
-	RemoteAddr uint64
-	RKey       uint32
-	// Len is the number of local bytes the operation carried.
-	Len uint32
-	Err error
-}
-
-func (e *OpError) Error() string {
-	var b strings.Builder
-	b.WriteString("verbsrt: ")
-	b.WriteString(e.Op)
-	if e.Len > 0 {
-		fmt.Fprintf(&b, " of %d bytes", e.Len)
-	}
-	if e.RKey != 0 || e.RemoteAddr != 0 {
-		fmt.Fprintf(&b, " at %#x (rkey %#x)", e.RemoteAddr, e.RKey)
-	}
-	if e.Batch > 1 {
-		fmt.Fprintf(&b, " in a batch of %d", e.Batch)
-	}
-	if e.Local != nil || e.Remote != nil {
-		fmt.Fprintf(&b, " on %s->%s", addrString(e.Local), addrString(e.Remote))
-	}
-	b.WriteString(": ")
-	b.WriteString(causeString(e.Err))
-	return b.String()
-}
-
-func (e *OpError) Unwrap() error { return e.Err }
-
-func addrString(a net.Addr) string {
-	if a == nil {
-		return "?"
-	}
-	return a.String()
-}
-
-// causeString words the cause without what OpError already says: a work
-// completion's status without its wr_id (the runtime's bookkeeping, not
-// the application's), other errors without their package prefix.
-func causeString(err error) string {
-	if err == nil {
-		return "<nil>"
-	}
-	var wce *verbs.WCError
-	if errors.As(err, &wce) && error(wce) == err {
-		return fmt.Sprintf("%s (%s, vendor_err %#x)", wce.Status, wce.Status.Name(), wce.VendorErr)
-	}
-	s := err.Error()
-	for _, prefix := range []string{"verbsrt: ", "verbs: "} {
-		s = strings.TrimPrefix(s, prefix)
-	}
-	return s
-}
-
-// opNames names the opcodes operations use.
-var opNames = map[verbs.Opcode]string{
-	verbs.OpWrite:          "write",
-	verbs.OpWriteImm:       "write-with-imm",
-	verbs.OpSend:           "send",
-	verbs.OpSendImm:        "send-with-imm",
-	verbs.OpRead:           "read",
-	verbs.OpAtomicCmpSwp:   "compare-and-swap",
-	verbs.OpAtomicFetchAdd: "fetch-and-add",
-}
-
-// OpName returns the name OpError gives an operation of opcode o.
-func OpName(o verbs.Opcode) string {
-	if n, ok := opNames[o]; ok {
-		return n
-	}
-	return strings.ToLower(o.String())
-}
 
 // opInfo is what an OpError says of one operation.
 type opInfo struct {
@@ -112,39 +16,20 @@ func infoOf(op *Op) opInfo {
 	return opInfo{opcode: op.Opcode, remoteAddr: op.Remote.RemoteAddr, rkey: op.Remote.RKey, length: op.Local.Length}
 }
 
-// SetAddrs names the connection's two ends in the actor's errors. Call it
-// before Start.
-func (a *Actor) SetAddrs(local, remote net.Addr) { a.local, a.remote = local, remote }
-
 // opError wraps err, the failure of the operation op of a future covering
-// wrs WRs, as an *OpError; nil stays nil, and an *OpError is not wrapped
-// twice.
+// wrs WRs, with Config.WrapError; nil stays nil.
 func (a *Actor) opError(op opInfo, wrs int, err error) error {
-	if err == nil {
-		return nil
-	}
-	var oe *OpError
-	if errors.As(err, &oe) {
+	if err == nil || a.wrapError == nil {
 		return err
 	}
-	e := &OpError{Op: OpName(op.opcode), Local: a.local, Remote: a.remote,
-		RemoteAddr: op.remoteAddr, RKey: op.rkey, Len: op.length, Err: err}
-	if wrs > 1 {
-		e.Batch = wrs
-	}
-	return e
+	o := Op{Opcode: op.opcode, Local: verbs.SGE{Length: op.length}}
+	o.Remote.RemoteAddr, o.Remote.RKey = op.remoteAddr, op.rkey
+	return a.wrapError(&o, wrs, err)
 }
 
-// submissionError wraps err as the *OpError of the queued submission s
-// (its first op, and its size when a batch).
+// submissionError wraps err as the error of the queued submission s (its
+// first op, and its size when a batch).
 func (a *Actor) submissionError(s *submission, err error) error {
 	ops := s.ops()
 	return a.opError(infoOf(&ops[0]), len(ops), err)
-}
-
-// OpError wraps err as the *OpError of op, submitted alone (batch 0) or
-// in a batch of that many WRs: for failures found before op reaches the
-// actor.
-func (a *Actor) OpError(op *Op, batch int, err error) error {
-	return a.opError(infoOf(op), batch, err)
 }

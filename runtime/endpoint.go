@@ -17,13 +17,6 @@ import (
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// Future is the result of an operation: Wait(ctx), Done(), Err(), Then(fn).
-// See future.Future.
-type Future = future.Future
-
-// Completion is what a successful operation reports.
-type Completion = future.Completion
-
 // Endpoint is one end of an RC connection. Every method may be called from
 // any goroutine; operations are posted by the endpoint's actor and complete
 // through its poller.
@@ -132,7 +125,7 @@ func (ep *Endpoint) setup() error {
 	}
 	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: wrid.ActorID(rt.nextID.Inc()), SendDepth: depth,
 		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Park: rt.cfg.parkActors, Executor: rt.pool,
-		InlinePost: rt.cfg.inlinePost, WaitPoll: rt.cfg.waitPoll,
+		InlinePost: rt.cfg.inlinePost, WaitPoll: rt.cfg.waitPoll, WrapError: ep.opError,
 		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
 	if err != nil {
 		return err
@@ -166,7 +159,6 @@ func (ep *Endpoint) run(peer hello) error {
 	}
 	ep.peerMsgSize = peer.MsgSize
 	ep.remote = Addr{GID: peer.gid, QPN: peer.QPN}
-	ep.actor.SetAddrs(ep.LocalAddr(), ep.RemoteAddr())
 	if err := rt.register(ep); err != nil {
 		return err
 	}
@@ -216,20 +208,10 @@ func (ep *Endpoint) PeerMessageSize() int { return ep.peerMsgSize }
 // QPN returns the endpoint's QP number.
 func (ep *Endpoint) QPN() uint32 { return ep.qp.QPN() }
 
-// Actor returns the endpoint's actor (for statistics).
-func (ep *Endpoint) Actor() *qpactor.Actor { return ep.actor }
-
-// QP returns the endpoint's QP, for statistics and fault injection. Posting
-// to it directly bypasses the actor and breaks its accounting.
-func (ep *Endpoint) QP() verbs.QP { return ep.qp }
-
-// CQ returns the endpoint's CQ, for statistics and fault injection.
-func (ep *Endpoint) CQ() verbs.CQ { return ep.cq }
-
 // failed returns a future failed with err, the failure of op (of a batch
 // of that many ops, 0 alone) before it reached the actor's queue.
 func (ep *Endpoint) failed(op *qpactor.Op, batch int, err error) Future {
-	return future.Failed(ep.actor.OpError(op, batch, err), ep.rt.pool)
+	return Future{future.Failed(ep.opError(op, batch, err), ep.rt.pool)}
 }
 
 func (ep *Endpoint) submit(ctx context.Context, op *qpactor.Op) Future {
@@ -237,7 +219,7 @@ func (ep *Endpoint) submit(ctx context.Context, op *qpactor.Op) Future {
 	if err != nil {
 		return ep.failed(op, 0, ep.mapErr(err))
 	}
-	return f
+	return Future{f}
 }
 
 // mapErr turns an actor error into what the endpoint reports.
@@ -423,7 +405,7 @@ func (ep *Endpoint) toOp(op *Op) (qpactor.Op, error) {
 // (receive credits).
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
-		return future.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)
+		return Future{future.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)}
 	}
 	qops := make([]qpactor.Op, len(ops))
 	for i := range ops {
@@ -441,7 +423,7 @@ func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if err != nil {
 		return ep.failed(&qops[0], len(ops), ep.mapErr(err))
 	}
-	return f
+	return Future{f}
 }
 
 // check refuses what would fail the connection: a SEND larger than the

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 
 	"github.com/verbsrt/verbsrt/internal/future"
-	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -62,11 +61,6 @@ var (
 	// allow (doc.go, "Wire format").
 	ErrProtocol = errors.New("verbsrt: protocol error")
 )
-
-// OpError is the error of a failed operation: the operation, the
-// connection's two ends, the remote memory and length where they apply,
-// and the cause (Unwrap).
-type OpError = qpactor.OpError
 
 // Addr is one end of a connection: a GID and a QP number. It is a
 // net.Addr of network "rdma".

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -152,3 +153,27 @@ func RecvStateForTest(ep *Endpoint) string {
 		r.target, r.want, r.assigned, r.debt, r.held, r.unreported.Load(), r.waiting, r.dueLocked(),
 		r.pool.posted, r.pool.assigned, len(st.idle), len(st.waiting), ep.actor.PeerCredits(), ep.actor.Pending())
 }
+
+// Actor returns the endpoint's actor.
+func (ep *Endpoint) Actor() *qpactor.Actor { return ep.actor }
+
+// QP returns the endpoint's QP.
+func (ep *Endpoint) QP() verbs.QP { return ep.qp }
+
+// CQ returns the endpoint's CQ.
+func (ep *Endpoint) CQ() verbs.CQ { return ep.cq }
+
+// ArenaSize returns the registered memory the runtime has mapped.
+func (rt *Runtime) ArenaSize() int { return rt.alloc.mapped() }
+
+// Provider returns the runtime's provider.
+func (rt *Runtime) Provider() verbs.Provider { return rt.prov }
+
+// WithRNRRetry sets the QPs' rnr_retry (7, the default, retries forever):
+// tests set 0 to show that the credit protocol never lets a SEND meet an
+// empty receive queue.
+func WithRNRRetry(n uint8) Option { return func(c *config) { c.rnrRetry = n } }
+
+// WithParkedActors makes an idle endpoint's actor park its goroutine,
+// locked to its OS thread, instead of ending it.
+func WithParkedActors() Option { return func(c *config) { c.parkActors = true } }

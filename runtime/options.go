@@ -105,17 +105,6 @@ func WithMessageSize(n int) Option { return func(c *config) { c.msgSize = n } }
 // is locked: RLIMIT_MEMLOCK must allow what the runtime maps.
 func WithMemoryLimit(n int) Option { return func(c *config) { c.memLimit = n } }
 
-// WithRNRRetry sets the QPs' rnr_retry (default 7, retry forever). Sends
-// are credit-based and never meet an empty receive queue, so 0 works too.
-func WithRNRRetry(n uint8) Option { return func(c *config) { c.rnrRetry = n } }
-
-// WithParkedActors makes an idle endpoint's actor park its goroutine,
-// locked to its OS thread, instead of ending it (the default, in which an
-// idle endpoint holds no thread and no goroutine, and the next operation
-// starts its actor again). For comparison (bench/README.md); it costs an
-// OS thread per endpoint.
-func WithParkedActors() Option { return func(c *config) { c.parkActors = true } }
-
 // WithInlinePost sets whether an operation that finds its endpoint's actor
 // idle posts on the caller's goroutine (locked to its OS thread while it
 // posts, as the actor would be) instead of starting the actor on another

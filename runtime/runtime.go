@@ -178,9 +178,6 @@ func pickGID(c verbs.Context, port verbs.PortAttr, index int) (uint8, verbs.GID,
 	return 0, g, err
 }
 
-// Provider returns the provider the runtime runs on.
-func (rt *Runtime) Provider() verbs.Provider { return rt.prov }
-
 // Alloc returns n bytes of zeroed, registered memory from the runtime's
 // arena, which grows on demand up to WithMemoryLimit. No peer can reach it
 // until it is exposed (Buffer.Expose).
@@ -203,10 +200,6 @@ func (rt *Runtime) Register(mem []byte) (*Buffer, error) {
 	}
 	return rt.alloc.register(mem)
 }
-
-// ArenaSize returns the bytes of registered memory the arena has mapped so
-// far (at most WithMemoryLimit).
-func (rt *Runtime) ArenaSize() int { return rt.alloc.mapped() }
 
 func (rt *Runtime) isClosed() bool {
 	rt.mu.Lock()

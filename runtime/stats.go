@@ -15,18 +15,21 @@ import (
 // closes leaves its totals behind. Gauges (the int fields) are of the
 // endpoints connected now.
 type Stats struct {
+	Provider   string // the verbs provider's name ("soft", "ibv")
+	ArenaBytes int    // registered memory the runtime has mapped for Alloc, receive buffers and scratch
+
 	Endpoints int // connected endpoints
 
 	// Posting, counted by the actors once per drain.
-	PostCalls   uint64                           // PostSend calls (doorbells)
-	WRsPosted   [qpactor.OpcodeSlots]uint64      // by verbs.Opcode
-	PostBatches [qpactor.BatchBuckets]uint64     // PostSend calls by WRs posted: bucket i counts at most 1<<i, the last one more
-	OpLatency   [qpactor.OpcodeSlots]LatencyHist // by verbs.Opcode, 1 WR in qpactor.LatencySampleEvery
-	Cancelled   uint64                           // operations whose context ended before they were posted
-	ActorRuns   uint64                           // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
-	InlineRuns  uint64                           // drains a caller ran itself on finding the actor idle (WithInlinePost)
-	WaitsParked uint64                           // waits (Future.Wait, Recv) that spun without their result and parked
-	CreditOnly  uint64                           // the actors' SENDs of receive credits alone (reports, window requests, credits given back); in WRsPosted too
+	PostCalls   uint64                   // PostSend calls (doorbells)
+	WRsPosted   [opcodeSlots]uint64      // by verbs.Opcode
+	PostBatches [batchBuckets]uint64     // PostSend calls by WRs posted: bucket i counts at most 1<<i, the last one more
+	OpLatency   [opcodeSlots]LatencyHist // by verbs.Opcode, 1 WR in 64 sampled
+	Cancelled   uint64                   // operations whose context ended before they were posted
+	ActorRuns   uint64                   // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
+	InlineRuns  uint64                   // drains a caller ran itself on finding the actor idle (WithInlinePost)
+	WaitsParked uint64                   // waits (Future.Wait, Recv) that spun without their result and parked
+	CreditOnly  uint64                   // the actors' SENDs of receive credits alone (reports, window requests, credits given back); in WRsPosted too
 
 	// Completions, counted by the pollers.
 	Completions      [32]uint64 // by verbs.WCStatus, sends and receives
@@ -46,11 +49,18 @@ type Stats struct {
 	FuturesPending int // futures not yet resolved: queued, waiting for credits, or in flight
 }
 
+// The sizes of Stats' arrays: the actor's counters are copied into them.
+const (
+	opcodeSlots    = qpactor.OpcodeSlots
+	batchBuckets   = qpactor.BatchBuckets
+	latencyBuckets = qpactor.LatencyBuckets
+)
+
 // LatencyHist is a histogram of sampled operation latencies: Buckets[i]
 // counts the samples of at most 1<<i µs (not cumulative), the last bucket
 // the slower ones.
 type LatencyHist struct {
-	Buckets [qpactor.LatencyBuckets]uint64
+	Buckets [latencyBuckets]uint64
 	Sum     time.Duration
 }
 
@@ -100,13 +110,11 @@ func (rt *Runtime) Stats() Stats {
 	s := rt.counters.retired
 	for ep := range rt.endpoints {
 		s.Endpoints++
-		s.addCounters(ep.actor)
-		s.InflightWRs += ep.actor.Outstanding()
-		s.SQCredits += ep.actor.Credits()
-		s.FuturesPending += ep.actor.Pending()
-		s.RecvCredits += int(max(ep.actor.PeerCredits(), 0))
+		s.addEndpoint(ep)
 	}
 	rt.mu.Unlock()
+	s.Provider = rt.prov.Name()
+	s.ArenaBytes = rt.alloc.mapped()
 	rt.poolsMu.Lock()
 	if rt.recvStore != nil {
 		s.RecvPosted, s.RecvBuffers = rt.recvStore.stats(rt.pools)
@@ -126,6 +134,26 @@ func (rt *Runtime) Stats() Stats {
 	for i := range s.AsyncEvents {
 		s.AsyncEvents[i] = rt.counters.events[i].Load()
 	}
+	return s
+}
+
+// addEndpoint adds the counters and gauges of ep's actor.
+func (s *Stats) addEndpoint(ep *Endpoint) {
+	s.addCounters(ep.actor)
+	s.InflightWRs += ep.actor.Outstanding()
+	s.SQCredits += ep.actor.Credits()
+	s.FuturesPending += ep.actor.Pending()
+	s.RecvCredits += int(max(ep.actor.PeerCredits(), 0))
+}
+
+// Stats returns the endpoint's own posting counters and gauges: the
+// fields of Stats its actor keeps (PostCalls, WRsPosted, PostBatches,
+// OpLatency, Cancelled, ActorRuns, InlineRuns, WaitsParked, CreditOnly,
+// InflightWRs, SQCredits, RecvCredits, FuturesPending), with Endpoints 1.
+// Completions and receive buffers are counted per runtime only.
+func (ep *Endpoint) Stats() Stats {
+	s := Stats{Endpoints: 1, Provider: ep.rt.prov.Name()}
+	s.addEndpoint(ep)
 	return s
 }
 

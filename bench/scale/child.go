@@ -156,9 +156,6 @@ func newProbe(cfg config) (*probe, error) {
 	if cfg.memLimit > 0 {
 		opts = append(opts, runtime.WithMemoryLimit(cfg.memLimit))
 	}
-	if cfg.parked {
-		opts = append(opts, runtime.WithParkedActors())
-	}
 	p := &probe{cfg: cfg}
 	var err error
 	if p.srvRT, err = runtime.New(opts...); err != nil {
@@ -213,7 +210,7 @@ type usage struct {
 
 func (p *probe) usage() usage {
 	ms := benchkit.Settle()
-	return usage{heap: ms.HeapInuse, stack: ms.StackInuse, arena: p.cliRT.ArenaSize() + p.srvRT.ArenaSize()}
+	return usage{heap: ms.HeapInuse, stack: ms.StackInuse, arena: p.cliRT.Stats().ArenaBytes + p.srvRT.Stats().ArenaBytes}
 }
 
 func (p *probe) measure(ctx context.Context, n int, prof *phaseProfiler, progress func(string, ...any)) (result, error) {

@@ -85,10 +85,6 @@
 // apart; -memprofile writes a heap profile per N (heap.5000.out), taken
 // with the pairs idle.
 //
-// -parked gives both runtimes WithParkedActors, in which an idle actor
-// keeps its goroutine and its OS thread: the comparison with actors that
-// end when idle, and the way to see a child die of thread exhaustion.
-//
 // A child that fails or dies (or outlives -timeout) gets a row saying so
 // and the run goes on; the program exits 0 unless it could not run at
 // all. Run the large N once, on a machine as quiet as can be had.

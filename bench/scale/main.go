@@ -36,7 +36,6 @@ type config struct {
 	pause      time.Duration
 	idleCPU    time.Duration
 	memLimit   int // 0: the runtime's default
-	parked     bool
 	cpuProfile string
 	trace      string
 	memProfile string
@@ -59,7 +58,6 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&cfg.pause, "pause", 50*time.Millisecond, "idleness before threads are counted, past every spin window")
 	fs.DurationVar(&cfg.idleCPU, "idlecpu", 2*time.Second, "idleness over which CPU time is measured")
 	fs.StringVar(&memLimit, "memlimit", "", "WithMemoryLimit of both runtimes, e.g. 3GiB (default: the runtime's, 1 GiB)")
-	fs.BoolVar(&cfg.parked, "parked", false, "for comparison: WithParkedActors, an idle actor keeping its goroutine and OS thread, as before issue 12")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles to this file name, N and the phase (setup, idle, write, roundtrip, close) inserted before the extension")
 	fs.StringVar(&cfg.trace, "trace", "", "write execution traces to this file name, N and the phase inserted before the extension (go tool trace reads them)")
 	fs.StringVar(&cfg.memProfile, "memprofile", "", "write a heap profile per N, taken with the pairs idle, N inserted before the extension")

@@ -219,9 +219,6 @@ func childArgs(cfg config, n, round int) []string {
 	if cfg.memLimit > 0 {
 		args = append(args, "-memlimit", strconv.Itoa(cfg.memLimit))
 	}
-	if cfg.parked {
-		args = append(args, "-parked")
-	}
 	if cfg.interleave > 0 {
 		args = append(args, "-interleave", strconv.Itoa(cfg.interleave))
 	}

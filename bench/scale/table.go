@@ -54,9 +54,6 @@ func (t *table) header() {
 		limit = fmt.Sprintf("%d MiB", t.cfg.memLimit>>20)
 	}
 	actors := ""
-	if t.cfg.parked {
-		actors = "; parked actors (WithParkedActors)"
-	}
 	blocks := ""
 	if t.cfg.interleave > 0 {
 		blocks = fmt.Sprintf(" in each of %d blocks, the children of a round taking turns", t.cfg.interleave)

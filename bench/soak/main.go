@@ -150,7 +150,7 @@ func (r *rig) sample(done int, start time.Time) sample {
 	cs, ss := r.cli.Stats(), r.srv.Stats()
 	return sample{done: done, at: time.Since(start), heap: ms.HeapInuse, objects: ms.HeapObjects,
 		goroutines: goruntime.NumGoroutine(), threads: benchkit.Threads(), fds: benchkit.OpenFDs(),
-		arena: r.cli.ArenaSize() + r.srv.ArenaSize(), recvBufs: cs.RecvBuffers + ss.RecvBuffers,
+		arena: cs.ArenaBytes + ss.ArenaBytes, recvBufs: cs.RecvBuffers + ss.RecvBuffers,
 		endpoints: cs.Endpoints + ss.Endpoints}
 }
 

@@ -144,7 +144,7 @@ func main() {
 	}
 	transport := "TCP"
 	if !*tcp {
-		transport = "rdmanet (" + cliRT.Provider().Name() + ")"
+		transport = "rdmanet (" + cliRT.Stats().Provider + ")"
 	}
 	processes := "one process"
 	if *connect != "" {

@@ -1,0 +1,122 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// OpError is the error of a failed operation, in the manner of
+// net.OpError: which operation, on which connection, towards which remote
+// memory, and why. errors.Is and errors.As reach the cause through Unwrap:
+// a *verbs.WCError (errors.Is(err, verbs.ErrRemoteAccess), ...), a
+// *verbs.WRError for a rule of ibv_post_send(3) broken, ErrClosed, the
+// operation's context's error, the endpoint's end (ErrPeerClosed, ...).
+type OpError struct {
+	// Op is the operation: "write", "read", "send", "send-with-imm",
+	// "write-with-imm", "compare-and-swap", "fetch-and-add".
+	Op string
+	// Batch is the size of the batch the operation belonged to (Post), 0
+	// for one submitted alone.
+	Batch int
+	// Local and Remote are the connection's two ends, when known.
+	Local, Remote net.Addr
+	// RemoteAddr and RKey are the remote memory of an RDMA or atomic
+	// operation (zero for a send).
+	RemoteAddr uint64
+	RKey       uint32
+	// Len is the number of local bytes the operation carried.
+	Len uint32
+	Err error
+}
+
+func (e *OpError) Error() string {
+	var b strings.Builder
+	b.WriteString("verbsrt: ")
+	b.WriteString(e.Op)
+	if e.Len > 0 {
+		fmt.Fprintf(&b, " of %d bytes", e.Len)
+	}
+	if e.RKey != 0 || e.RemoteAddr != 0 {
+		fmt.Fprintf(&b, " at %#x (rkey %#x)", e.RemoteAddr, e.RKey)
+	}
+	if e.Batch > 1 {
+		fmt.Fprintf(&b, " in a batch of %d", e.Batch)
+	}
+	if e.Local != nil || e.Remote != nil {
+		fmt.Fprintf(&b, " on %s->%s", addrString(e.Local), addrString(e.Remote))
+	}
+	b.WriteString(": ")
+	b.WriteString(causeString(e.Err))
+	return b.String()
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return "?"
+	}
+	return a.String()
+}
+
+// causeString words the cause without what OpError already says: a work
+// completion's status without its wr_id (the runtime's bookkeeping, not
+// the application's), other errors without their package prefix.
+func causeString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	var wce *verbs.WCError
+	if errors.As(err, &wce) && error(wce) == err {
+		return fmt.Sprintf("%s (%s, vendor_err %#x)", wce.Status, wce.Status.Name(), wce.VendorErr)
+	}
+	s := err.Error()
+	for _, prefix := range []string{"verbsrt: ", "verbs: "} {
+		s = strings.TrimPrefix(s, prefix)
+	}
+	return s
+}
+
+// opNames names the opcodes operations use.
+var opNames = map[verbs.Opcode]string{
+	verbs.OpWrite:          "write",
+	verbs.OpWriteImm:       "write-with-imm",
+	verbs.OpSend:           "send",
+	verbs.OpSendImm:        "send-with-imm",
+	verbs.OpRead:           "read",
+	verbs.OpAtomicCmpSwp:   "compare-and-swap",
+	verbs.OpAtomicFetchAdd: "fetch-and-add",
+}
+
+// opName returns the name OpError gives an operation of opcode o.
+func opName(o verbs.Opcode) string {
+	if n, ok := opNames[o]; ok {
+		return n
+	}
+	return strings.ToLower(o.String())
+}
+
+// opError wraps err, the failure of op (alone: batch 0, or in a batch of
+// that many WRs), as an *OpError naming the endpoint's two ends; nil stays
+// nil, and an *OpError is not wrapped twice. The endpoint's actor calls it
+// for every failure it resolves a future with.
+func (ep *Endpoint) opError(op *qpactor.Op, batch int, err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *OpError
+	if errors.As(err, &oe) {
+		return err
+	}
+	e := &OpError{Op: opName(op.Opcode), Local: ep.LocalAddr(), Remote: ep.RemoteAddr(),
+		RemoteAddr: op.Remote.RemoteAddr, RKey: op.Remote.RKey, Len: op.Local.Length, Err: err}
+	if batch > 1 {
+		e.Batch = batch
+	}
+	return e
+}
