@@ -1,0 +1,253 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/verbsrt/verbsrt/qpactor"
+	vrt "github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/ibv"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// benchSQDepth is max_send_wr of the bench's QPs.
+const benchSQDepth = 512
+
+// benchPair is the two ends of a bench, client and server, and qps
+// connections between them, with the memory the operations use. In one
+// process both ends are here; a client (benchnet.go) has only its own end
+// and the server's remote and device name, a server only its own end.
+type benchPair struct {
+	prov           verbs.Provider
+	closeProv      func()
+	cliRT, srvRT   *vrt.Runtime
+	cli, srv       []*vrt.Endpoint
+	src, dst       *vrt.Buffer   // client's local memory, server's target
+	remote         vrt.RemoteRef // dst, as the client's operations name it
+	cliDev, srvDev string
+	recvDone       sync.WaitGroup
+	recvCancel     context.CancelFunc
+	statsTo        io.Writer // -stats: where close prints the runtimes' counters
+}
+
+// newBenchPair returns a pair with no runtime yet on prov, or on a new
+// provider of cfg.provider (with devices devices if soft) when prov is nil.
+func newBenchPair(cfg benchConfig, prov verbs.Provider, devices int) (*benchPair, []verbs.Device, error) {
+	p := &benchPair{prov: prov, closeProv: func() {}}
+	if cfg.stats {
+		p.statsTo = os.Stderr
+	}
+	switch {
+	case prov != nil:
+	case cfg.provider == "soft":
+		sp := soft.New(soft.Config{Devices: devices})
+		p.prov, p.closeProv = sp, func() { sp.Close() }
+	default:
+		p.prov = ibv.New()
+	}
+	devs, err := p.prov.Devices()
+	if err == nil && len(devs) == 0 {
+		err = fmt.Errorf("no devices on provider %s: %w", cfg.provider, verbs.ErrNotFound)
+	}
+	if err != nil {
+		p.close()
+		return nil, nil, err
+	}
+	return p, devs, nil
+}
+
+// openRuntime opens a runtime on dev for cfg's test at sizes up to maxSize.
+func (p *benchPair) openRuntime(cfg benchConfig, dev string, maxSize int) (*vrt.Runtime, error) {
+	msg := 4096 // receive buffers: as large as a message only for send
+	if cfg.test == "send" {
+		msg = max(msg, maxSize)
+	}
+	recvDepth := max(4, min(64, (16<<20)/msg))
+	if cfg.rxDepth > 0 {
+		recvDepth = cfg.rxDepth
+	}
+	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
+	opts := []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
+		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(cmp.Or(cfg.spin, 200*time.Microsecond)),
+		vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithMemoryLimit(arena),
+		vrt.WithWaitPoll(cfg.waitPoll), vrt.WithInlinePost(cfg.inlinePost)}
+	return vrt.New(opts...)
+}
+
+// openEnd opens a runtime on dev and the buffer the operations use there.
+// It returns the runtime even with an error, for close.
+func (p *benchPair) openEnd(cfg benchConfig, dev string, maxSize int) (*vrt.Runtime, *vrt.Buffer, error) {
+	rt, err := p.openRuntime(cfg, dev, maxSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	buf, err := rt.Alloc(max(maxSize, 64))
+	return rt, buf, err
+}
+
+// exposeTarget grants the client what the benchmarks do to the server's
+// buffer: READ, WRITE and atomics (revoked when the buffer is freed).
+func exposeTarget(dst *vrt.Buffer) (vrt.RemoteRef, error) {
+	exp, err := dst.Expose(vrt.RemoteRead | vrt.RemoteWrite | vrt.RemoteAtomic)
+	if err != nil {
+		return vrt.RemoteRef{}, err
+	}
+	return exp.RemoteRef(), nil
+}
+
+func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
+	p, devs, err := newBenchPair(cfg, nil, 2)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	cliDev, srvDev := cfg.dev, cfg.peerDev
+	if cliDev == "" {
+		cliDev = devs[0].Name()
+	}
+	if srvDev == "" {
+		srvDev = cliDev
+		for _, d := range devs {
+			if d.Name() != cliDev {
+				srvDev = d.Name()
+				break
+			}
+		}
+	}
+	if p.cliRT, p.src, err = p.openEnd(cfg, cliDev, maxSize); err != nil {
+		return nil, err
+	}
+	if p.srvRT, p.dst, err = p.openEnd(cfg, srvDev, maxSize); err != nil {
+		return nil, err
+	}
+	if p.remote, err = exposeTarget(p.dst); err != nil {
+		return nil, err
+	}
+	p.cliDev, p.srvDev = p.cliRT.Device(), p.srvRT.Device()
+	ln, err := p.srvRT.Listen("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	accepted := make(chan error, 1)
+	go func() { accepted <- p.accept(ctx, ln, cfg.qps) }()
+	if err = p.dial(ctx, ln.Addr().String(), cfg.qps); err != nil {
+		cancel() // the accepts wait no longer
+	}
+	if aerr := <-accepted; err == nil {
+		err = aerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.serveRecv(cfg.pingpong)
+	return p, nil
+}
+
+// accept accepts n connections on ln as the server's endpoints.
+func (p *benchPair) accept(ctx context.Context, ln *vrt.Listener, n int) error {
+	for range n {
+		ep, err := ln.Accept(ctx)
+		if err != nil {
+			return fmt.Errorf("accepting the client's connections: %w", err)
+		}
+		p.srv = append(p.srv, ep)
+	}
+	return nil
+}
+
+// dial makes n connections to the server's runtime listener at addr as the
+// client's endpoints.
+func (p *benchPair) dial(ctx context.Context, addr string, n int) error {
+	for range n {
+		ep, err := p.cliRT.Dial(ctx, addr)
+		if err != nil {
+			return fmt.Errorf("connecting to the server's runtime at %s: %w", addr, err)
+		}
+		p.cli = append(p.cli, ep)
+	}
+	return nil
+}
+
+// serveRecv is the server side of a send test: take every message and
+// give its buffer back at once, as ib_send_bw's server re-posts its
+// receives, until close.
+func (p *benchPair) serveRecv(pingpong bool) {
+	rctx, rcancel := context.WithCancel(context.Background())
+	p.recvCancel = rcancel
+	for _, ep := range p.srv {
+		p.recvDone.Add(1)
+		go func() {
+			defer p.recvDone.Done()
+			for {
+				m, err := ep.Recv(rctx)
+				if err != nil {
+					return
+				}
+				n := m.Len()
+				m.Release()
+				if !pingpong {
+					continue
+				}
+				// The reply, of the same size, from the server's memory.
+				if _, err := ep.Send(rctx, p.dst.Slice(0, n)).Wait(rctx); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// pingPong returns one iteration of -pingpong on QP q: a SEND of size
+// bytes, and the server's reply received.
+func (p *benchPair) pingPong(ctx context.Context, q, size int) func() error {
+	ep, local := p.cli[q], p.src.Slice(0, size)
+	return func() error {
+		if _, err := ep.Send(ctx, local).Wait(ctx); err != nil {
+			return err
+		}
+		m, err := ep.Recv(ctx)
+		if err != nil {
+			return fmt.Errorf("the reply: %w", err)
+		}
+		m.Release()
+		return nil
+	}
+}
+
+// qpScratch is what an endpoint takes from the arena besides its receive
+// buffers (atomic results), rounded up.
+const qpScratch = 64 << 10
+
+func (p *benchPair) close() {
+	if p.recvCancel != nil {
+		p.recvCancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, rt := range []*vrt.Runtime{p.cliRT, p.srvRT} {
+		if rt != nil && p.statsTo != nil {
+			s := rt.Stats()
+			wakeUp, measured := qpactor.WakeUpCost()
+			fmt.Fprintf(p.statsTo, "verbsrt bench: runtime on %s: %d actor runs, %d inline posts, %d PostSend calls, %d credit-only SENDs, %d waits parked, %d poller sleeps, %d polls hit, %d empty; a parked waiter's wake-up %v (the process's median of %d)\n",
+				rt.Device(), s.ActorRuns, s.InlineRuns, s.PostCalls, s.CreditOnly, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty, wakeUp.Round(time.Microsecond), measured)
+		}
+		if rt != nil {
+			rt.Close(ctx)
+		}
+	}
+	p.recvDone.Wait()
+	p.closeProv()
+}
