@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 func TestParseBench(t *testing.T) {
@@ -166,5 +169,27 @@ func TestPeakRate(t *testing.T) {
 	}
 	if got := peakRate(hist[:2], time.Second, 1); got != 0 {
 		t.Errorf("no window qualifies: %.0f, want 0", got)
+	}
+}
+
+// TestOpenBenchPairNoSuchDevice: a -d or --peer-d the provider does not
+// have is an error naming it and the devices there are, and the pair
+// opened so far is closed without a panic.
+func TestOpenBenchPairNoSuchDevice(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"write", "-d", "rxe1", "-s", "64", "-n", "10"}, "-d rxe1: no such device on provider soft (it has soft0, soft1)"},
+		{[]string{"read", "--peer-d", "rxe1", "-n", "10"}, "-peer-d rxe1: no such device on provider soft (it has soft0, soft1)"},
+	} {
+		cfg, err := parseBench(c.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := openBenchPair(cfg, cfg.size)
+		if p != nil || err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, verbs.ErrNotFound) {
+			t.Errorf("%q: %v, %v; want an error with %q", c.args, p, err, c.want)
+		}
 	}
 }

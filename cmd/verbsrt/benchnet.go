@@ -286,13 +286,11 @@ func openBenchProvider(cfg benchConfig, prov verbs.Provider) (*benchPair, string
 	if cfg.dev == "" {
 		return p, devs[0].Name(), nil
 	}
-	for _, d := range devs {
-		if d.Name() == cfg.dev {
-			return p, cfg.dev, nil
-		}
+	if err := checkDevice(cfg, "-d", cfg.dev, devs); err != nil {
+		p.close()
+		return nil, "", err
 	}
-	p.close()
-	return nil, "", fmt.Errorf("-d %s: no such device on provider %s: %w", cfg.dev, cfg.provider, verbs.ErrNotFound)
+	return p, cfg.dev, nil
 }
 
 // serveClient serves the client on ctl with p's provider and device dev.

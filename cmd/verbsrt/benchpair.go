@@ -101,19 +101,30 @@ func exposeTarget(dst *vrt.Buffer) (vrt.RemoteRef, error) {
 	return exp.RemoteRef(), nil
 }
 
-func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
+// openBenchPair opens both ends of a bench in this process, on a new
+// provider of cfg.provider, and connects cfg.qps endpoints between them.
+func openBenchPair(cfg benchConfig, maxSize int) (*benchPair, error) {
 	p, devs, err := newBenchPair(cfg, nil, 2)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			p.close()
-		}
-	}()
+	// p, not the result, is what a failure closes: the result is nil then.
+	if err := p.connectInProcess(cfg, devs, maxSize); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// connectInProcess opens both ends on devs (-d and -peer-d, by default the
+// first device and another one) and connects them. On an error p holds
+// what it opened, for close.
+func (p *benchPair) connectInProcess(cfg benchConfig, devs []verbs.Device, maxSize int) error {
 	cliDev, srvDev := cfg.dev, cfg.peerDev
 	if cliDev == "" {
 		cliDev = devs[0].Name()
+	} else if err := checkDevice(cfg, "-d", cliDev, devs); err != nil {
+		return err
 	}
 	if srvDev == "" {
 		srvDev = cliDev
@@ -123,20 +134,23 @@ func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
 				break
 			}
 		}
+	} else if err := checkDevice(cfg, "-peer-d", srvDev, devs); err != nil {
+		return err
 	}
+	var err error
 	if p.cliRT, p.src, err = p.openEnd(cfg, cliDev, maxSize); err != nil {
-		return nil, err
+		return err
 	}
 	if p.srvRT, p.dst, err = p.openEnd(cfg, srvDev, maxSize); err != nil {
-		return nil, err
+		return err
 	}
 	if p.remote, err = exposeTarget(p.dst); err != nil {
-		return nil, err
+		return err
 	}
 	p.cliDev, p.srvDev = p.cliRT.Device(), p.srvRT.Device()
 	ln, err := p.srvRT.Listen("127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -150,10 +164,21 @@ func openBenchPair(cfg benchConfig, maxSize int) (p *benchPair, err error) {
 		err = aerr
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.serveRecv(cfg.pingpong)
-	return p, nil
+	return nil
+}
+
+// checkDevice returns an error naming the flag, the device and the
+// provider's devices if none of devs is called name.
+func checkDevice(cfg benchConfig, flagName, name string, devs []verbs.Device) error {
+	for _, d := range devs {
+		if d.Name() == name {
+			return nil
+		}
+	}
+	return errNoDevice(flagName, name, cfg.provider, devs)
 }
 
 // accept accepts n connections on ln as the server's endpoints.

@@ -38,41 +38,56 @@ type end struct {
 	info  verbs.PeerInfo
 }
 
+// openEnd opens d and makes one end on it; on an error it closes what it
+// made.
 func openEnd(d verbs.Device, size, batch int) (*end, error) {
 	e := &end{}
+	if err := e.open(d, size, batch); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *end) open(d verbs.Device, size, batch int) error {
 	var err error
 	if e.ctx, err = d.Open(); err != nil {
-		return nil, err
+		return err
 	}
 	gid, err := e.ctx.QueryGID(1, 1)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if e.pd, err = e.ctx.AllocPD(); err != nil {
-		return nil, err
+		return err
 	}
 	if e.cq, err = e.ctx.CreateCQ(verbs.CQSpec{CQE: 2 * batch}); err != nil {
-		return nil, err
+		return err
 	}
 	if e.qp, err = e.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq,
 		Caps: verbs.QPCaps{MaxSendWR: batch, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
-		return nil, err
+		return err
 	}
 	if e.arena, err = verbs.NewArena(2*size*batch + 4096); err != nil {
-		return nil, err
+		return err
 	}
 	// For local use only: the peer reaches this memory through the
 	// exposures of demo (expose), each over its own bytes and rights.
 	if e.mr, err = e.pd.RegMR(e.arena.Bytes(), verbs.AccessLocalWrite); err != nil {
-		return nil, err
+		return err
 	}
 	e.info = verbs.PeerInfo{QPN: e.qp.QPN(), GID: gid}
-	return e, nil
+	return nil
 }
 
+// close releases what e holds; it may be partly made.
 func (e *end) close() {
-	e.ctx.Close() // destroys the QP, MR, CQ and PD with it
-	e.arena.Close()
+	if e.ctx != nil {
+		e.ctx.Close() // destroys the QP, MR, CQ and PD with it
+	}
+	if e.arena != nil {
+		e.arena.Close()
+	}
 }
 
 // post posts wrs and waits for n completions on e's CQ.

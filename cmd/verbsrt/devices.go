@@ -48,6 +48,17 @@ func openProvider(name string) (verbs.Provider, func(), error) {
 	return nil, nil, fmt.Errorf("unknown provider %q (soft or ibv)", name)
 }
 
+// errNoDevice says that provider has no device called name, which the
+// flag flagName asked for, and which devices it has.
+func errNoDevice(flagName, name, provider string, devs []verbs.Device) error {
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = d.Name()
+	}
+	return fmt.Errorf("%s %s: no such device on provider %s (it has %s): %w",
+		flagName, name, provider, strings.Join(names, ", "), verbs.ErrNotFound)
+}
+
 // devices prints the devices of p (only the one called only, when set):
 // what ibv_devinfo -v prints, the limits verbsrt cares about among them.
 func devices(w io.Writer, p verbs.Provider, only string, maxGIDs int) error {
@@ -70,7 +81,7 @@ func devices(w io.Writer, p verbs.Provider, only string, maxGIDs int) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("IB device %s not found: %w", only, verbs.ErrNotFound)
+		return errNoDevice("-d", only, p.Name(), devs)
 	}
 	return nil
 }
