@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -15,12 +13,11 @@ import (
 	"github.com/verbsrt/verbsrt/internal/benchkit"
 )
 
-func runBench(args []string) error {
-	cfg, err := parseBench(args, os.Stderr)
+// runBench is "verbsrt bench": perftest's tests over the runtime, both
+// ends in this process, or the server or the client of a run across two.
+func runBench(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseBench(args, stdout, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -32,7 +29,7 @@ func runBench(args []string) error {
 	defer profiles.Stop()
 	switch {
 	case cfg.host != "":
-		return benchClient(ctx, os.Stdout, os.Stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
+		return benchClient(ctx, stdout, stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
 	case cfg.server:
 		if err := checkNetProvider(cfg, nil); err != nil {
 			return err
@@ -43,9 +40,9 @@ func runBench(args []string) error {
 			return fmt.Errorf("couldn't listen on port %d: %w", cfg.port, err)
 		}
 		defer ln.Close()
-		return benchServe(ctx, os.Stdout, os.Stderr, cfg, ln, nil)
+		return benchServe(ctx, stdout, stderr, cfg, ln, nil)
 	}
-	return bench(ctx, os.Stdout, os.Stderr, cfg)
+	return bench(ctx, stdout, stderr, cfg)
 }
 
 // benchSizes returns the sizes cfg runs: -s, or every size with -a.

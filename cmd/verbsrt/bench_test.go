@@ -59,7 +59,7 @@ func TestParseBench(t *testing.T) {
 		{[]string{"send", "-pingpong"}, false, nil},          // a ping-pong is a latency test
 		{[]string{"write", "-lat", "-pingpong"}, false, nil}, // of SEND and Recv only
 	} {
-		cfg, err := parseBench(c.args, io.Discard)
+		cfg, err := parseBench(c.args, io.Discard, io.Discard)
 		if (err == nil) != c.ok || (c.ok && !c.want(cfg)) {
 			t.Errorf("%q: %+v %v", c.args, cfg, err)
 		}
@@ -73,12 +73,12 @@ func TestBenchSoft(t *testing.T) {
 	for _, test := range []string{"write", "read", "send", "atomic"} {
 		t.Run(test, func(t *testing.T) {
 			var out, progress bytes.Buffer
-			cfg, err := parseBench([]string{test, "-s", "64", "-n", "2000", "-c", "2", "-q", "2", "-t", "16"}, io.Discard)
+			cfg, err := parseBench([]string{test, "-s", "64", "-n", "2000", "-c", "2", "-q", "2", "-t", "16"}, io.Discard, io.Discard)
 			if err != nil && test != "atomic" {
 				t.Fatal(err)
 			}
 			if test == "atomic" {
-				cfg, _ = parseBench([]string{test, "-n", "2000", "-c", "2", "-q", "2", "-t", "16"}, io.Discard)
+				cfg, _ = parseBench([]string{test, "-n", "2000", "-c", "2", "-q", "2", "-t", "16"}, io.Discard, io.Discard)
 			}
 			if err := bench(context.Background(), &out, &progress, cfg); err != nil {
 				t.Fatal(err)
@@ -107,7 +107,7 @@ func TestBenchLatencyJSON(t *testing.T) {
 func benchJSON(t *testing.T, args ...string) benchResult {
 	t.Helper()
 	var out bytes.Buffer
-	cfg, err := parseBench(append(args, "--json", "-progress", "0"), io.Discard)
+	cfg, err := parseBench(append(args, "--json", "-progress", "0"), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestBenchPingPong(t *testing.T) {
 // progress lines on the progress writer.
 func TestBenchDuration(t *testing.T) {
 	var out, progress bytes.Buffer
-	cfg, err := parseBench([]string{"-D", "1200ms", "-s", "4096", "-progress", "500ms"}, io.Discard)
+	cfg, err := parseBench([]string{"-D", "1200ms", "-s", "4096", "-progress", "500ms"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestOpenBenchPairNoSuchDevice(t *testing.T) {
 		{[]string{"write", "-d", "rxe1", "-s", "64", "-n", "10"}, "-d rxe1: no such device on provider soft (it has soft0, soft1)"},
 		{[]string{"read", "--peer-d", "rxe1", "-n", "10"}, "-peer-d rxe1: no such device on provider soft (it has soft0, soft1)"},
 	} {
-		cfg, err := parseBench(c.args, io.Discard)
+		cfg, err := parseBench(c.args, io.Discard, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

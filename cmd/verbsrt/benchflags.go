@@ -84,20 +84,12 @@ registered buffer, for write, read and atomic). The client dials -q runtime
 connections there; the server answers "ready" once it has accepted them
 all (for send it then keeps receiving). The client sends one "result" per
 size and then "done" (with "error" if the run failed); the server prints
-each and answers "done". Connecting and each set-up step time out after 30 s.
+each and answers "done". Connecting and each set-up step time out after 30 s.`
 
-Flags:
-`
-
-func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
+func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	cfg := benchConfig{test: "write", iters: 5000, qps: 1, callers: 1, txDepth: 128,
 		progress: time.Second, port: benchPort, set: map[string]bool{}}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), benchUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("bench", benchUsage)
 	fs.BoolVar(&cfg.lat, "lat", false, "latency test (t_min, t_typical, t_99...) instead of bandwidth")
 	fs.BoolVar(&cfg.pingpong, "pingpong", false, "with send -lat: a ping-pong as ib_send_lat's (the client Sends and Recvs the server's reply), reporting half of each round trip; without, the time from submitting one operation to its completion")
 	fs.StringVar(&cfg.provider, "provider", "", "verbs provider: soft or ibv (default: soft in one process, ibv with -server or HOST)")
@@ -137,7 +129,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	}
 	var host string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args, stdout, stderr); err != nil {
 			return cfg, err
 		}
 		if fs.NArg() == 0 {
@@ -149,13 +141,13 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 			continue
 		}
 		if host != "" {
-			return cfg, fmt.Errorf("more than one server address: %q and %q (tests are write, read, send and atomic)", host, fs.Arg(0))
+			return cfg, usageErrorf("more than one server address: %q and %q (tests are write, read, send and atomic)", host, fs.Arg(0))
 		}
 		host = fs.Arg(0)
 	}
 	fs.Visit(func(f *flag.Flag) { cfg.set[cmp.Or(benchFlagNames[f.Name], f.Name)] = true })
 	if err := cfg.setAddress(host); err != nil {
-		return cfg, err
+		return cfg, usageError{err}
 	}
 	if cfg.size == 0 {
 		switch {
@@ -170,7 +162,10 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, error) {
 	if cfg.lat {
 		cfg.txDepth = 1
 	}
-	return cfg, cfg.check()
+	if err := cfg.check(); err != nil {
+		return cfg, usageError{err}
+	}
+	return cfg, nil
 }
 
 // setAddress sets the mode from the address argument (host, [host] or

@@ -4,27 +4,31 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
-func runDemo(args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	size := fs.Int("s", 4096, "message size in bytes")
-	batch := fs.Int("b", 64, "WRITEs posted in one PostSend")
-	if err := fs.Parse(args); err != nil {
+func runDemo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", "usage: verbsrt demo [-s SIZE] [-b BATCH]\n\n"+
+		"Connects an RC QP on soft0 to one on soft1, runs an RDMA WRITE, a READ, a SEND with\n"+
+		"immediate data, a FETCH_AND_ADD, a CMP_AND_SWP and a batch of WRITEs posted with one\n"+
+		"doorbell, checks the memory each touched and prints what happened.")
+	size := fs.Int("s", 4096, "message size in bytes, 8 to 1048576")
+	batch := fs.Int("b", 64, "WRITEs posted in one PostSend, 1 to 512")
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if *size < 8 || *size > 1<<20 || *batch < 1 || *batch > 512 {
-		return errors.New("-s must be 8..1048576 and -b 1..512")
+	switch {
+	case fs.NArg() > 0:
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	case *size < 8 || *size > 1<<20 || *batch < 1 || *batch > 512:
+		return usageErrorf("-s must be 8..1048576 and -b 1..512")
 	}
-	return demo(os.Stdout, *size, *batch)
+	return demo(stdout, *size, *batch)
 }
 
 // end is one side of the demo connection.
