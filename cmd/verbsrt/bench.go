@@ -51,7 +51,7 @@ func benchSizes(cfg benchConfig) []int {
 		return []int{cfg.size}
 	}
 	var sizes []int
-	for s := 2; s <= 8<<20 && (cfg.test != "send" || s <= 1<<20); s *= 2 {
+	for s := 2; s <= benchMaxSize && (cfg.test != "send" || s <= benchMaxSendSize); s *= 2 {
 		sizes = append(sizes, s)
 	}
 	return sizes

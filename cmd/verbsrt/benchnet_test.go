@@ -65,7 +65,7 @@ func TestBenchNetSoft(t *testing.T) {
 	for _, test := range []string{"write", "read", "send", "atomic"} {
 		for _, lat := range []bool{false, true} {
 			name, size := test, "64"
-			args := []string{test, "-n", "1000", "-q", "2", "-c", "2", "-t", "16"}
+			args := []string{test, "-n", "1000", "-q", "2", "-callers", "2", "-t", "16"}
 			line := bwLine
 			if lat {
 				name, args, line = test+"-lat", []string{test, "-lat", "-n", "300"}, latLine
@@ -183,7 +183,7 @@ func TestBenchNetSoftProcesses(t *testing.T) {
 	if err := benchServe(context.Background(), io.Discard, nil, cfg, ln, nil); err == nil || !strings.Contains(err.Error(), "same process") {
 		t.Errorf("server: %v", err)
 	}
-	cfg, _ = parseBench([]string{"-provider", "soft", "127.0.0.1"}, io.Discard, io.Discard)
+	cfg, _ = parseBench([]string{"write", "-provider", "soft", "127.0.0.1"}, io.Discard, io.Discard)
 	if err := benchClient(context.Background(), io.Discard, nil, cfg, ln.Addr().String(), nil); err == nil || !strings.Contains(err.Error(), "same process") {
 		t.Errorf("client: %v", err)
 	}
@@ -191,7 +191,7 @@ func TestBenchNetSoftProcesses(t *testing.T) {
 
 // clientCfg is a soft client's configuration for the tests of bad peers.
 func clientCfg(t *testing.T, timeout time.Duration) benchConfig {
-	cfg, err := parseBench([]string{"-provider", "soft", "-progress", "0", "127.0.0.1"}, io.Discard, io.Discard)
+	cfg, err := parseBench([]string{"write", "-provider", "soft", "-progress", "0", "127.0.0.1"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -68,15 +67,20 @@ func (p *benchPair) openRuntime(cfg benchConfig, dev string, maxSize int) (*vrt.
 	if cfg.test == "send" {
 		msg = max(msg, maxSize)
 	}
-	recvDepth := max(4, min(64, (16<<20)/msg))
+	recvDepth := max(4, min(benchRecvDepth, benchRecvBytes/msg))
 	if cfg.rxDepth > 0 {
 		recvDepth = cfg.rxDepth
 	}
 	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
 	opts := []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
-		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithSpin(cmp.Or(cfg.spin, 200*time.Microsecond)),
-		vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth), vrt.WithMemoryLimit(arena),
-		vrt.WithWaitPoll(cfg.waitPoll), vrt.WithInlinePost(cfg.inlinePost)}
+		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth),
+		vrt.WithMemoryLimit(arena), vrt.WithWaitPoll(cfg.waitPoll), vrt.WithInlinePost(cfg.inlinePost)}
+	if cfg.spin > 0 {
+		opts = append(opts, vrt.WithSpin(cfg.spin))
+	}
+	if cfg.set["x"] && cfg.gidIndex >= 0 {
+		opts = append(opts, vrt.WithGIDIndex(cfg.gidIndex))
+	}
 	return vrt.New(opts...)
 }
 

@@ -62,7 +62,11 @@ func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
 	if cfg.lat {
 		fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
 	} else {
-		fmt.Fprintln(w, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
+		unit := "MB/sec"
+		if cfg.gbits {
+			unit = "Gb/sec"
+		}
+		fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%[1]s]   MsgRate[Mpps]\n", unit)
 	}
 }
 
@@ -84,7 +88,16 @@ func printBenchLine(w io.Writer, cfg benchConfig, r benchResult) {
 		return
 	}
 	fmt.Fprintf(w, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n",
-		r.Bytes, r.Iterations, r.BWPeakMBps, r.BWAvgMBps, r.MsgRateMpps)
+		r.Bytes, r.Iterations, bwUnit(cfg, r.BWPeakMBps), bwUnit(cfg, r.BWAvgMBps), r.MsgRateMpps)
+}
+
+// bwUnit converts a bandwidth in MB/s (2^20 bytes) to the unit the table
+// shows: the same, or Gb/s (10^9 bits) with --report_gbits.
+func bwUnit(cfg benchConfig, mbps float64) float64 {
+	if cfg.gbits {
+		return mbps * (1 << 20) * 8 / 1e9
+	}
+	return mbps
 }
 
 // latencyStats fills r's latency fields from the samples, as perftest

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
 // runArgs runs the command line args and returns its exit code, stdout
@@ -60,6 +62,7 @@ func TestTopLevel(t *testing.T) {
 		{[]string{"demo", "-nope"}, 2, "", `^flag provided but not defined: -nope\nusage: verbsrt demo`},
 		{[]string{"bench", "-s", "x"}, 2, "", `^invalid value "x" for flag -s`},
 		{[]string{"devices", "extra"}, 2, "", `^verbsrt devices: unexpected argument "extra"\nrun 'verbsrt help devices'`},
+		{[]string{"serve-metrics", "-c", "4"}, 2, "", `flag provided but not defined: -c`},
 	} {
 		code, stdout, stderr := runArgs(c.args...)
 		if code != c.code || !matches(c.stdout, stdout) || !matches(c.stderr, stderr) {
@@ -75,6 +78,32 @@ func matches(re, s string) bool {
 		return s == ""
 	}
 	return regexp.MustCompile(re).MatchString(s)
+}
+
+// TestBenchRefuses: command lines bench cannot run are refused with exit
+// 2 and a reason, before anything runs: a test name it does not know
+// (never taken for a server's address), a size of 0 or less, a connection
+// type the runtime does not have.
+func TestBenchRefuses(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "foo"}, `unknown test "foo": the tests are write, read, send, atomic`},
+		{[]string{"bench", "wirte", "-s", "64"}, `unknown test "wirte"`},
+		{[]string{"bench", "-s", "64", "10.0.0.2"}, `unknown test "10.0.0.2"`},
+		{[]string{"bench", "write", "read"}, `two tests, write and read`},
+		{[]string{"bench", "-s", "0"}, `-s 0: 1 byte to 8 MiB for write`},
+		{[]string{"bench", "send", "-s", "-5"}, `-s -5: 1 byte to 1 MiB for send`},
+		{[]string{"bench", "atomic", "-s", "0"}, `-s 0: atomics move 8 bytes`},
+		{[]string{"bench", "-c", "UD"}, `-c UD: the runtime connects RC QPs only`},
+		{[]string{"bench", "-i", "2"}, `-i 2: the runtime uses port 1`},
+	} {
+		code, stdout, stderr := runArgs(c.args...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "run 'verbsrt help bench' for usage") {
+			t.Errorf("%q: exit %d\nstdout: %.200q\nstderr: %q\nwant %q", c.args, code, stdout, stderr, c.want)
+		}
+	}
 }
 
 // TestNoSuchDevice: a device the provider does not have is an error
@@ -102,6 +131,29 @@ func TestNoSuchDevice(t *testing.T) {
 		}()
 		if code != 1 || stdout != "" || !strings.Contains(stderr, c.want) {
 			t.Errorf("%q: exit %d\nstdout: %.200q\nstderr: %q\nwant %q", c.args, code, stdout, stderr, c.want)
+		}
+	}
+}
+
+// TestBenchHelpDefaults: bench's help spells the defaults the code uses,
+// and names the runtime's options that -spin, -wait-poll and
+// -inline-post set.
+func TestBenchHelpDefaults(t *testing.T) {
+	_, help, _ := runArgs("bench", "-h")
+	for _, want := range []string{
+		"-spin duration\n    \thow long actors and pollers spin before they yield and park: the runtime's WithSpin (0: the runtime's default) (default " + benchSpin.String() + ")",
+		"the runtime's WithWaitPoll (0: it yields a few dozen times and parks) (default " + vrt.DefaultWaitPoll.String() + ")",
+		"the runtime's WithInlinePost (default true)",
+		"(default: 65536 bandwidth, 2 latency; 8 for atomic)",
+		"-callers int\n    \tgoroutines issuing operations, spread over the QPs (default 1)",
+		"-c string\n    \tconnection type (the runtime connects RC QPs only) (default \"RC\")",
+		"-n int\n    \titerations (default 5000)",
+		"-r int\n    \teach endpoint's largest window of receive credits, the runtime's WithRecvDepth (0: 64, fewer for messages over 256 KiB)",
+		"waits on TCP port -p (default 18515)",
+		"time out after " + benchTimeout.String() + ".",
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("bench -h lacks %q:\n%s", want, help)
 		}
 	}
 }

@@ -43,7 +43,7 @@ func parseServeMetrics(args []string, stdout, stderr io.Writer) (smConfig, error
 	fs.StringVar(&cfg.dev, "d", "", "client device (default: the first)")
 	fs.StringVar(&cfg.peerDev, "peer-d", "", "server device (default: the second, else the client's)")
 	fs.IntVar(&cfg.qps, "q", cfg.qps, "QPs (connections)")
-	fs.IntVar(&cfg.callers, "c", cfg.callers, "goroutines issuing operations")
+	fs.IntVar(&cfg.callers, "callers", cfg.callers, "goroutines issuing operations")
 	fs.IntVar(&cfg.rate, "rate", cfg.rate, "operations per second in all (0: unpaced)")
 	fs.IntVar(&cfg.size, "s", cfg.size, "bytes per WRITE, READ and SEND")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
@@ -55,7 +55,7 @@ func parseServeMetrics(args []string, stdout, stderr io.Writer) (smConfig, error
 	case cfg.provider != "soft" && cfg.provider != "ibv":
 		return cfg, usageErrorf("unknown provider %q (soft or ibv)", cfg.provider)
 	case cfg.qps < 1 || cfg.qps > 64 || cfg.callers < 1 || cfg.callers > 4096 || cfg.rate < 0:
-		return cfg, usageErrorf("-q 1 to 64, -c 1 to 4096, -rate at least 0")
+		return cfg, usageErrorf("-q 1 to 64, -callers 1 to 4096, -rate at least 0")
 	case cfg.size < 8 || cfg.size > 1<<20:
 		return cfg, usageErrorf("-s 8 bytes to 1 MiB")
 	}

@@ -37,7 +37,7 @@ func TestServeMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseServeMetrics([]string{"-rate", "2000", "-c", "2"}, io.Discard, io.Discard)
+	cfg, err := parseServeMetrics([]string{"-rate", "2000", "-callers", "2"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
