@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 func TestParseBench(t *testing.T) {
@@ -19,7 +22,7 @@ func TestParseBench(t *testing.T) {
 	}{
 		{nil, true, func(c benchConfig) bool { return c.test == "write" && c.size == 65536 && !c.lat && c.txDepth == 128 }},
 		{[]string{"read", "-lat"}, true, func(c benchConfig) bool { return c.test == "read" && c.size == 2 && c.txDepth == 1 }},
-		{[]string{"-s", "64", "send", "-q", "2", "-c", "8"}, true, func(c benchConfig) bool {
+		{[]string{"-s", "64", "send", "-q", "2", "-callers", "8"}, true, func(c benchConfig) bool {
 			return c.test == "send" && c.size == 64 && c.qps == 2 && c.callers == 8
 		}},
 		{[]string{"atomic"}, true, func(c benchConfig) bool { return c.size == 8 }},
@@ -27,27 +30,47 @@ func TestParseBench(t *testing.T) {
 		{[]string{"-D", "250ms"}, true, func(c benchConfig) bool { return c.duration == 250*time.Millisecond }},
 		{[]string{"atomic", "-s", "64"}, false, nil},
 		{[]string{"send", "-s", "2097152"}, false, nil},
-		// An argument that is not a test is the server's address.
-		{[]string{"fly"}, true, func(c benchConfig) bool { return c.host == "fly" && !c.server && c.provider == "ibv" }},
-		{[]string{"-s", "64", "10.0.0.2"}, true, func(c benchConfig) bool {
+		// The server's address comes after the test, never in its place.
+		{[]string{"write", "fly"}, true, func(c benchConfig) bool { return c.host == "fly" && !c.server && c.provider == "ibv" }},
+		{[]string{"fly"}, false, nil},
+		{[]string{"-s", "64", "10.0.0.2"}, false, nil},
+		{[]string{"-s", "64", "write", "10.0.0.2"}, true, func(c benchConfig) bool {
 			return c.host == "10.0.0.2" && c.port == 18515 && c.size == 64 && c.provider == "ibv"
 		}},
+		{[]string{"write", "read"}, false, nil},
+		{[]string{"write", "h", "h2"}, false, nil},
+		// -s 0 or less is refused, not taken for the default.
+		{[]string{"-s", "0"}, false, nil},
+		{[]string{"send", "-s", "-1"}, false, nil},
+		{[]string{"atomic", "-s", "0"}, false, nil},
+		// perftest's -c is the connection type: RC, the one the runtime has.
+		{[]string{"-c", "RC"}, true, func(c benchConfig) bool { return c.connection == "RC" }},
+		{[]string{"--connection", "rc"}, true, func(c benchConfig) bool { return c.callers == 1 }},
+		{[]string{"-c", "UD"}, false, nil},
+		{[]string{"-c", "4"}, false, nil},
+		{[]string{"-callers", "4"}, true, func(c benchConfig) bool { return c.callers == 4 }},
+		{[]string{"-i", "2"}, false, nil},
+		{[]string{"-x", "3", "-F", "--report_gbits"}, true, func(c benchConfig) bool { return c.gidIndex == 3 && c.set["x"] && c.gbits }},
+		{[]string{"-spin", "-1us"}, false, nil},
+		{[]string{"-spin", "0"}, true, func(c benchConfig) bool { return c.spin == 0 }},
+		{nil, true, func(c benchConfig) bool { return c.spin == benchSpin && c.connection == "RC" && c.gidIndex == -1 }},
+		{[]string{"--duration", "2"}, true, func(c benchConfig) bool { return c.duration == 2*time.Second }},
 		{[]string{"read", "10.0.0.2:9000", "-lat"}, true, func(c benchConfig) bool {
 			return c.host == "10.0.0.2" && c.port == 9000 && c.test == "read" && c.lat
 		}},
-		{[]string{"-p", "9000", "[fe80::1]"}, true, func(c benchConfig) bool { return c.host == "fe80::1" && c.port == 9000 }},
-		{[]string{"-provider", "soft", "h"}, true, func(c benchConfig) bool { return c.provider == "soft" && c.host == "h" }},
+		{[]string{"-p", "9000", "read", "[fe80::1]"}, true, func(c benchConfig) bool { return c.host == "fe80::1" && c.port == 9000 }},
+		{[]string{"-provider", "soft", "send", "h"}, true, func(c benchConfig) bool { return c.provider == "soft" && c.host == "h" }},
 		{[]string{"-server"}, true, func(c benchConfig) bool { return c.server && c.host == "" && c.port == 18515 && c.provider == "ibv" }},
 		{[]string{"send", "-p", "19000"}, true, func(c benchConfig) bool { return c.server && c.port == 19000 && c.set["test"] && c.set["p"] }},
 		{[]string{"-s", "64"}, true, func(c benchConfig) bool { return !c.server && c.host == "" && c.provider == "soft" }},
-		{[]string{"a.example", "b.example"}, false, nil},
-		{[]string{"-server", "h"}, false, nil},
-		{[]string{"--peer-d", "soft1", "h"}, false, nil},
-		{[]string{"-p", "70000", "h"}, false, nil},
+		{[]string{"write", "a.example", "b.example"}, false, nil},
+		{[]string{"write", "-server", "h"}, false, nil},
+		{[]string{"--peer-d", "soft1", "write", "h"}, false, nil},
+		{[]string{"write", "-p", "70000", "h"}, false, nil},
 		{[]string{"-p", "0", "-server"}, false, nil},
 		{[]string{"-p", "x"}, false, nil},
-		{[]string{"h:99999"}, false, nil},
-		{[]string{"h:9000", "-p", "9001"}, false, nil},
+		{[]string{"write", "h:99999"}, false, nil},
+		{[]string{"write", "h:9000", "-p", "9001"}, false, nil},
 		{[]string{"--provider", "rdma"}, false, nil},
 		{[]string{"-q", "0"}, false, nil},
 		{[]string{"send", "-r", "512"}, true, func(c benchConfig) bool { return c.rxDepth == 512 }},
@@ -56,7 +79,7 @@ func TestParseBench(t *testing.T) {
 		{[]string{"send", "-pingpong"}, false, nil},          // a ping-pong is a latency test
 		{[]string{"write", "-lat", "-pingpong"}, false, nil}, // of SEND and Recv only
 	} {
-		cfg, err := parseBench(c.args, io.Discard)
+		cfg, err := parseBench(c.args, io.Discard, io.Discard)
 		if (err == nil) != c.ok || (c.ok && !c.want(cfg)) {
 			t.Errorf("%q: %+v %v", c.args, cfg, err)
 		}
@@ -70,12 +93,12 @@ func TestBenchSoft(t *testing.T) {
 	for _, test := range []string{"write", "read", "send", "atomic"} {
 		t.Run(test, func(t *testing.T) {
 			var out, progress bytes.Buffer
-			cfg, err := parseBench([]string{test, "-s", "64", "-n", "2000", "-c", "2", "-q", "2", "-t", "16"}, io.Discard)
+			cfg, err := parseBench([]string{test, "-s", "64", "-n", "2000", "-callers", "2", "-q", "2", "-t", "16"}, io.Discard, io.Discard)
 			if err != nil && test != "atomic" {
 				t.Fatal(err)
 			}
 			if test == "atomic" {
-				cfg, _ = parseBench([]string{test, "-n", "2000", "-c", "2", "-q", "2", "-t", "16"}, io.Discard)
+				cfg, _ = parseBench([]string{test, "-n", "2000", "-callers", "2", "-q", "2", "-t", "16"}, io.Discard, io.Discard)
 			}
 			if err := bench(context.Background(), &out, &progress, cfg); err != nil {
 				t.Fatal(err)
@@ -104,7 +127,7 @@ func TestBenchLatencyJSON(t *testing.T) {
 func benchJSON(t *testing.T, args ...string) benchResult {
 	t.Helper()
 	var out bytes.Buffer
-	cfg, err := parseBench(append(args, "--json", "-progress", "0"), io.Discard)
+	cfg, err := parseBench(append(args, "--json", "-progress", "0"), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +155,7 @@ func TestBenchPingPong(t *testing.T) {
 // progress lines on the progress writer.
 func TestBenchDuration(t *testing.T) {
 	var out, progress bytes.Buffer
-	cfg, err := parseBench([]string{"-D", "1200ms", "-s", "4096", "-progress", "500ms"}, io.Discard)
+	cfg, err := parseBench([]string{"-D", "1200ms", "-s", "4096", "-progress", "500ms"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,5 +189,53 @@ func TestPeakRate(t *testing.T) {
 	}
 	if got := peakRate(hist[:2], time.Second, 1); got != 0 {
 		t.Errorf("no window qualifies: %.0f, want 0", got)
+	}
+}
+
+// TestOpenBenchPairNoSuchDevice: a -d or --peer-d the provider does not
+// have is an error naming it and the devices there are, and the pair
+// opened so far is closed without a panic.
+func TestOpenBenchPairNoSuchDevice(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"write", "-d", "rxe1", "-s", "64", "-n", "10"}, "-d rxe1: no such device on provider soft (it has soft0, soft1)"},
+		{[]string{"read", "--peer-d", "rxe1", "-n", "10"}, "-peer-d rxe1: no such device on provider soft (it has soft0, soft1)"},
+	} {
+		cfg, err := parseBench(c.args, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := openBenchPair(cfg, cfg.size)
+		if p != nil || err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, verbs.ErrNotFound) {
+			t.Errorf("%q: %v, %v; want an error with %q", c.args, p, err, c.want)
+		}
+	}
+}
+
+// TestBenchScriptCommandLines: the command lines the repository's
+// scripts run (bench/rxe-compare with its variants, bench/rxe-write-bw,
+// verbs/ibv/rxevm/cross) parse, with the test and the server's address
+// where the scripts put them.
+func TestBenchScriptCommandLines(t *testing.T) {
+	for _, c := range []struct {
+		line       string
+		test, host string
+		server     bool
+	}{
+		{"send -lat -pingpong -inline-post=false -wait-poll 0 -provider ibv -d rxe1 -server -p 18600 -progress 0", "send", "", true},
+		{"send -lat -pingpong -wait-poll 2ms -provider ibv -d rxe0 -s 64 -n 1000 -p 18600 -progress 0 198.18.0.2", "send", "198.18.0.2", false},
+		{"write -lat -r 256 -provider ibv -d rxe1 -server -p 18600 -progress 0", "write", "", true},
+		{"write -provider ibv -d rxe0 -s 65536 -n 2000 -p 18600 -progress 0 198.18.0.2", "write", "198.18.0.2", false},
+		{"write --provider ibv -d rxe0 --peer-d rxe1 -s 64 -n 2000 -progress 0", "write", "", false},
+		{"read -lat -provider ibv -d rxe0 -s 64 -n 50 -p 18600 -progress 0 198.18.1.2", "read", "198.18.1.2", false},
+		{"atomic -provider ibv -d rxe0 -server -p 18600 -progress 0", "atomic", "", true},
+		{"-n 200", "write", "", false},
+	} {
+		cfg, err := parseBench(strings.Fields(c.line), io.Discard, io.Discard)
+		if err != nil || cfg.test != c.test || cfg.host != c.host || cfg.server != c.server {
+			t.Errorf("%s: test %q host %q server %v, %v; want %q %q %v", c.line, cfg.test, cfg.host, cfg.server, err, c.test, c.host, c.server)
+		}
 	}
 }

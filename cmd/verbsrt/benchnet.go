@@ -195,7 +195,7 @@ func adoptBenchConfig(srv benchConfig, c *benchWire) (benchConfig, error) {
 	}{
 		{"test", run.test, srv.test}, {"-lat", run.lat, srv.lat}, {"-pingpong", run.pingpong, srv.pingpong}, {"-s", run.size, srv.size}, {"-a", run.all, srv.all},
 		{"-n", run.iters, srv.iters}, {"-D", run.duration, srv.duration}, {"-q", run.qps, srv.qps},
-		{"-c", run.callers, srv.callers}, {"-t", run.txDepth, srv.txDepth},
+		{"-callers", run.callers, srv.callers}, {"-t", run.txDepth, srv.txDepth},
 	} {
 		if srv.set[strings.TrimPrefix(f.name, "-")] && f.client != f.server {
 			diffs = append(diffs, fmt.Sprintf("%s: client %v, server %v", f.name, f.client, f.server))
@@ -229,7 +229,7 @@ func benchArgs(cfg benchConfig) string {
 	} else {
 		s += fmt.Sprintf(" -n %d", cfg.iters)
 	}
-	return s + fmt.Sprintf(" -q %d -c %d -t %d", cfg.qps, cfg.callers, cfg.txDepth)
+	return s + fmt.Sprintf(" -q %d -callers %d -t %d", cfg.qps, cfg.callers, cfg.txDepth)
 }
 
 // benchServe is the server: it takes one client from ln (and closes ln),
@@ -286,13 +286,11 @@ func openBenchProvider(cfg benchConfig, prov verbs.Provider) (*benchPair, string
 	if cfg.dev == "" {
 		return p, devs[0].Name(), nil
 	}
-	for _, d := range devs {
-		if d.Name() == cfg.dev {
-			return p, cfg.dev, nil
-		}
+	if err := checkDevice(cfg, "-d", cfg.dev, devs); err != nil {
+		p.close()
+		return nil, "", err
 	}
-	p.close()
-	return nil, "", fmt.Errorf("-d %s: no such device on provider %s: %w", cfg.dev, cfg.provider, verbs.ErrNotFound)
+	return p, cfg.dev, nil
 }
 
 // serveClient serves the client on ctl with p's provider and device dev.
@@ -465,7 +463,7 @@ func benchDialError(addr string, timeout time.Duration, err error) error {
 	var dns *net.DNSError
 	switch {
 	case errors.As(err, &dns):
-		return fmt.Errorf("connecting to the bench server at %s: %w (an argument that is not a test, write, read, send or atomic, is the server's host)", addr, err)
+		return fmt.Errorf("connecting to the bench server at %s: %w (the argument after the test is the server's host)", addr, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("connecting to the bench server at %s: no answer within %v", addr, timeout)
 	}

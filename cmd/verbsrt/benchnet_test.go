@@ -27,11 +27,11 @@ type netRun struct {
 // side gets "-provider soft" and its device; the server "-server".
 func runBenchNet(t *testing.T, srvArgs, cliArgs []string) *netRun {
 	t.Helper()
-	srvCfg, err := parseBench(append([]string{"-server", "-provider", "soft", "-d", "soft1"}, srvArgs...), io.Discard)
+	srvCfg, err := parseBench(append([]string{"-server", "-provider", "soft", "-d", "soft1"}, srvArgs...), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cliCfg, err := parseBench(append([]string{"-provider", "soft", "-d", "soft0", "-progress", "0"}, cliArgs...), io.Discard)
+	cliCfg, err := parseBench(append([]string{"-provider", "soft", "-d", "soft0", "-progress", "0"}, cliArgs...), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestBenchNetSoft(t *testing.T) {
 	for _, test := range []string{"write", "read", "send", "atomic"} {
 		for _, lat := range []bool{false, true} {
 			name, size := test, "64"
-			args := []string{test, "-n", "1000", "-q", "2", "-c", "2", "-t", "16"}
+			args := []string{test, "-n", "1000", "-q", "2", "-callers", "2", "-t", "16"}
 			line := bwLine
 			if lat {
 				name, args, line = test+"-lat", []string{test, "-lat", "-n", "300"}, latLine
@@ -174,7 +174,7 @@ func TestBenchNetMismatch(t *testing.T) {
 // TestBenchNetSoftProcesses: without a provider shared in this process,
 // the soft provider is refused at both ends, saying why.
 func TestBenchNetSoftProcesses(t *testing.T) {
-	cfg, _ := parseBench([]string{"-provider", "soft", "-server"}, io.Discard)
+	cfg, _ := parseBench([]string{"-provider", "soft", "-server"}, io.Discard, io.Discard)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestBenchNetSoftProcesses(t *testing.T) {
 	if err := benchServe(context.Background(), io.Discard, nil, cfg, ln, nil); err == nil || !strings.Contains(err.Error(), "same process") {
 		t.Errorf("server: %v", err)
 	}
-	cfg, _ = parseBench([]string{"-provider", "soft", "127.0.0.1"}, io.Discard)
+	cfg, _ = parseBench([]string{"write", "-provider", "soft", "127.0.0.1"}, io.Discard, io.Discard)
 	if err := benchClient(context.Background(), io.Discard, nil, cfg, ln.Addr().String(), nil); err == nil || !strings.Contains(err.Error(), "same process") {
 		t.Errorf("client: %v", err)
 	}
@@ -191,7 +191,7 @@ func TestBenchNetSoftProcesses(t *testing.T) {
 
 // clientCfg is a soft client's configuration for the tests of bad peers.
 func clientCfg(t *testing.T, timeout time.Duration) benchConfig {
-	cfg, err := parseBench([]string{"-provider", "soft", "-progress", "0", "127.0.0.1"}, io.Discard)
+	cfg, err := parseBench([]string{"write", "-provider", "soft", "-progress", "0", "127.0.0.1"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func serveOnce(t *testing.T, ctx context.Context, timeout time.Duration) (string
 	t.Helper()
 	prov := soft.New(soft.Config{Devices: 1})
 	t.Cleanup(func() { prov.Close() })
-	cfg, err := parseBench([]string{"-server", "-provider", "soft"}, io.Discard)
+	cfg, err := parseBench([]string{"-server", "-provider", "soft"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestBenchNetBadClients(t *testing.T) {
 func TestBenchNetBadDevice(t *testing.T) {
 	prov := soft.New(soft.Config{Devices: 1})
 	defer prov.Close()
-	cfg, err := parseBench([]string{"-server", "-provider", "soft", "-d", "soft7"}, io.Discard)
+	cfg, err := parseBench([]string{"-server", "-provider", "soft", "-d", "soft7"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,27 +4,31 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
-func runDemo(args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	size := fs.Int("s", 4096, "message size in bytes")
-	batch := fs.Int("b", 64, "WRITEs posted in one PostSend")
-	if err := fs.Parse(args); err != nil {
+func runDemo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("demo", "usage: verbsrt demo [-s SIZE] [-b BATCH]\n\n"+
+		"Connects an RC QP on soft0 to one on soft1, runs an RDMA WRITE, a READ, a SEND with\n"+
+		"immediate data, a FETCH_AND_ADD, a CMP_AND_SWP and a batch of WRITEs posted with one\n"+
+		"doorbell, checks the memory each touched and prints what happened.")
+	size := fs.Int("s", 4096, "message size in bytes, 8 to 1048576")
+	batch := fs.Int("b", 64, "WRITEs posted in one PostSend, 1 to 512")
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if *size < 8 || *size > 1<<20 || *batch < 1 || *batch > 512 {
-		return errors.New("-s must be 8..1048576 and -b 1..512")
+	switch {
+	case fs.NArg() > 0:
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
+	case *size < 8 || *size > 1<<20 || *batch < 1 || *batch > 512:
+		return usageErrorf("-s must be 8..1048576 and -b 1..512")
 	}
-	return demo(os.Stdout, *size, *batch)
+	return demo(stdout, *size, *batch)
 }
 
 // end is one side of the demo connection.
@@ -38,41 +42,56 @@ type end struct {
 	info  verbs.PeerInfo
 }
 
+// openEnd opens d and makes one end on it; on an error it closes what it
+// made.
 func openEnd(d verbs.Device, size, batch int) (*end, error) {
 	e := &end{}
+	if err := e.open(d, size, batch); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *end) open(d verbs.Device, size, batch int) error {
 	var err error
 	if e.ctx, err = d.Open(); err != nil {
-		return nil, err
+		return err
 	}
 	gid, err := e.ctx.QueryGID(1, 1)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if e.pd, err = e.ctx.AllocPD(); err != nil {
-		return nil, err
+		return err
 	}
 	if e.cq, err = e.ctx.CreateCQ(verbs.CQSpec{CQE: 2 * batch}); err != nil {
-		return nil, err
+		return err
 	}
 	if e.qp, err = e.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq,
 		Caps: verbs.QPCaps{MaxSendWR: batch, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
-		return nil, err
+		return err
 	}
 	if e.arena, err = verbs.NewArena(2*size*batch + 4096); err != nil {
-		return nil, err
+		return err
 	}
 	// For local use only: the peer reaches this memory through the
 	// exposures of demo (expose), each over its own bytes and rights.
 	if e.mr, err = e.pd.RegMR(e.arena.Bytes(), verbs.AccessLocalWrite); err != nil {
-		return nil, err
+		return err
 	}
 	e.info = verbs.PeerInfo{QPN: e.qp.QPN(), GID: gid}
-	return e, nil
+	return nil
 }
 
+// close releases what e holds; it may be partly made.
 func (e *end) close() {
-	e.ctx.Close() // destroys the QP, MR, CQ and PD with it
-	e.arena.Close()
+	if e.ctx != nil {
+		e.ctx.Close() // destroys the QP, MR, CQ and PD with it
+	}
+	if e.arena != nil {
+		e.arena.Close()
+	}
 }
 
 // post posts wrs and waits for n completions on e's CQ.

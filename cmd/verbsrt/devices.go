@@ -2,10 +2,8 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -17,23 +15,25 @@ import (
 // default, ibv for rdma-core's), what ibv_devinfo -v prints that verbsrt
 // cares about: identity, limits, capability flags, and per port its state,
 // MTUs, link layer and the non-empty GIDs among the first -gids.
-func runDevices(args []string) error {
-	fs := flag.NewFlagSet("devices", flag.ContinueOnError)
+func runDevices(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("devices", "usage: verbsrt devices [--provider soft|ibv] [-d DEVICE] [-gids N]\n\n"+
+		"Lists each device of the provider as ibv_devinfo -v does: identity, limits, capability\n"+
+		"flags, and per port its state, MTUs, link layer and non-empty GIDs.")
 	provider := fs.String("provider", "soft", "verbs provider: soft (a fabric of two in-process devices) or ibv (rdma-core)")
 	dev := fs.String("d", "", "show only this device")
 	gids := fs.Int("gids", 16, "how many GID table entries to look at per port (empty ones are not shown)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
 	p, closeProv, err := openProvider(*provider)
 	if err != nil {
 		return err
 	}
 	defer closeProv()
-	return devices(os.Stdout, p, *dev, *gids)
+	return devices(stdout, p, *dev, *gids)
 }
 
 // openProvider returns the provider called name and what releases it.
@@ -45,7 +45,18 @@ func openProvider(name string) (verbs.Provider, func(), error) {
 	case "ibv":
 		return ibv.New(), func() {}, nil
 	}
-	return nil, nil, fmt.Errorf("unknown provider %q (soft or ibv)", name)
+	return nil, nil, usageErrorf("unknown provider %q (soft or ibv)", name)
+}
+
+// errNoDevice says that provider has no device called name, which the
+// flag flagName asked for, and which devices it has.
+func errNoDevice(flagName, name, provider string, devs []verbs.Device) error {
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = d.Name()
+	}
+	return fmt.Errorf("%s %s: no such device on provider %s (it has %s): %w",
+		flagName, name, provider, strings.Join(names, ", "), verbs.ErrNotFound)
 }
 
 // devices prints the devices of p (only the one called only, when set):
@@ -70,7 +81,7 @@ func devices(w io.Writer, p verbs.Provider, only string, maxGIDs int) error {
 		}
 	}
 	if !found {
-		return fmt.Errorf("IB device %s not found: %w", only, verbs.ErrNotFound)
+		return errNoDevice("-d", only, p.Name(), devs)
 	}
 	return nil
 }

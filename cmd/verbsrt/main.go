@@ -1,17 +1,23 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
+	"strings"
 )
 
-// commands are the subcommands, by name.
-var commands = map[string]struct {
-	run   func(args []string) error
+// command is a subcommand: run gets the arguments after its name.
+type command struct {
+	run   func(args []string, stdout, stderr io.Writer) error
 	usage string
-}{
+}
+
+// commands are the subcommands, by name; help and version are run's own.
+var commands = map[string]command{
 	"bench":         {runBench, "perftest-style bandwidth and latency tests (write, read, send, atomic) over the runtime"},
 	"demo":          {runDemo, "move data over RC QPs on the soft provider and print what happened"},
 	"devices":       {runDevices, "list devices, ports, GIDs and limits, like ibv_devinfo -v"},
@@ -20,30 +26,94 @@ var commands = map[string]struct {
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	c, ok := commands[os.Args[1]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "verbsrt: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	if err := c.run(os.Args[2:]); err != nil {
-		fmt.Fprintln(os.Stderr, "verbsrt "+os.Args[1]+":", err)
-		os.Exit(1)
-	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: verbsrt COMMAND [flags]")
+// Exit codes, as the go command and the flag package use them.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the command ran and failed
+	exitUsage = 2 // the command line is wrong
+)
+
+// run runs the command line args (without the program's name) and returns
+// the process's exit code. Help goes to stdout, errors to stderr.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	name, args := args[0], args[1:]
+	cmd, ok := lookup(name)
+	if !ok {
+		fmt.Fprintf(stderr, "verbsrt: unknown command %q\n", name)
+		usage(stderr)
+		return exitUsage
+	}
+	name = strings.TrimLeft(name, "-")
+	err := cmd(args, stdout, stderr)
+	var ue usageError
+	switch {
+	case err == nil, errors.Is(err, errHelpShown):
+		return exitOK
+	case errors.Is(err, errFlagsShown):
+		return exitUsage // the flag package has said what and shown the flags
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "verbsrt %s: %v\nrun 'verbsrt help %s' for usage\n", name, ue.err, name)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "verbsrt %s: %v\n", name, err)
+	return exitFail
+}
+
+// lookup returns the command called name: a subcommand, help (also -h,
+// -help and --help, as the flag package spells it) or version (also
+// -version and --version).
+func lookup(name string) (func(args []string, stdout, stderr io.Writer) error, bool) {
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return runHelp, true
+	case "version", "-version", "--version":
+		return runVersion, true
+	}
+	c, ok := commands[name]
+	return c.run, ok
+}
+
+// usage prints the commands.
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: verbsrt COMMAND [flags] [arguments]")
+	fmt.Fprintln(w, "\nCommands:")
 	names := slices.Sorted(maps.Keys(commands))
 	width := 0
 	for _, n := range names {
 		width = max(width, len(n))
 	}
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-*s  %s\n", width, n, commands[n].usage)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, commands[n].usage)
 	}
+	fmt.Fprintf(w, "  %-*s  %s\n", width, "help", "this list, or with a command's name its flags")
+	fmt.Fprintf(w, "  %-*s  %s\n", width, "version", "print the module's version and VCS revision")
+	fmt.Fprintln(w, "\n'verbsrt help COMMAND' or 'verbsrt COMMAND -h' shows a command's flags.")
+}
+
+// runHelp is "verbsrt help [COMMAND]": the list of commands, or a
+// command's usage as its -h prints it, on stdout.
+func runHelp(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("help", "usage: verbsrt help [COMMAND]")
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
+	}
+	switch fs.NArg() {
+	case 0:
+		usage(stdout)
+		return nil
+	case 1:
+		cmd, ok := lookup(fs.Arg(0))
+		if !ok {
+			return usageErrorf("unknown command %q", fs.Arg(0))
+		}
+		return cmd([]string{"-h"}, stdout, stderr)
+	}
+	return usageErrorf("one command at a time (got %q)", fs.Args())
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -49,19 +48,19 @@ const (
 // ibv_rc_pingpong's text format, then bounce -n SENDs of -s bytes over RC
 // QPs and print the throughput and latency lines. With --provider soft it
 // runs both ends in this process over the soft provider.
-func runPingpong(args []string) error {
-	cfg, err := parsePingpong(args)
+func runPingpong(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parsePingpong(args, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	if cfg.provider == "soft" {
 		if cfg.host != "" {
-			return errors.New("the soft provider has no peer outside this process: omit the host for a self-test")
+			return usageErrorf("the soft provider has no peer outside this process: omit the host for a self-test")
 		}
-		return pingpongSelfTest(context.Background(), os.Stdout, cfg)
+		return pingpongSelfTest(context.Background(), stdout, cfg)
 	}
 	if cfg.provider != "ibv" {
-		return fmt.Errorf("unknown provider %q (ibv or soft)", cfg.provider)
+		return usageErrorf("unknown provider %q (ibv or soft)", cfg.provider)
 	}
 	var ln net.Listener
 	if cfg.host == "" {
@@ -71,21 +70,18 @@ func runPingpong(args []string) error {
 		}
 		defer ln.Close()
 	}
-	return pingpong(context.Background(), os.Stdout, ibv.New(), cfg, ln)
+	return pingpong(context.Background(), stdout, ibv.New(), cfg, ln)
 }
 
 // parsePingpong parses ibv_rc_pingpong's flags (short and long names) and
 // its one optional argument, the server's host, which may come before or
 // among the flags as getopt allows.
-func parsePingpong(args []string) (ppConfig, error) {
+func parsePingpong(args []string, stdout, stderr io.Writer) (ppConfig, error) {
 	cfg := ppConfig{provider: "ibv", ibPort: 1, size: 4096, mtu: 1024, rxDepth: 500, iters: 1000,
 		gidx: -1, port: 18515}
-	fs := flag.NewFlagSet("pingpong", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: verbsrt pingpong [flags]        start a server and wait for connection")
-		fmt.Fprintln(fs.Output(), "       verbsrt pingpong [flags] HOST   connect to server at HOST")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("pingpong", "usage: verbsrt pingpong [flags]        start a server and wait for connection\n"+
+		"       verbsrt pingpong [flags] HOST   connect to server at HOST\n\n"+
+		"rdma-core's ibv_rc_pingpong, flags, protocol and output included: either end may be the C program.")
 	fs.StringVar(&cfg.provider, "provider", cfg.provider, "verbs provider: ibv, or soft for a self-test of both ends in this process")
 	for _, f := range []struct {
 		p           *int
@@ -111,30 +107,30 @@ func parsePingpong(args []string) (ppConfig, error) {
 	fs.BoolVar(&cfg.validate, "c", false, "validate the received buffer")
 	fs.BoolVar(&cfg.validate, "chk", false, "same as -c")
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args, stdout, stderr); err != nil {
 			return cfg, err
 		}
 		if fs.NArg() == 0 {
 			break
 		}
 		if cfg.host != "" {
-			return cfg, fmt.Errorf("more than one host: %q and %q", cfg.host, fs.Arg(0))
+			return cfg, usageErrorf("more than one host: %q and %q", cfg.host, fs.Arg(0))
 		}
 		cfg.host, args = fs.Arg(0), fs.Args()[1:]
 	}
 	switch {
 	case verbs.MTUFromBytes(cfg.mtu) == 0:
-		return cfg, fmt.Errorf("-m %d: the path MTU is 256, 512, 1024, 2048 or 4096", cfg.mtu)
+		return cfg, usageErrorf("-m %d: the path MTU is 256, 512, 1024, 2048 or 4096", cfg.mtu)
 	case cfg.port < 0 || cfg.port > 65535:
-		return cfg, fmt.Errorf("-p %d: not a TCP port", cfg.port)
+		return cfg, usageErrorf("-p %d: not a TCP port", cfg.port)
 	case cfg.ibPort < 1 || cfg.ibPort > 255:
-		return cfg, fmt.Errorf("-i %d: ports are numbered from 1", cfg.ibPort)
+		return cfg, usageErrorf("-i %d: ports are numbered from 1", cfg.ibPort)
 	case cfg.size < 1 || cfg.size > 1<<30:
-		return cfg, fmt.Errorf("-s %d: the size is 1 to 1 GiB", cfg.size)
+		return cfg, usageErrorf("-s %d: the size is 1 to 1 GiB", cfg.size)
 	case cfg.rxDepth < 2 || cfg.iters < 1:
-		return cfg, fmt.Errorf("-r %d, -n %d: at least 2 receives and 1 iteration", cfg.rxDepth, cfg.iters)
+		return cfg, usageErrorf("-r %d, -n %d: at least 2 receives and 1 iteration", cfg.rxDepth, cfg.iters)
 	case cfg.gidx > 255 || cfg.sl < 0 || cfg.sl > 15:
-		return cfg, fmt.Errorf("-g %d, -l %d out of range", cfg.gidx, cfg.sl)
+		return cfg, usageErrorf("-g %d, -l %d out of range", cfg.gidx, cfg.sl)
 	}
 	return cfg, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,14 +25,14 @@ func TestParsePingpong(t *testing.T) {
 		{[]string{"--provider", "soft", "-r", "16", "-l", "3", "-i", "2"},
 			ppConfig{provider: "soft", ibPort: 2, size: 4096, mtu: 1024, rxDepth: 16, iters: 1000, sl: 3, gidx: -1, port: 18515}},
 	} {
-		got, err := parsePingpong(tc.args)
+		got, err := parsePingpong(tc.args, io.Discard, io.Discard)
 		if err != nil || got != tc.want {
 			t.Errorf("parsePingpong(%q) =\n %+v, %v; want\n %+v", tc.args, got, err, tc.want)
 		}
 	}
 	for _, args := range [][]string{{"-m", "1000"}, {"-p", "70000"}, {"-i", "0"}, {"-s", "0"}, {"-r", "1"},
 		{"a", "b"}, {"-x"}} {
-		if _, err := parsePingpong(args); err == nil {
+		if _, err := parsePingpong(args, io.Discard, io.Discard); err == nil {
 			t.Errorf("parsePingpong(%q) accepted", args)
 		}
 	}
@@ -48,7 +49,7 @@ var (
 // prints.
 func TestPingpongSelfTest(t *testing.T) {
 	for _, events := range []bool{false, true} {
-		cfg, err := parsePingpong([]string{"--provider", "soft", "-n", "300", "-s", "1000", "-r", "8"})
+		cfg, err := parsePingpong([]string{"--provider", "soft", "-n", "300", "-s", "1000", "-r", "8"}, io.Discard, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +80,7 @@ func TestPingpongSelfTest(t *testing.T) {
 }
 
 func TestPingpongSelfTestRefusesHost(t *testing.T) {
-	if err := runPingpong([]string{"--provider", "soft", "198.18.0.2"}); err == nil ||
+	if err := runPingpong([]string{"--provider", "soft", "198.18.0.2"}, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "self-test") {
 		t.Errorf("soft provider with a host: %v", err)
 	}

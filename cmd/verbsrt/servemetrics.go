@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -34,45 +33,38 @@ type smConfig struct {
 	size     int
 }
 
-func parseServeMetrics(args []string, stderr io.Writer) (smConfig, error) {
+func parseServeMetrics(args []string, stdout, stderr io.Writer) (smConfig, error) {
 	cfg := smConfig{listen: "127.0.0.1:9464", provider: "soft", qps: 2, callers: 4, rate: 1000, size: 4096}
-	fs := flag.NewFlagSet("serve-metrics", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: verbsrt serve-metrics [-listen ADDR] [flags]")
-		fmt.Fprintln(fs.Output(), "Runs a steady mix of WRITE, READ, SEND and FETCH_AND_ADD between two runtimes and serves their metrics on /metrics until interrupted.")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("serve-metrics", "usage: verbsrt serve-metrics [-listen ADDR] [flags]\n\n"+
+		"Runs a steady mix of WRITE, READ, SEND and FETCH_AND_ADD between two runtimes and serves\n"+
+		"their metrics on /metrics until interrupted.")
 	fs.StringVar(&cfg.listen, "listen", cfg.listen, "HTTP address to serve /metrics on")
 	fs.StringVar(&cfg.provider, "provider", cfg.provider, "verbs provider: soft or ibv")
 	fs.StringVar(&cfg.dev, "d", "", "client device (default: the first)")
 	fs.StringVar(&cfg.peerDev, "peer-d", "", "server device (default: the second, else the client's)")
 	fs.IntVar(&cfg.qps, "q", cfg.qps, "QPs (connections)")
-	fs.IntVar(&cfg.callers, "c", cfg.callers, "goroutines issuing operations")
+	fs.IntVar(&cfg.callers, "callers", cfg.callers, "goroutines issuing operations")
 	fs.IntVar(&cfg.rate, "rate", cfg.rate, "operations per second in all (0: unpaced)")
 	fs.IntVar(&cfg.size, "s", cfg.size, "bytes per WRITE, READ and SEND")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return cfg, err
 	}
 	switch {
 	case fs.NArg() > 0:
-		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return cfg, usageErrorf("unexpected argument %q", fs.Arg(0))
 	case cfg.provider != "soft" && cfg.provider != "ibv":
-		return cfg, fmt.Errorf("unknown provider %q (soft or ibv)", cfg.provider)
+		return cfg, usageErrorf("unknown provider %q (soft or ibv)", cfg.provider)
 	case cfg.qps < 1 || cfg.qps > 64 || cfg.callers < 1 || cfg.callers > 4096 || cfg.rate < 0:
-		return cfg, errors.New("-q 1 to 64, -c 1 to 4096, -rate at least 0")
+		return cfg, usageErrorf("-q 1 to 64, -callers 1 to 4096, -rate at least 0")
 	case cfg.size < 8 || cfg.size > 1<<20:
-		return cfg, errors.New("-s 8 bytes to 1 MiB")
+		return cfg, usageErrorf("-s 8 bytes to 1 MiB")
 	}
 	return cfg, nil
 }
 
-func runServeMetrics(args []string) error {
-	cfg, err := parseServeMetrics(args, os.Stderr)
+func runServeMetrics(args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseServeMetrics(args, stdout, stderr)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -81,7 +73,7 @@ func runServeMetrics(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serveMetrics(ctx, cfg, ln, os.Stderr)
+	return serveMetrics(ctx, cfg, ln, stderr)
 }
 
 // serveMetrics runs the workload and serves /metrics on ln until ctx ends,

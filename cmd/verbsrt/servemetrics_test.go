@@ -37,7 +37,7 @@ func TestServeMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseServeMetrics([]string{"-rate", "2000", "-c", "2"}, io.Discard)
+	cfg, err := parseServeMetrics([]string{"-rate", "2000", "-callers", "2"}, io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,12 +93,12 @@ func TestServeMetrics(t *testing.T) {
 }
 
 func TestParseServeMetrics(t *testing.T) {
-	cfg, err := parseServeMetrics([]string{"-listen", ":0", "--provider", "ibv", "-rate", "0"}, io.Discard)
+	cfg, err := parseServeMetrics([]string{"-listen", ":0", "--provider", "ibv", "-rate", "0"}, io.Discard, io.Discard)
 	if err != nil || cfg.listen != ":0" || cfg.provider != "ibv" || cfg.rate != 0 {
 		t.Errorf("%+v %v", cfg, err)
 	}
 	for _, bad := range [][]string{{"-rate", "-1"}, {"--provider", "x"}, {"-s", "1"}, {"extra"}} {
-		if _, err := parseServeMetrics(bad, io.Discard); err == nil {
+		if _, err := parseServeMetrics(bad, io.Discard, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vrt "github.com/verbsrt/verbsrt/runtime"
+)
+
+// counter is a caller's count of completed operations, on a cache line of
+// its own: each caller stores to its line only.
+type counter struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+// run runs one size: callers spread over the QPs, each keeping txDepth
+// operations in flight, for cfg.iters operations in all or cfg.duration.
+func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress io.Writer) (benchResult, error) {
+	r := benchResult{Test: cfg.test, Mode: "bw", Provider: cfg.provider, Device: p.cliDev,
+		PeerDevice: p.srvDev, QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, Bytes: size}
+	if cfg.lat {
+		r.Mode = "lat"
+		if cfg.pingpong {
+			r.Mode = "pingpong"
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.duration > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeout(ctx, cfg.duration)
+		defer c()
+	}
+	counts := make([]counter, cfg.callers)
+	lats := make([][]time.Duration, cfg.callers)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	start := time.Now()
+	for c := range cfg.callers {
+		n := uint64(math.MaxUint64)
+		if cfg.duration == 0 {
+			n = uint64(cfg.iters / cfg.callers)
+			if c < cfg.iters%cfg.callers {
+				n++
+			}
+		}
+		if cfg.lat && cfg.duration == 0 {
+			lats[c] = make([]time.Duration, 0, n)
+		}
+		op := p.op(cfg.test, c%cfg.qps, size)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			switch {
+			case cfg.pingpong:
+				// Half of each round trip, as ib_send_lat reports.
+				lats[c], err = runLatency(ctx, p.pingPong(ctx, c%cfg.qps, size), 2, n, &counts[c], lats[c])
+			case cfg.lat:
+				once := func() error { _, err := op().Wait(context.Background()); return err }
+				lats[c], err = runLatency(ctx, once, 1, n, &counts[c], lats[c])
+			default:
+				err = runWindow(ctx, op, n, cfg.txDepth, &counts[c])
+			}
+			if err != nil {
+				errOnce.Do(func() { firstErr = err; cancel() })
+			}
+		}()
+	}
+	done := make(chan struct{})
+	var hist []point
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		hist = sample(done, counts, start, cfg, size, progress)
+	}()
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(done)
+	sampler.Wait()
+	if firstErr != nil {
+		return r, firstErr
+	}
+	for i := range counts {
+		r.Iterations += counts[i].n.Load()
+	}
+	r.Seconds = elapsed.Seconds()
+	rate := float64(r.Iterations) / r.Seconds
+	if cfg.lat {
+		var all []time.Duration
+		for _, l := range lats {
+			all = append(all, l...)
+		}
+		latencyStats(&r, all)
+		return r, nil
+	}
+	r.BWAvgMBps = rate * float64(size) / (1 << 20)
+	r.MsgRateMpps = rate / 1e6
+	hist = append(hist, point{start.Add(elapsed), r.Iterations})
+	// Completions come in bursts (one signaled WR retires many), so a
+	// window must hold several windows' worth of operations in flight.
+	peak := peakRate(hist, 100*time.Millisecond, min(uint64(8*cfg.callers*cfg.txDepth), r.Iterations/2))
+	r.BWPeakMBps = max(peak, rate) * float64(size) / (1 << 20)
+	return r, nil
+}
+
+// point is the count of completed operations at a time.
+type point struct {
+	t time.Time
+	n uint64
+}
+
+// sample reads the callers' counts every 20 ms until done closes, prints
+// a progress line every cfg.progress and returns what it read.
+func sample(done <-chan struct{}, counts []counter, start time.Time, cfg benchConfig, size int, progress io.Writer) []point {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	hist := []point{{start, 0}}
+	lastPrint := start
+	for {
+		select {
+		case <-done:
+			return hist
+		case now := <-tick.C:
+			var n uint64
+			for i := range counts {
+				n += counts[i].n.Load()
+			}
+			hist = append(hist, point{now, n})
+			if cfg.progress > 0 && progress != nil && now.Sub(lastPrint) >= cfg.progress {
+				lastPrint = now
+				el := now.Sub(start).Seconds()
+				fmt.Fprintf(progress, "verbsrt bench: %s %d B: %.1f s, %d ops, %.3f Mops/s, %.2f MB/s\n",
+					cfg.test, size, el, n, float64(n)/el/1e6, float64(n)*float64(size)/el/(1<<20))
+			}
+		}
+	}
+}
+
+// peakRate returns the best rate, in operations per second, over the
+// windows of hist that last at least minDur and hold at least minOps
+// operations: perftest's peak, made robust to completions that arrive in
+// bursts. It returns 0 when no window qualifies.
+func peakRate(hist []point, minDur time.Duration, minOps uint64) float64 {
+	var peak float64
+	i := 0
+	for j := range hist {
+		// The latest start that still makes a window qualify.
+		for i+1 < j && hist[j].t.Sub(hist[i+1].t) >= minDur && hist[j].n-hist[i+1].n >= minOps {
+			i++
+		}
+		if d := hist[j].t.Sub(hist[i].t); i < j && d >= minDur && hist[j].n-hist[i].n >= minOps {
+			peak = max(peak, float64(hist[j].n-hist[i].n)/d.Seconds())
+		}
+	}
+	return peak
+}
+
+// op returns the operation a caller on QP q issues.
+func (p *benchPair) op(test string, q, size int) func() vrt.Future {
+	ep := p.cli[q]
+	local := p.src.Slice(0, size)
+	remote := p.remote
+	switch test {
+	case "read":
+		return func() vrt.Future { return ep.Read(context.Background(), local, remote) }
+	case "send":
+		return func() vrt.Future { return ep.Send(context.Background(), local) }
+	case "atomic":
+		return func() vrt.Future { return ep.FetchAdd(context.Background(), remote, 1) }
+	}
+	return func() vrt.Future { return ep.Write(context.Background(), local, remote) }
+}
+
+// runWindow issues n operations, keeping depth in flight, and counts each
+// one that completes. Once ctx ends it issues no more and waits for those
+// in flight: every future resolves (the runtime sees to it), and the next
+// size starts on an idle QP.
+func runWindow(ctx context.Context, op func() vrt.Future, n uint64, depth int, done *counter) error {
+	win := make([]vrt.Future, depth)
+	var issued, completed uint64
+	for ; issued < n && int(issued) < depth; issued++ {
+		win[issued] = op()
+	}
+	for k := 0; completed < issued; k = (k + 1) % depth {
+		if _, err := win[k].Wait(context.Background()); err != nil {
+			for j := range win { // the rest resolve on their own
+				win[j].Release()
+			}
+			return err
+		}
+		completed++
+		done.n.Store(completed)
+		if issued < n && ctx.Err() == nil {
+			win[k] = op()
+			issued++
+		}
+	}
+	return nil
+}
+
+// runLatency runs once n times, one at a time, and records how long each
+// took, divided by div: 1 for an operation from submit to completion, 2
+// for half a ping-pong.
+func runLatency(ctx context.Context, once func() error, div time.Duration, n uint64, done *counter, lats []time.Duration) ([]time.Duration, error) {
+	for i := uint64(0); i < n && ctx.Err() == nil; i++ {
+		t0 := time.Now()
+		if err := once(); err != nil {
+			return lats, err
+		}
+		lats = append(lats, time.Since(t0)/div)
+		done.n.Store(i + 1)
+	}
+	return lats, nil
+}
