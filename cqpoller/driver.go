@@ -63,8 +63,8 @@ func (d targetDriver) WaitBegin() { d.t.drivers.Inc() }
 // CQ back at once when it parks (parking), since the completion it waits
 // for must wake it. One that got its result leaves the CQ unwatched for
 // linger (at least minLinger) instead, since its caller often waits again
-// soon (the reply to the request it sent, after a post that takes 40-700
-// µs on rxe in a TCG guest): a wait that begins meanwhile finds the CQ as
+// soon (the reply to the request it sent, after a post that can be slow
+// where it is a system call, as on rxe): a wait that begins meanwhile finds the CQ as
 // it was, and none pays the arming (a system call on rxe) and the
 // completion event that follows it, which wakes the poller's thread.
 //

@@ -427,12 +427,9 @@ func (p *Poller) run() {
 
 // sleep waits, unless a target or a task is queued, for the event
 // goroutine, Add, Do or Close to wake it. The goroutine stays locked to
-// its thread while it sleeps: one that gave its thread back woke faster
-// (cqpoller's BenchmarkIdleTargets/after-sleep, 75-85 against 108-132 µs;
-// a one-pair SEND/Recv round trip 62-183 against 186-219 µs), but then a
-// one-pair WRITE+Wait fell into its slow state (85 µs against 1 µs) in 36
-// of 66 runs of bench/scale, against 1 of 42 locked and 11 of 66 before
-// the active set.
+// its thread while it sleeps: one that gives its thread back wakes a little
+// faster, but leaves the Go scheduler's threads in a state in which a
+// busy endpoint's round trips on soft often become many times slower.
 func (p *Poller) sleep() {
 	p.mu.Lock()
 	if p.closed || p.hasTasks.Load() || len(p.woken) > 0 {

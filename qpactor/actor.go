@@ -87,15 +87,14 @@ type Config struct {
 	// ends and gives its thread back, and the next Wake (a submission, a
 	// completion, credits, Close) starts a new one: an idle endpoint then
 	// holds no thread and no goroutine, and waking costs a goroutine start
-	// instead of handing a parked thread its goroutine back (bench/README.md
-	// compares the two).
+	// instead of handing a parked thread its goroutine back.
 	Park bool
 	// InlinePost makes a submission that finds the actor idle (its
 	// goroutine ended) drain the inbox and post on the submitting
 	// goroutine, locked to its OS thread while it posts, instead of
 	// starting an actor goroutine: the WR reaches the QP without a
 	// hand-off between threads, which costs a goroutine start on another
-	// OS thread (100-150 µs in a TCG guest, bench/README.md). What the
+	// OS thread. What the
 	// drain leaves queued (waiting for credits), and a closing actor's
 	// last sweep, go to an actor goroutine as without it. No effect with
 	// Park.

@@ -12,15 +12,12 @@ import (
 // inlineWorthIt reports whether a submission that finds the actor idle
 // should be posted by its submitter (Config.InlinePost): always when a
 // PostSend is cheap, and otherwise only when nothing is in flight. Where
-// PostSend is a system call that runs the protocol (rxe: 60-400 µs in a
-// TCG guest), a caller that keeps operations in flight and posts each
-// itself rings a doorbell per WR; the actor goroutine it hands them to
-// chains what comes while it posts into the next PostSend. With inline
-// posting for everything, 64-byte WRITEs from one caller keeping 128 in
-// flight ran at 0.29-0.46x ib_write_bw's message rate in the guest,
-// against 1.0-1.2x through the actor (bench/README.md). A caller that
-// waits for each operation (request/response) has nothing in flight when
-// it submits, and keeps posting inline.
+// PostSend is a system call that runs the protocol (rxe), a caller that
+// keeps operations in flight and posts each itself rings a doorbell per
+// WR, while the actor goroutine it hands them to chains what comes while
+// it posts into the next PostSend. A caller that waits for each operation
+// (request/response) has nothing in flight when it submits, and keeps
+// posting inline.
 func (a *Actor) inlineWorthIt() bool {
 	return time.Duration(a.postCost.Load()) < costlyPost || a.Outstanding() == 0
 }
@@ -72,8 +69,8 @@ func (a *Actor) runInline() {
 		// The drain left work waiting for credits, usually a moment
 		// away: the peer's grant (GrantPeerCredits) or a completion that
 		// brings them runs the actor again. An actor goroutine started
-		// now would often take the caller's P for its spin (on 2 cores a
-		// one-way stream of SENDs took 8x as long); one starts after the
+		// now would often take the caller's P for its spin, on a small
+		// machine the one its caller needs; one starts after the
 		// spin window if they have not come, and watches the contexts of
 		// what waits, which this rest leaves unwatched (a watch
 		// allocates).
@@ -132,26 +129,18 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 }
 
 // waitWindow is how long a waiter polls before it parks: Config.WaitPoll,
-// or what a park is expected to cost where that is more (parkCost,
-// wakecost.go), as a ski rental buys skis once renting has cost their
-// price.
+// or what a park is expected to cost where that is more (sched.ParkCost),
+// as a ski rental buys skis once renting has cost their price.
 //
-// A waiter that parks pays a wake-up: on soft and on hardware some µs,
-// but in a TCG guest over rxe 0.2-2.6 ms per goroutine on the way, more
-// than the round trip it waited for; there the window is milliseconds,
-// and a ping-pong parks now and then instead of on most waits.
+// A waiter that parks pays a chain of goroutine wake-ups: cheap on a quiet
+// machine with cores to spare, and on a busy or emulated one more than the
+// round trip it waited for; there the window grows to cover a park.
 //
-// The window is not learned from how long the waits take. It once was
-// (10 times their 90th percentile, up to 25 times WaitPoll), and a waiter
-// whose waits were long polled through them: a reader faster than its
-// writer, on a 2-core machine, spun on the CPU the writer's side needed,
-// which made its waits longer and the window with them. A 4 KiB stream
-// over rdmanet on soft ran at 310-330 MB/s that way, and runs at 750-990
-// with this window. The learned window had also covered the stalls of a
-// ping-pong in a TCG guest whose measured wake-ups were short: in 3
-// rounds of 11 there such a ping-pong now parks on a wait in 15
-// (bench/README.md, session 17). Polling longer than a park costs buys
-// latency with CPU the machine may not have.
+// The window is not learned from how long the waits take: a reader faster
+// than its writer would then poll through its long waits, on the CPU the
+// writer's side needs, which makes the waits longer and the window with
+// them. Polling longer than a park costs buys latency with CPU the machine
+// may not have.
 func (a *Actor) waitWindow() time.Duration {
 	return max(time.Duration(a.waitPollMicros)*time.Microsecond, sched.ParkCost())
 }

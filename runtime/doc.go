@@ -11,7 +11,7 @@
 //	f := ep.Write(ctx, buf.Local(), peerRef) // peerRef: from the peer's Exposure; returns once queued
 //	_, err := f.Wait(ctx)                    // or <-f.Done(), or f.Then(fn)
 //
-// Underneath, every endpoint's QP is owned by a qpactor.Actor, a goroutine
+// Underneath, every endpoint's QP is owned by an actor, a goroutine
 // locked to its OS thread while it works (an idle endpoint's actor ends and
 // holds no thread; the next operation starts it) that drains a lock-free
 // inbox and chains what it
@@ -24,8 +24,7 @@
 // Locked goroutines spin while there is traffic, since waking a parked one
 // costs microseconds, and at most GOMAXPROCS-1 of them spin at once, so the
 // goroutines waiting for futures always have a P: on a 2-core machine one
-// busy endpoint's actor takes one core and its callers the other
-// (bench/README.md has the measurements).
+// busy endpoint's actor takes one core and its callers the other.
 //
 // # Connecting
 //

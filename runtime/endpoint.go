@@ -360,7 +360,11 @@ type Op struct {
 }
 
 // MaxGather is the most ranges one operation gathers or scatters.
-const MaxGather = qpactor.MaxGather
+const MaxGather = 4
+
+// The actor takes gather lists of the same bound.
+var _ [MaxGather - qpactor.MaxGather]struct{}
+var _ [qpactor.MaxGather - MaxGather]struct{}
 
 // toOp checks op and turns it into the actor's, holding its memory (the
 // hold goes with it to the actor).

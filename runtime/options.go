@@ -109,8 +109,8 @@ func WithMemoryLimit(n int) Option { return func(c *config) { c.memLimit = n } }
 // idle posts on the caller's goroutine (locked to its OS thread while it
 // posts, as the actor would be) instead of starting the actor on another
 // thread: what a lone request/response caller waits for on every call,
-// 100-150 µs in a TCG guest, and what a caller with a few operations in
-// flight loses when the actor it started takes its P (bench/README.md).
+// and what a caller with a few operations in flight loses when the actor
+// it started takes its P.
 // On by default. Operations that find the actor running, or that must
 // wait for credits, go through it either way; so do those submitted with
 // others in flight where a post is costly (a system call, as on rxe),
@@ -118,13 +118,13 @@ func WithMemoryLimit(n int) Option { return func(c *config) { c.memLimit = n } }
 func WithInlinePost(on bool) Option { return func(c *config) { c.inlinePost = on } }
 
 // DefaultWaitPoll is how long a waiter polls its endpoint's CQ before it
-// parks unless WithWaitPoll says otherwise: on soft a SEND/Recv round
-// trip takes 2-3 µs with it and 170-250 µs without. A waiter polls longer
-// where a park is expected to cost more, up to 10 ms: three goroutine
-// wake-ups, as the process measures them (sched.WakeUpCost). That is
-// some µs on hardware, where it changes nothing, and milliseconds in a TCG
-// guest over rxe, where a ping-pong then parks now and then instead of on
-// most waits (bench/README.md). It does not poll longer because its waits
+// parks unless WithWaitPoll says otherwise: a completion handled on the
+// waiting goroutine's own thread spares it a chain of goroutine wake-ups.
+// A waiter polls longer where a park is expected to cost more, up to
+// 10 ms: three goroutine wake-ups, as the process measures them. That is
+// little on a quiet machine, where it changes nothing, and a great deal on
+// a busy or emulated one, where a ping-pong then parks now and then
+// instead of on most waits. It does not poll longer because its waits
 // are long: a waiter spinning through long waits takes the CPU from the
 // work it waits for, where the machine has no core to spare.
 const DefaultWaitPoll = 200 * time.Microsecond

@@ -19,7 +19,8 @@ import (
 // state, in the background: every qpCheckPeriod, and no more than
 // qpCheckRate QPs a second whatever the number of endpoints (10,000 take 10
 // s, the bound on noticing a silent peer, peerlink.go). A query is a system
-// call on rdma-core (a few µs): 1,000 a second cost about 0.3% of a core.
+// call on rdma-core: the rate bounds what the checks cost, whatever the
+// number of endpoints.
 const (
 	qpCheckTick   = 100 * time.Millisecond
 	qpCheckPeriod = 2 * time.Second
