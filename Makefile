@@ -3,7 +3,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test lint fmt vet staticcheck race race-1p race-actor-only modules fuzz demo test-rxe test-rxe-2host metrics-check
+.PHONY: test lint fmt vet staticcheck race race-1p race-actor-only stress modules fuzz demo test-rxe test-rxe-2host metrics-check
 
 # Modules of their own, beside the main one: their tests need modules the
 # library's users must not inherit (gRPC, golang.org/x/net's nettest).
@@ -46,6 +46,22 @@ race-1p:
 # behaviour they check too.
 race-actor-only:
 	VERBSRT_TEST_ACTOR_ONLY=1 $(GO) test -race -count=1 -timeout 30m ./runtime/...
+
+# The race-1p and race-actor-only targets beside one CPU burner per core,
+# three times in a row: a test that depends on how a busy machine
+# schedules its goroutines fails here, as it would for a user whose
+# machine is doing other work.
+STRESS_ROUNDS ?= 3
+stress:
+	@set -e; burners=""; \
+	trap 'kill $$burners 2>/dev/null || true' EXIT HUP INT PIPE TERM; \
+	for i in $$(seq "$$(getconf _NPROCESSORS_ONLN)"); do \
+		( while :; do :; done ) & burners="$$burners $$!"; \
+	done; \
+	for round in $$(seq $(STRESS_ROUNDS)); do \
+		echo "== stress round $$round of $(STRESS_ROUNDS), beside $$(echo $$burners | wc -w) CPU burners"; \
+		$(MAKE) --no-print-directory race-1p race-actor-only; \
+	done
 
 # Each module of MODULES: tidy, vet, staticcheck (its own tool directive)
 # and its tests under the race detector.
