@@ -17,7 +17,7 @@ var callerCounts = []int{1, 16, 256}
 //   - runtime/callers=N: N goroutines each call ep.Write and Wait on the
 //     future, through the runtime's actor and poller.
 //   - actor-only/callers=N: the same with the caller-thread defaults off
-//     (WithInlinePost(false), WithWaitPoll(0)): every post on the actor's
+//     (Tuning.NoInlinePost, Tuning.NoWaitPoll): every post on the actor's
 //     goroutine, every completion handled by the actor or the poller.
 //   - naive/callers=N: the same callers over a mutex-guarded QP, one
 //     signaled PostSend and one channel per write, one polling goroutine.

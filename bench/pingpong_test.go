@@ -10,29 +10,29 @@ import (
 // callerThreadVariants are the runtime's options that move work onto the
 // caller's goroutine, each alone, both (the default) and neither (issue
 // 13): the post of an operation that finds its actor idle
-// (WithInlinePost), the handling of the completion a waiter waits for
-// (WithWaitPoll).
+// (Tuning.NoInlinePost unset), the handling of the completion a waiter waits for
+// (Tuning.WaitPoll).
 var callerThreadVariants = []struct {
 	name string
 	opts []vrt.Option
 }{
 	{"actor-only", actorOnlyOpts},
-	{"inline-post", []vrt.Option{vrt.WithInlinePost(true), vrt.WithWaitPoll(0)}},
-	{"wait-poll", []vrt.Option{vrt.WithInlinePost(false), vrt.WithWaitPoll(waitPoll)}},
+	{"inline-post", []vrt.Option{vrt.WithTuning(vrt.Tuning{NoWaitPoll: true})}},
+	{"wait-poll", []vrt.Option{vrt.WithTuning(vrt.Tuning{NoInlinePost: true, WaitPoll: waitPoll})}},
 	{defaultVariant, callerThreadOpts},
 }
 
 // defaultVariant is the runtime's default among callerThreadVariants.
 const defaultVariant = "inline-post+wait-poll"
 
-// waitPoll is how long the variants' waiters poll (WithWaitPoll).
-const waitPoll = vrt.DefaultWaitPoll
+// waitPoll is how long the variants' waiters poll (Tuning.WaitPoll).
+var waitPoll = vrt.DefaultTuning().WaitPoll
 
-var callerThreadOpts = []vrt.Option{vrt.WithInlinePost(true), vrt.WithWaitPoll(waitPoll)}
+var callerThreadOpts = []vrt.Option{vrt.WithTuning(vrt.Tuning{WaitPoll: waitPoll})}
 
 // actorOnlyOpts turn the caller-thread options off: posting only on the
 // actor's goroutine, completions only on the poller's and the actor's.
-var actorOnlyOpts = []vrt.Option{vrt.WithInlinePost(false), vrt.WithWaitPoll(0)}
+var actorOnlyOpts = []vrt.Option{vrt.WithTuning(vrt.Tuning{NoInlinePost: true, NoWaitPoll: true})}
 
 // BenchmarkPingPong measures a request/response round trip of 64-byte
 // messages through Send and Recv, one op being one round trip: the client

@@ -55,7 +55,7 @@ func New(src Source) *Collector {
 		endpoints:   d("endpoints", "Connected endpoints."),
 		cancelled:   d("ops_cancelled_total", "Operations whose context ended while they were queued: removed before they reached the device."),
 		actorRuns:   d("actor_runs_total", "Starts of the endpoints' actor goroutines: each endpoint's first, and each time work woke an idle actor (a goroutine on a locked OS thread)."),
-		inlinePosts: d("inline_posts_total", "Posts a caller made itself on finding its endpoint's actor idle (WithInlinePost), instead of starting the actor."),
+		inlinePosts: d("inline_posts_total", "Posts a caller made itself on finding its endpoint's actor idle (inline posting), instead of starting the actor."),
 		waitsParked: d("waits_parked_total", "Waits (Future.Wait, Recv) that spun without their result and parked: each costs a wake-up by another thread."),
 	}
 }

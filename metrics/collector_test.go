@@ -119,7 +119,7 @@ verbsrt_op_latency_seconds_count{opcode="RDMA_WRITE"} 2
 # HELP verbsrt_actor_runs_total Starts of the endpoints' actor goroutines: each endpoint's first, and each time work woke an idle actor (a goroutine on a locked OS thread).
 # TYPE verbsrt_actor_runs_total counter
 verbsrt_actor_runs_total 7
-# HELP verbsrt_inline_posts_total Posts a caller made itself on finding its endpoint's actor idle (WithInlinePost), instead of starting the actor.
+# HELP verbsrt_inline_posts_total Posts a caller made itself on finding its endpoint's actor idle (inline posting), instead of starting the actor.
 # TYPE verbsrt_inline_posts_total counter
 verbsrt_inline_posts_total 11
 # HELP verbsrt_waits_parked_total Waits (Future.Wait, Recv) that spun without their result and parked: each costs a wake-up by another thread.

@@ -35,7 +35,7 @@
 //	endpoints                       gauge      connected endpoints
 //	ops_cancelled_total             counter    operations whose context ended while they were queued
 //	actor_runs_total                counter    actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
-//	inline_posts_total              counter    posts a caller made itself on finding the actor idle (WithInlinePost)
+//	inline_posts_total              counter    posts a caller made itself on finding the actor idle (inline posting)
 //	waits_parked_total              counter    waits (Future.Wait, Recv) that spun without their result and parked
 //
 // op_latency_seconds is sampled: the actor stamps the WR whose sequence

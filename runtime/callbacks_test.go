@@ -13,7 +13,7 @@ import (
 // on a goroutine each (the pool's overflow used to start one per
 // callback), and all run once they are let go.
 func TestThenCallbacksBounded(t *testing.T) {
-	rt, cli, _ := pair(t, vrt.WithPoolSize(2))
+	rt, cli, _ := pair(t, vrt.WithTuning(vrt.Tuning{CallbackWorkers: 2}))
 	ctx := ctxT(t)
 	buf := alloc(t, rt, 64)
 	const n = 1000

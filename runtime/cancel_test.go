@@ -23,7 +23,7 @@ func TestCancelTenThousandQueued(t *testing.T) {
 		depth = 8
 		n     = 10000
 	)
-	rt, cli, srv := pair(t, runtime.WithRingSize(2*n), runtime.WithRecvDepth(depth))
+	rt, cli, srv := pair(t, runtime.WithTuning(runtime.Tuning{RingSize: 2 * n}), runtime.WithRecvDepth(depth))
 	ctx := ctxT(t)
 	src := alloc(t, rt, 8*n)
 	dst := alloc(t, rt, 8*n)

@@ -137,6 +137,9 @@ func (l *Listener) Accept(ctx context.Context) (*Endpoint, error) {
 
 // Dial connects to a Listener at the TCP address addr.
 func (rt *Runtime) Dial(ctx context.Context, addr string) (*Endpoint, error) {
+	if rt.isClosed() {
+		return nil, ErrClosed
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

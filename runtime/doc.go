@@ -81,7 +81,7 @@
 // Every queue is bounded, and a full one makes the caller wait, under its
 // context, or fails: none grows with load.
 //
-//   - An endpoint's inbox holds WithRingSize submissions (1024). An
+//   - An endpoint's inbox holds Tuning.RingSize submissions (1024). An
 //     operation method that finds it full waits for room until its
 //     context ends (the actor signals room as it takes submissions); the
 //     operation then fails with ctx.Err().
@@ -90,7 +90,7 @@
 //     its senders down to the inbox's size, then blocks them.
 //   - The send queue holds what the device accepted (WithSendQueueDepth);
 //     what does not fit waits in the inbox.
-//   - Then callbacks run on WithPoolSize workers; when all are busy, the
+//   - Then callbacks run on Tuning.CallbackWorkers workers; when all are busy, the
 //     rest wait in a queue one more goroutine runs (at most one callback
 //     per pending future, allocated by the caller), never on a goroutine
 //     each and never on a poller.

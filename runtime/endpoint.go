@@ -65,7 +65,7 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	cfg := rt.cfg
 	pi := int(rt.nextPoller.Inc()) % len(rt.pollers)
 	ep := &Endpoint{rt: rt, poller: rt.pollers[pi], over: make(chan struct{})}
-	cqe := cfg.cqSize
+	cqe := cfg.tuning.CQSize
 	if cqe <= 0 {
 		// Room for a completion of every WR the QP may hold at once (a
 		// flush completes each of them, signaled or not) and of every
@@ -113,7 +113,7 @@ func (ep *Endpoint) setup() error {
 	if need := attr.Cap.MaxSendWR + rt.cfg.recvDepth; ep.cq.CQE() < need {
 		// A flush would overrun the CQ and lose completions whose futures
 		// then wait for ever.
-		return fmt.Errorf("verbsrt: a CQ of %d entries cannot hold the completions of the QP's %d sends and %d receives (WithCQSize): %w",
+		return fmt.Errorf("verbsrt: a CQ of %d entries cannot hold the completions of the QP's %d sends and %d receives (Tuning.CQSize): %w",
 			ep.cq.CQE(), attr.Cap.MaxSendWR, rt.cfg.recvDepth, verbs.ErrInvalidArgument)
 	}
 	// The actor fills the send queue to what was asked for, not to what
@@ -124,8 +124,8 @@ func (ep *Endpoint) setup() error {
 		return err
 	}
 	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: wrid.ActorID(rt.nextID.Inc()), SendDepth: depth,
-		RingSize: rt.cfg.ringSize, SignalEvery: rt.cfg.signalEvery, Spin: rt.cfg.spin, Park: rt.cfg.parkActors, Executor: rt.pool,
-		InlinePost: rt.cfg.inlinePost, WaitPoll: rt.cfg.waitPoll, WrapError: ep.opError,
+		RingSize: rt.cfg.tuning.RingSize, SignalEvery: rt.cfg.tuning.SignalEvery, Spin: rt.cfg.tuning.Spin, Park: rt.cfg.parkActors,
+		InlinePost: !rt.cfg.tuning.NoInlinePost, WaitPoll: waitPoll(rt.cfg.tuning), Executor: rt.pool, WrapError: ep.opError,
 		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
 	if err != nil {
 		return err

@@ -19,7 +19,7 @@ import (
 // were dropped, and a credit-only report that found the inbox full was
 // never retried; both ends then waited for credits forever).
 func TestCreditsSurviveFullInbox(t *testing.T) {
-	rt, a, b := pair(t, runtime.WithRingSize(2), runtime.WithRecvDepth(4))
+	rt, a, b := pair(t, runtime.WithTuning(runtime.Tuning{RingSize: 2}), runtime.WithRecvDepth(4))
 	const n = 400
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -98,7 +98,7 @@ func TestPostMoreSendsThanPeerWindow(t *testing.T) {
 // returns: none is left queued after Close failed the queue.
 func TestSendRacingCloseResolves(t *testing.T) {
 	for round := range 20 {
-		rt, a, _ := pair(t, runtime.WithRecvDepth(2))
+		rt, a, _ := pair(t, runtime.WithRecvDepth(4))
 		buf := alloc(t, rt, 16)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var fs []runtime.Future
@@ -177,7 +177,7 @@ func TestPeerCloseIsGraceful(t *testing.T) {
 	}
 }
 
-// TestGrantPostsWaitingSend: with WithInlinePost, a SEND that waits for
+// TestGrantPostsWaitingSend: with inline posting, a SEND that waits for
 // the peer's credits, on an actor gone idle, is posted by the goroutine
 // that handles the peer's grant (the poller, or a waiter polling the CQ),
 // as a submission that finds the actor idle is by its caller: no actor
@@ -185,7 +185,7 @@ func TestPeerCloseIsGraceful(t *testing.T) {
 // one-way stream of SENDs such starts made every message 8x slower).
 func TestGrantPostsWaitingSend(t *testing.T) {
 	const depth = 8
-	rt, cli, srv := pair(t, runtime.WithInlinePost(true), runtime.WithRecvDepth(depth))
+	rt, cli, srv := pair(t, runtime.WithRecvDepth(depth))
 	ctx := ctxT(t)
 	buf := alloc(t, rt, 64)
 	// Use up the peer's credits: the receiver does not receive yet.

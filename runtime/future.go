@@ -65,7 +65,7 @@ func (f Future) Result() (Completion, error) {
 }
 
 // Then arranges for fn to run, on the runtime's worker pool
-// (WithPoolSize), once the operation completes (at once if it has). It
+// (Tuning.CallbackWorkers), once the operation completes (at once if it has). It
 // consumes the future. fn must not wait for another future's Then
 // callback.
 func (f Future) Then(fn func(Completion, error)) {

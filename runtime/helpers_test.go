@@ -141,8 +141,8 @@ func ctxT(t testing.TB) context.Context {
 }
 
 // actorOnlyEnv, set to 1, runs every test whose runtime newRuntime makes
-// without the caller-thread defaults (WithInlinePost(false),
-// WithWaitPoll(0)): posting and completion handling then happen only on
+// without the caller-thread defaults (Tuning.NoInlinePost and
+// Tuning.NoWaitPoll): posting and completion handling then happen only on
 // actor and poller goroutines, and must keep every behaviour the tests
 // check (make test runs the package both ways).
 const actorOnlyEnv = "VERBSRT_TEST_ACTOR_ONLY"
@@ -151,5 +151,5 @@ func actorOnlyOpts() []runtime.Option {
 	if os.Getenv(actorOnlyEnv) != "1" {
 		return nil
 	}
-	return []runtime.Option{runtime.WithInlinePost(false), runtime.WithWaitPoll(0)}
+	return []runtime.Option{runtime.WithTuning(runtime.Tuning{NoInlinePost: true, NoWaitPoll: true})}
 }

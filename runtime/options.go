@@ -1,10 +1,10 @@
 package runtime
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/verbsrt/verbsrt/cqpoller"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -12,31 +12,22 @@ import (
 type Option func(*config)
 
 type config struct {
-	provider    verbs.Provider
-	device      string
-	gidIndex    int
-	pollers     int
-	policy      cqpoller.Policy
-	spin        time.Duration
-	cqSize      int
-	sqDepth     int
-	signalEvery int
-	ringSize    int
-	poolSize    int
-	recvDepth   int
-	msgSize     int
-	memLimit    int
-	rnrRetry    uint8
-	parkActors  bool
-	inlinePost  bool
-	waitPoll    time.Duration
-	logger      *slog.Logger
+	provider   verbs.Provider
+	device     string
+	gidIndex   int
+	sqDepth    int
+	recvDepth  int
+	msgSize    int
+	memLimit   int
+	rnrRetry   uint8
+	parkActors bool
+	tuning     Tuning
+	logger     *slog.Logger
 }
 
 func defaults() config {
-	return config{gidIndex: -1, pollers: 1, sqDepth: 256, ringSize: 1024, poolSize: 256,
-		recvDepth: 64, msgSize: 4096, memLimit: 1 << 30, rnrRetry: 7,
-		inlinePost: true, waitPoll: DefaultWaitPoll}
+	return config{gidIndex: -1, sqDepth: 256, recvDepth: 64, msgSize: 4096, memLimit: 1 << 30,
+		rnrRetry: 7, tuning: DefaultTuning()}
 }
 
 // WithProvider selects the verbs provider (default: a soft provider of one
@@ -51,41 +42,10 @@ func WithDevice(name string) Option { return func(c *config) { c.device = name }
 // IPv4-mapped GID, else index 0).
 func WithGIDIndex(i int) Option { return func(c *config) { c.gidIndex = i } }
 
-// WithPollers sets how many CQ poller goroutines the runtime runs (default
-// 1). Each is locked to an OS thread and, under load, spins: on a machine
-// with few cores keep it small.
-func WithPollers(n int) Option { return func(c *config) { c.pollers = n } }
-
-// WithIdlePolicy sets what pollers do when idle (default Adaptive: spin,
-// yield, then sleep on the completion channel; idle costs no CPU).
-func WithIdlePolicy(p cqpoller.Policy) Option { return func(c *config) { c.policy = p } }
-
-// WithSpin sets how long actors and pollers spin before they yield and
-// park (default 50 µs).
-func WithSpin(d time.Duration) Option { return func(c *config) { c.spin = d } }
-
-// WithCQSize sets the entries of each endpoint's CQ (default: enough for a
-// full send and receive queue, which is what guarantees no overrun).
-func WithCQSize(n int) Option { return func(c *config) { c.cqSize = n } }
-
 // WithSendQueueDepth sets max_send_wr of each endpoint's QP (default 256):
 // the endpoint keeps at most n WRs in flight, even where the provider
 // rounds the queue up.
 func WithSendQueueDepth(n int) Option { return func(c *config) { c.sqDepth = n } }
-
-// WithSignalEvery makes every k-th WR signaled (default: a quarter of the
-// send queue). The last WR of each drain is always signaled.
-func WithSignalEvery(k int) Option { return func(c *config) { c.signalEvery = k } }
-
-// WithRingSize sets each actor's inbox capacity in submissions (default 1024).
-func WithRingSize(n int) Option { return func(c *config) { c.ringSize = n } }
-
-// WithPoolSize sets the size of the worker pool that runs Then callbacks
-// (default 256). When every worker is busy, further callbacks wait in a
-// queue that one more goroutine runs in order: callbacks never start more
-// than n+1 goroutines, and never stall the pollers that resolve futures.
-// A callback must not wait for another future's Then callback.
-func WithPoolSize(n int) Option { return func(c *config) { c.poolSize = n } }
 
 // WithRecvDepth sets the largest window of receive credits an endpoint
 // grants its peer (default 64, at least 4). Receives come from the
@@ -105,39 +65,148 @@ func WithMessageSize(n int) Option { return func(c *config) { c.msgSize = n } }
 // is locked: RLIMIT_MEMLOCK must allow what the runtime maps.
 func WithMemoryLimit(n int) Option { return func(c *config) { c.memLimit = n } }
 
-// WithInlinePost sets whether an operation that finds its endpoint's actor
-// idle posts on the caller's goroutine (locked to its OS thread while it
-// posts, as the actor would be) instead of starting the actor on another
-// thread: what a lone request/response caller waits for on every call,
-// and what a caller with a few operations in flight loses when the actor
-// it started takes its P.
-// On by default. Operations that find the actor running, or that must
-// wait for credits, go through it either way; so do those submitted with
-// others in flight where a post is costly (a system call, as on rxe),
-// which the actor chains into one post.
-func WithInlinePost(on bool) Option { return func(c *config) { c.inlinePost = on } }
+// Tuning holds how a runtime's goroutines spin, poll and hand work over:
+// the knobs that trade CPU for latency. The defaults (DefaultTuning) suit
+// most programs; measure before changing them (bench/README.md says how).
+// For WithTuning, a field left zero keeps its earlier value.
+type Tuning struct {
+	// Pollers is how many CQ poller goroutines the runtime runs (default
+	// 1, at most 64). Each is locked to an OS thread and, under load,
+	// spins: on a machine with few cores keep it small.
+	Pollers int
+	// BusyPoll makes the pollers poll without ever sleeping on the
+	// completion channel: lowest latency for a runtime that is never idle,
+	// a core's worth of CPU for one that is. By default a poller spins,
+	// yields, then sleeps, and an idle runtime costs no CPU.
+	BusyPoll bool
+	// Spin is how long actors and pollers spin before they yield and park
+	// (default 50 µs, at most 1 s).
+	Spin time.Duration
+	// WaitPoll is how long, at the least, a goroutine blocked in
+	// Future.Wait or Recv polls its endpoint's CQ itself before it parks
+	// (default 200 µs, at most 1 s), so that the completion it waits for
+	// is handled on its own thread, not by a poller woken for it that then
+	// wakes the waiter. A waiter polls longer where a park is expected to
+	// cost more, up to 10 ms (three goroutine wake-ups, as the process
+	// measures them), never because its waits are long: a waiter spinning
+	// through long waits takes the CPU from the work it waits for. At most
+	// a few goroutines of a process poll at once; the rest yield a few
+	// dozen times and park.
+	WaitPoll time.Duration
+	// NoWaitPoll turns waiter polling off: every waiter yields a few dozen
+	// times and parks, and pollers and actors handle every completion.
+	NoWaitPoll bool
+	// NoInlinePost makes every operation go through its endpoint's actor
+	// goroutine. By default an operation that finds the actor idle posts
+	// on the caller's goroutine (locked to its OS thread while it posts, as
+	// the actor would be) instead of starting the actor on another thread:
+	// what a lone request/response caller waits for on every call.
+	// Operations that find the actor running, that must wait for credits,
+	// or that are submitted with others in flight where a post is costly
+	// (a system call, as on rxe) go through the actor either way, which
+	// chains them into one post.
+	NoInlinePost bool
+	// SignalEvery makes every k-th WR signaled (default: a quarter of the
+	// send queue). The last WR of each drain is always signaled.
+	SignalEvery int
+	// RingSize is each endpoint's inbox capacity in submissions (default
+	// 1024, at most 1<<30); the inbox grows toward it as it fills.
+	RingSize int
+	// CQSize is the entries of each endpoint's CQ (default: enough for a
+	// full send and receive queue, which is what guarantees no overrun).
+	CQSize int
+	// CallbackWorkers is the size of the worker pool that runs Then
+	// callbacks (default 256, at most 1<<20). When every worker is busy,
+	// further callbacks wait in a queue that one more goroutine runs in
+	// order: callbacks never start more than CallbackWorkers+1 goroutines,
+	// and never stall the pollers that resolve futures.
+	CallbackWorkers int
+}
 
-// DefaultWaitPoll is how long a waiter polls its endpoint's CQ before it
-// parks unless WithWaitPoll says otherwise: a completion handled on the
-// waiting goroutine's own thread spares it a chain of goroutine wake-ups.
-// A waiter polls longer where a park is expected to cost more, up to
-// 10 ms: three goroutine wake-ups, as the process measures them. That is
-// little on a quiet machine, where it changes nothing, and a great deal on
-// a busy or emulated one, where a ping-pong then parks now and then
-// instead of on most waits. It does not poll longer because its waits
-// are long: a waiter spinning through long waits takes the CPU from the
-// work it waits for, where the machine has no core to spare.
-const DefaultWaitPoll = 200 * time.Microsecond
+// waitPoll is how long t has waiters poll: 0 for none.
+func waitPoll(t Tuning) time.Duration {
+	if t.NoWaitPoll {
+		return 0
+	}
+	return t.WaitPoll
+}
 
-// WithWaitPoll sets how long a goroutine blocked in Future.Wait or Recv
-// polls its endpoint's CQ itself before it parks, at the least (default
-// DefaultWaitPoll, which says when a waiter polls longer), so that the
-// completion it waits for is handled on its own thread, not by a poller
-// woken for it that then wakes the waiter. A waiter polls with yields
-// between polls, and at most a few poll at once in a process; the rest,
-// and every waiter with d 0 or less, yield a few dozen times and park. d
-// is rounded up to whole µs.
-func WithWaitPoll(d time.Duration) Option { return func(c *config) { c.waitPoll = d } }
+// DefaultTuning returns the tuning a runtime has without WithTuning.
+func DefaultTuning() Tuning {
+	return Tuning{Pollers: 1, Spin: 50 * time.Microsecond, WaitPoll: 200 * time.Microsecond,
+		RingSize: 1024, CallbackWorkers: 256}
+}
+
+// WithTuning sets the fields of t that are not zero (true, for the flags);
+// the others keep their earlier value, so several WithTuning options
+// compose.
+func WithTuning(t Tuning) Option {
+	return func(c *config) {
+		d := &c.tuning
+		set := func(dst *int, v int) {
+			if v != 0 {
+				*dst = v
+			}
+		}
+		setD := func(dst *time.Duration, v time.Duration) {
+			if v != 0 {
+				*dst = v
+			}
+		}
+		set(&d.Pollers, t.Pollers)
+		set(&d.SignalEvery, t.SignalEvery)
+		set(&d.RingSize, t.RingSize)
+		set(&d.CQSize, t.CQSize)
+		set(&d.CallbackWorkers, t.CallbackWorkers)
+		setD(&d.Spin, t.Spin)
+		setD(&d.WaitPoll, t.WaitPoll)
+		d.BusyPoll = d.BusyPoll || t.BusyPoll
+		d.NoWaitPoll = d.NoWaitPoll || t.NoWaitPoll
+		d.NoInlinePost = d.NoInlinePost || t.NoInlinePost
+	}
+}
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// Bounds of the options: beyond them a value is a mistake (a unit
+// confused, a sign lost) that would surface later as a panic, an
+// out-of-memory crash or thread exhaustion; New refuses it instead.
+const (
+	maxQueueDepth = 1 << 16
+	maxMessage    = 1 << 30
+	maxMemory     = 1 << 40
+	maxPollers    = 64
+	maxSpin       = time.Second
+	maxRing       = 1 << 30
+	maxCQSize     = 1 << 22
+	maxWorkers    = 1 << 20
+)
+
+// validate reports the first option whose value New cannot honour,
+// naming it.
+func (c *config) validate() error {
+	t := c.tuning
+	for _, r := range []struct {
+		name      string
+		v, lo, hi int64
+	}{
+		{"WithGIDIndex", int64(c.gidIndex), -1, 255},
+		{"WithSendQueueDepth", int64(c.sqDepth), 1, maxQueueDepth},
+		{"WithRecvDepth", int64(c.recvDepth), 4, maxQueueDepth},
+		{"WithMessageSize", int64(c.msgSize), 1, maxMessage},
+		{"WithMemoryLimit", int64(c.memLimit), 1, maxMemory},
+		{"Tuning.Pollers", int64(t.Pollers), 1, maxPollers},
+		{"Tuning.Spin", int64(t.Spin), 0, int64(maxSpin)},
+		{"Tuning.WaitPoll", int64(t.WaitPoll), 0, int64(maxSpin)},
+		{"Tuning.SignalEvery", int64(t.SignalEvery), 0, int64(c.sqDepth)},
+		{"Tuning.RingSize", int64(t.RingSize), 1, maxRing},
+		{"Tuning.CQSize", int64(t.CQSize), 0, maxCQSize},
+		{"Tuning.CallbackWorkers", int64(t.CallbackWorkers), 1, maxWorkers},
+	} {
+		if r.v < r.lo || r.v > r.hi {
+			return fmt.Errorf("verbsrt: %s(%d): outside [%d, %d]: %w", r.name, r.v, r.lo, r.hi, verbs.ErrInvalidArgument)
+		}
+	}
+	return nil
+}

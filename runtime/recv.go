@@ -325,7 +325,7 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 // few dozen times before it parks (sched.YieldUntil), so that a reply
 // arriving within some tens of µs costs no park and wake-up: a SEND/Recv
 // round trip on soft took 180 µs parked and takes 15 µs so. With
-// WithWaitPoll it polls the endpoint's CQ meanwhile.
+// Tuning.WaitPoll it polls the endpoint's CQ meanwhile.
 func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
 	var s *msgSlot
 	if ep.actor.WaitUntil(func() bool {

@@ -70,8 +70,8 @@ func New(opts ...Option) (*Runtime, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.recvDepth < 4 {
-		cfg.recvDepth = 4
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	rt := &Runtime{cfg: cfg, log: cfg.logger, endpoints: make(map[*Endpoint]struct{}),
 		byQPN: make(map[uint32]*Endpoint), byCQ: make(map[verbs.CQ]*Endpoint),
@@ -119,18 +119,22 @@ func (rt *Runtime) open() error {
 	if rt.alloc, err = newAllocator(rt.pd, cfg.memLimit, rt.log); err != nil {
 		return err
 	}
-	if rt.pool, err = newCallbackRunner(cfg.poolSize, rt.log); err != nil {
+	if rt.pool, err = newCallbackRunner(cfg.tuning.CallbackWorkers, rt.log); err != nil {
 		return err
 	}
-	for range max(cfg.pollers, 1) {
+	policy := cqpoller.Adaptive
+	if cfg.tuning.BusyPoll {
+		policy = cqpoller.Busy
+	}
+	for range cfg.tuning.Pollers {
 		var ch verbs.CompChannel
-		if cfg.policy != cqpoller.Busy {
+		if policy != cqpoller.Busy {
 			if ch, err = rt.vctx.CreateCompChannel(); err != nil {
 				return err
 			}
 			rt.chans = append(rt.chans, ch)
 		}
-		p, err := cqpoller.New(cqpoller.Config{Policy: cfg.policy, Channel: ch, Spin: cfg.spin, Logger: rt.log})
+		p, err := cqpoller.New(cqpoller.Config{Policy: policy, Channel: ch, Spin: cfg.tuning.Spin, Logger: rt.log})
 		if err != nil {
 			return err
 		}

@@ -449,7 +449,7 @@ func TestIdleQPErrorIsNoticed(t *testing.T) {
 // an idle actor too: GrantPeerCredits).
 func TestActorRunsCounted(t *testing.T) {
 	const spin = 100 * time.Microsecond
-	rt, cli, srv := pair(t, runtime.WithSpin(spin))
+	rt, cli, srv := pair(t, runtime.WithTuning(runtime.Tuning{Spin: spin}))
 	ctx := ctxT(t)
 	buf := alloc(t, rt, 64)
 	idle := func() { time.Sleep(20 * spin) } // both actors leave

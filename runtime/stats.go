@@ -27,7 +27,7 @@ type Stats struct {
 	OpLatency   [opcodeSlots]LatencyHist // by verbs.Opcode, 1 WR in 64 sampled
 	Cancelled   uint64                   // operations whose context ended before they were posted
 	ActorRuns   uint64                   // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
-	InlineRuns  uint64                   // drains a caller ran itself on finding the actor idle (WithInlinePost)
+	InlineRuns  uint64                   // drains a caller ran itself on finding the actor idle (Tuning.NoInlinePost unset)
 	WaitsParked uint64                   // waits (Future.Wait, Recv) that spun without their result and parked
 	CreditOnly  uint64                   // the actors' SENDs of receive credits alone (reports, window requests, credits given back); in WRsPosted too
 

@@ -39,9 +39,9 @@ type benchConfig struct {
 	json             bool
 	progress         time.Duration // 0: no progress lines
 	spin             time.Duration // actors' and pollers' spin (0: the runtime's default)
-	// The runtime's options that post and complete on the caller's
-	// goroutine (WithInlinePost, WithWaitPoll), for issue 13's
-	// side-by-side measurements.
+	// The runtime's tuning that posts and completes on the caller's
+	// goroutine (Tuning.NoInlinePost, Tuning.WaitPoll), for side-by-side
+	// measurements.
 	inlinePost bool
 	waitPoll   time.Duration
 	stats      bool // print each runtime's counters on stderr at the end
@@ -133,7 +133,7 @@ set-up step time out after %v.`,
 func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	cfg := benchConfig{test: benchTestNames[0], connection: benchConnection, ibPort: 1, gidIndex: -1,
 		iters: 5000, qps: 1, callers: 1, txDepth: 128, progress: time.Second, spin: benchSpin,
-		inlinePost: true, waitPoll: vrt.DefaultWaitPoll, port: benchPort, set: map[string]bool{}}
+		inlinePost: true, waitPoll: vrt.DefaultTuning().WaitPoll, port: benchPort, set: map[string]bool{}}
 	fs := newFlagSet("bench", benchUsage())
 	// alias gives flag short the long name too; both share one value
 	// and so one default.
@@ -171,9 +171,9 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	fs.BoolVar(&cfg.gbits, "report_gbits", cfg.gbits, "report bandwidth in Gb/s (10^9 bits) instead of MB/s (2^20 bytes), as perftest's")
 	fs.BoolVar(new(bool), "F", false, "accepted for perftest's command lines: verbsrt never warns about the CPU frequency")
 	fs.DurationVar(&cfg.progress, "progress", cfg.progress, "progress line interval on stderr (0: none)")
-	fs.DurationVar(&cfg.spin, "spin", cfg.spin, "how long actors and pollers spin before they yield and park: the runtime's WithSpin (0: the runtime's default)")
-	fs.BoolVar(&cfg.inlinePost, "inline-post", cfg.inlinePost, "an operation that finds its endpoint's actor idle posts on the caller's goroutine: the runtime's WithInlinePost")
-	fs.DurationVar(&cfg.waitPoll, "wait-poll", cfg.waitPoll, "how long, at the least, a goroutine blocked in Wait or Recv polls its endpoint's CQ before it parks; it polls longer where a park costs more: the runtime's WithWaitPoll (0: it yields a few dozen times and parks)")
+	fs.DurationVar(&cfg.spin, "spin", cfg.spin, "how long actors and pollers spin before they yield and park: the runtime's Tuning.Spin (0: the runtime's default)")
+	fs.BoolVar(&cfg.inlinePost, "inline-post", cfg.inlinePost, "an operation that finds its endpoint's actor idle posts on the caller's goroutine: the runtime's Tuning.NoInlinePost, negated")
+	fs.DurationVar(&cfg.waitPoll, "wait-poll", cfg.waitPoll, "how long, at the least, a goroutine blocked in Wait or Recv polls its endpoint's CQ before it parks; it polls longer where a park costs more: the runtime's Tuning.WaitPoll (0: Tuning.NoWaitPoll, it yields a few dozen times and parks)")
 	fs.BoolVar(&cfg.stats, "stats", cfg.stats, "print each runtime's counters on stderr at the end (actor runs, inline posts, parked waits, poller sleeps)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", cfg.cpuProfile, "write this process's CPU profile to the file")
 	fs.StringVar(&cfg.trace, "trace", cfg.trace, "write this process's execution trace to the file (go tool trace)")

@@ -72,12 +72,11 @@ func (p *benchPair) openRuntime(cfg benchConfig, dev string, maxSize int) (*vrt.
 		recvDepth = cfg.rxDepth
 	}
 	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
-	opts := []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithPollers(1),
+	tuning := vrt.Tuning{Pollers: 1, Spin: cfg.spin, WaitPoll: cfg.waitPoll,
+		NoWaitPoll: cfg.waitPoll == 0, NoInlinePost: !cfg.inlinePost}
+	opts := []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithTuning(tuning),
 		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth),
-		vrt.WithMemoryLimit(arena), vrt.WithWaitPoll(cfg.waitPoll), vrt.WithInlinePost(cfg.inlinePost)}
-	if cfg.spin > 0 {
-		opts = append(opts, vrt.WithSpin(cfg.spin))
-	}
+		vrt.WithMemoryLimit(arena)}
 	if cfg.set["x"] && cfg.gidIndex >= 0 {
 		opts = append(opts, vrt.WithGIDIndex(cfg.gidIndex))
 	}

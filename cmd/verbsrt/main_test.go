@@ -141,9 +141,9 @@ func TestNoSuchDevice(t *testing.T) {
 func TestBenchHelpDefaults(t *testing.T) {
 	_, help, _ := runArgs("bench", "-h")
 	for _, want := range []string{
-		"-spin duration\n    \thow long actors and pollers spin before they yield and park: the runtime's WithSpin (0: the runtime's default) (default " + benchSpin.String() + ")",
-		"the runtime's WithWaitPoll (0: it yields a few dozen times and parks) (default " + vrt.DefaultWaitPoll.String() + ")",
-		"the runtime's WithInlinePost (default true)",
+		"-spin duration\n    \thow long actors and pollers spin before they yield and park: the runtime's Tuning.Spin (0: the runtime's default) (default " + benchSpin.String() + ")",
+		"the runtime's Tuning.WaitPoll (0: Tuning.NoWaitPoll, it yields a few dozen times and parks) (default " + vrt.DefaultTuning().WaitPoll.String() + ")",
+		"the runtime's Tuning.NoInlinePost, negated (default true)",
 		"(default: 65536 bandwidth, 2 latency; 8 for atomic)",
 		"-callers int\n    \tgoroutines issuing operations, spread over the QPs (default 1)",
 		"-c string\n    \tconnection type (the runtime connects RC QPs only) (default \"RC\")",

@@ -47,7 +47,7 @@ func main() {
 	clientAddr := flag.String("client-addr", "", "with -tcp, the address the client dials from")
 	serve := flag.String("serve", "", "only serve, on this address, until interrupted (a process of its own)")
 	connect := flag.String("connect", "", "only call the server at this address (a process of its own)")
-	waitPoll := flag.Duration("wait-poll", -1, "the runtimes' runtime.WithWaitPoll (negative: the runtime's default)")
+	waitPoll := flag.Duration("wait-poll", -1, "the runtimes' Tuning.WaitPoll (0: no waiter polling; negative: the runtime's default)")
 	flag.Parse()
 	ctx := context.Background()
 	if *serve != "" && *connect != "" {
@@ -60,8 +60,11 @@ func main() {
 	var cliRT, srvRT *runtime.Runtime
 	if !*tcp {
 		var opts []runtime.Option
-		if *waitPoll >= 0 {
-			opts = append(opts, runtime.WithWaitPoll(*waitPoll))
+		switch {
+		case *waitPoll == 0:
+			opts = append(opts, runtime.WithTuning(runtime.Tuning{NoWaitPoll: true}))
+		case *waitPoll > 0:
+			opts = append(opts, runtime.WithTuning(runtime.Tuning{WaitPoll: *waitPoll}))
 		}
 		var err error
 		switch {

@@ -17,7 +17,7 @@ import (
 // rdmanet is the runtime's defaults (4 KiB messages); rdmanet-64k has
 // runtime.WithMessageSize(64 KiB) on both sides, for bulk streams;
 // rdmanet-actor-only has the runtime's caller-thread defaults off
-// (WithInlinePost(false), WithWaitPoll(0)), for comparison.
+// (Tuning.NoInlinePost, Tuning.NoWaitPoll), for comparison.
 //
 //	go test -run '^$' -bench . -benchtime 2s ./runtime/rdmanet/
 
@@ -29,7 +29,7 @@ var transports = []struct {
 	{"rdmanet", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b) }},
 	{"rdmanet-64k", func(b *testing.B) (net.Conn, net.Conn) { return pipeOf(b, runtime.WithMessageSize(64<<10)) }},
 	{"rdmanet-actor-only", func(b *testing.B) (net.Conn, net.Conn) {
-		return pipeOf(b, runtime.WithInlinePost(false), runtime.WithWaitPoll(0))
+		return pipeOf(b, runtime.WithTuning(runtime.Tuning{NoInlinePost: true, NoWaitPoll: true}))
 	}},
 	{"tcp", tcpPipe},
 }
