@@ -86,24 +86,10 @@ func newSendPair(tb testing.TB, callers, size int, opts ...vrt.Option) *sendPair
 // accepting end.
 func connectPair(tb testing.TB, rt *vrt.Runtime) (cli, srv *vrt.Endpoint) {
 	tb.Helper()
-	ln, err := rt.Listen("127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	accepted := make(chan error, 1)
-	go func() {
-		var err error
-		srv, err = ln.Accept(ctx)
-		accepted <- err
-	}()
-	cli, err = rt.Dial(ctx, ln.Addr().String())
-	if aerr := <-accepted; err == nil {
-		err = aerr
-	}
-	if err != nil {
+	var err error
+	if cli, srv, err = vrt.Pipe(ctx, rt, rt); err != nil {
 		tb.Fatal(err)
 	}
 	return cli, srv

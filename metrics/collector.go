@@ -64,7 +64,8 @@ func New(src Source) *Collector {
 // device and port, and returns it.
 func Register(reg prometheus.Registerer, rt *runtime.Runtime) (*Collector, error) {
 	c := New(rt)
-	labels := prometheus.Labels{"device": rt.Device(), "port": strconv.Itoa(int(rt.Port()))}
+	st := rt.Stats()
+	labels := prometheus.Labels{"device": st.Device, "port": strconv.Itoa(int(st.Port))}
 	if err := prometheus.WrapRegistererWith(labels, reg).Register(c); err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.polls, s.PollsHit, "hit")
 	counter(c.sleeps, s.Sleeps)
 	counter(c.stale, s.StaleCompletions)
-	counter(c.rnr, s.RNREvents())
+	counter(c.rnr, s.Completions[verbs.WCRNRRetryExcErr])
 	for ev := range numEvents {
 		counter(c.asyncEvents, s.AsyncEvents[ev], eventNames[ev])
 	}

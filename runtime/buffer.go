@@ -33,13 +33,14 @@ type Buffer struct {
 	exps  map[*Exposure]struct{}
 }
 
-func (b *Buffer) String() string {
+// describe names b in errors.
+func (b *Buffer) describe() string {
 	return fmt.Sprintf("buffer of %d bytes at %#x", len(b.mem), b.addr)
 }
 
 // usedAfterFree panics, recoverably, with an error naming b and the call.
 func (b *Buffer) usedAfterFree(call string) {
-	panic(fmt.Errorf("verbsrt: Buffer.%s: %v: %w", call, b, ErrFreed))
+	panic(fmt.Errorf("verbsrt: Buffer.%s: %s: %w", call, b.describe(), ErrFreed))
 }
 
 // Bytes returns the buffer's memory. The slice is valid until Free; a
@@ -65,7 +66,7 @@ func (b *Buffer) Slice(off, n int) Local {
 		b.usedAfterFree("Slice")
 	}
 	if off < 0 || n < 0 || off > len(b.mem)-n {
-		panic(fmt.Errorf("verbsrt: Buffer.Slice(%d, %d) outside the %v: %w", off, n, b, verbs.ErrInvalidArgument))
+		panic(fmt.Errorf("verbsrt: Buffer.Slice(%d, %d) outside the %s: %w", off, n, b.describe(), verbs.ErrInvalidArgument))
 	}
 	return Local{b: b, off: off, n: n}
 }
@@ -90,23 +91,23 @@ func (b *Buffer) ExposeRange(off, n int, rights Rights) (*Exposure, error) {
 			b, rights, verbs.ErrInvalidArgument)
 	}
 	if n <= 0 {
-		return nil, fmt.Errorf("verbsrt: expose %d bytes of the %v: the length must be positive: %w", n, b, verbs.ErrInvalidArgument)
+		return nil, fmt.Errorf("verbsrt: expose %d bytes of the %s: the length must be positive: %w", n, b.describe(), verbs.ErrInvalidArgument)
 	}
 	if off < 0 || off > len(b.mem)-n {
-		return nil, fmt.Errorf("verbsrt: expose [%d, %d+%d) outside the %v: %w", off, off, n, b, verbs.ErrInvalidArgument)
+		return nil, fmt.Errorf("verbsrt: expose [%d, %d+%d) outside the %s: %w", off, off, n, b.describe(), verbs.ErrInvalidArgument)
 	}
 	// The buffer stays in use while it is being exposed, so a Free racing
 	// this call waits for it, and then revokes what it made.
 	if !b.hold.Acquire() {
-		return nil, fmt.Errorf("verbsrt: expose %v: %w", b, ErrFreed)
+		return nil, fmt.Errorf("verbsrt: expose %s: %w", b.describe(), ErrFreed)
 	}
 	defer b.hold.Release()
 	if err := b.a.usable(); err != nil {
-		return nil, fmt.Errorf("verbsrt: expose %v: %w", b, err)
+		return nil, fmt.Errorf("verbsrt: expose %s: %w", b.describe(), err)
 	}
 	mr, err := b.a.pd.RegMR(b.mem[off:off+n], rights.access())
 	if err != nil {
-		return nil, fmt.Errorf("verbsrt: expose %v: %w", b, err)
+		return nil, fmt.Errorf("verbsrt: expose %s: %w", b.describe(), err)
 	}
 	e := &Exposure{b: b, mr: mr, rights: rights}
 	b.mu.Lock()
@@ -115,7 +116,7 @@ func (b *Buffer) ExposeRange(off, n int, rights Rights) (*Exposure, error) {
 		// found: this one must not outlive it.
 		b.mu.Unlock()
 		e.revoke()
-		return nil, fmt.Errorf("verbsrt: expose %v: %w", b, ErrFreed)
+		return nil, fmt.Errorf("verbsrt: expose %s: %w", b.describe(), ErrFreed)
 	}
 	if b.exps == nil {
 		b.exps = make(map[*Exposure]struct{})
@@ -151,7 +152,7 @@ func (b *Buffer) Free() {
 func (b *Buffer) giveBack() {
 	if b.mr != nil {
 		if err := b.a.deregister(b.mr); err != nil {
-			b.a.log.Warn("verbsrt: deregistering freed memory", "buffer", b.String(), "err", err)
+			b.a.log.Warn("verbsrt: deregistering freed memory", "buffer", b.describe(), "err", err)
 		}
 		return
 	}
@@ -168,9 +169,6 @@ type Local struct {
 
 // Len returns the range's length in bytes.
 func (l Local) Len() int { return l.n }
-
-// Buffer returns the buffer the range is part of (nil for the zero Local).
-func (l Local) Buffer() *Buffer { return l.b }
 
 func (l Local) sge() verbs.SGE {
 	if l.b == nil {
@@ -192,10 +190,10 @@ func (a *allocator) useOne(l Local) (*future.Hold, error) {
 	if l.b.a != a {
 		// Its key is another protection domain's: the device would fail
 		// the operation, and the connection with it.
-		return nil, fmt.Errorf("verbsrt: %v belongs to another runtime: %w", l.b, verbs.ErrInvalidArgument)
+		return nil, fmt.Errorf("verbsrt: %s belongs to another runtime: %w", l.b.describe(), verbs.ErrInvalidArgument)
 	}
 	if !l.b.hold.Acquire() {
-		return nil, fmt.Errorf("verbsrt: %v: %w", l.b, ErrFreed)
+		return nil, fmt.Errorf("verbsrt: %s: %w", l.b.describe(), ErrFreed)
 	}
 	return &l.b.hold, nil
 }
@@ -307,9 +305,6 @@ type Exposure struct {
 func (e *Exposure) RemoteRef() RemoteRef {
 	return RemoteRef{Addr: e.mr.Addr(), RKey: e.mr.RKey(), Len: uint64(len(e.mr.Bytes()))}
 }
-
-// Rights returns the rights the exposure grants.
-func (e *Exposure) Rights() Rights { return e.rights }
 
 // Close revokes the exposure: once it returns, the device refuses every
 // access with its key (REM_ACCESS_ERR at the peer), whatever becomes of

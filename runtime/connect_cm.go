@@ -86,10 +86,10 @@ func (rt *Runtime) DialCM(ctx context.Context, addr string) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	if conn.Device() != rt.Device() {
+	if conn.Device() != rt.device() {
 		conn.Close()
 		return nil, verbs.Errorf("rdma_resolve_route", verbs.ErrInvalidArgument,
-			"%s is reached through device %s; this runtime is on %s", addr, conn.Device(), rt.Device())
+			"%s is reached through device %s; this runtime is on %s", addr, conn.Device(), rt.device())
 	}
 	ep, err := rt.newEndpoint()
 	if err != nil {
@@ -127,9 +127,9 @@ func (l *Listener) acceptCM(ctx context.Context) (*Endpoint, error) {
 		return nil, err
 	}
 	peer, err := unmarshalCMHello(conn.PeerData())
-	if err == nil && conn.Device() != rt.Device() {
+	if err == nil && conn.Device() != rt.device() {
 		err = verbs.Errorf("rdma_accept", verbs.ErrInvalidArgument,
-			"the request arrived on device %s; this runtime is on %s", conn.Device(), rt.Device())
+			"the request arrived on device %s; this runtime is on %s", conn.Device(), rt.device())
 	}
 	var ep *Endpoint
 	if err == nil {

@@ -51,7 +51,7 @@ func matrixServer(peer string) int {
 		return fail("runtime.New on %s: %v", dev, err)
 	}
 	defer rt.Close(context.Background())
-	ip := netip.AddrFrom16(rt.GID()).Unmap()
+	ip := netip.AddrFrom16(rt.Stats().GID).Unmap()
 	var ln *runtime.Listener
 	if mode == "cm" {
 		ln, err = rt.ListenCM(ip.String() + ":0")

@@ -77,7 +77,7 @@ func crossServer(peer string) int {
 		return fail("runtime.New on %s: %v", dev, err)
 	}
 	defer rt.Close(context.Background())
-	ip := netip.AddrFrom16(rt.GID()).Unmap()
+	ip := netip.AddrFrom16(rt.Stats().GID).Unmap()
 	if !ip.Is4() {
 		return fail("device %s has GID %v, not an IPv4-mapped one", dev, ip)
 	}

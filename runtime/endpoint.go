@@ -235,22 +235,9 @@ func (ep *Endpoint) Write(ctx context.Context, local Local, remote RemoteRef) Fu
 	return ep.one(ctx, verbs.OpWrite, local, remote, 0)
 }
 
-// WriteV is Write of a gather list: the ranges of locals, in order, land
-// one after the other at remote (a header and a block in one WRITE). At
-// most MaxGather ranges.
-func (ep *Endpoint) WriteV(ctx context.Context, locals []Local, remote RemoteRef) Future {
-	return ep.gather(ctx, verbs.OpWrite, locals, remote, 0)
-}
-
 // Read copies remote into local (RDMA READ).
 func (ep *Endpoint) Read(ctx context.Context, local Local, remote RemoteRef) Future {
 	return ep.one(ctx, verbs.OpRead, local, remote, 0)
-}
-
-// ReadV is Read into a scatter list: remote's bytes fill the ranges of
-// locals in order. At most MaxGather ranges.
-func (ep *Endpoint) ReadV(ctx context.Context, locals []Local, remote RemoteRef) Future {
-	return ep.gather(ctx, verbs.OpRead, locals, remote, 0)
 }
 
 // CompareAndSwap swaps the 8 bytes at remote (host order) for swap when
@@ -280,12 +267,6 @@ func (ep *Endpoint) atomic(ctx context.Context, op *qpactor.Op, remote RemoteRef
 // peer returns some, so it never meets an empty receive queue.
 func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
 	return ep.one(ctx, verbs.OpSend, local, RemoteRef{}, 0)
-}
-
-// SendV is Send of a gather list: one message of the ranges of locals, in
-// order. At most MaxGather ranges.
-func (ep *Endpoint) SendV(ctx context.Context, locals []Local) Future {
-	return ep.gather(ctx, verbs.OpSend, locals, RemoteRef{}, 0)
 }
 
 // SendBytes sends a copy of p as one message: the runtime copies it into
@@ -332,16 +313,9 @@ func (ep *Endpoint) one(ctx context.Context, opcode verbs.Opcode, local Local, r
 	return ep.submit(ctx, &op)
 }
 
-// gather submits an operation on a gather (or scatter) list.
-func (ep *Endpoint) gather(ctx context.Context, opcode verbs.Opcode, locals []Local, remote RemoteRef, imm uint32) Future {
-	op, err := ep.toOp(&Op{Opcode: opcode, Local: locals, Remote: remote, Imm: imm})
-	if err != nil {
-		return ep.failed(&op, 0, err)
-	}
-	return ep.submit(ctx, &op)
-}
-
-// Op is one operation of a batch given to Endpoint.Post.
+// Op is one operation of a batch given to Endpoint.Post. A batch of one
+// op is how an operation gathers several local ranges (a header and a
+// block in one WRITE or SEND) or scatters a READ into them.
 type Op struct {
 	Opcode verbs.Opcode
 	// Flags may hold FENCE, SOLICITED and INLINE; SIGNALED is the

@@ -371,15 +371,11 @@ func TestCloseUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, _ := rt.Listen("127.0.0.1:0")
 	ctx := ctxT(t)
-	acc := make(chan *runtime.Endpoint, 1)
-	go func() { ep, _ := ln.Accept(ctx); acc <- ep }()
-	cli, err := rt.Dial(ctx, ln.Addr().String())
+	cli, srv, err := runtime.Pipe(ctx, rt, rt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := <-acc
 	remote := refOf(t, alloc(t, rt, 64*64))
 	var wg sync.WaitGroup
 	var resolved, issued sync.Map

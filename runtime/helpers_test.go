@@ -55,35 +55,17 @@ func connect(t testing.TB, rt *runtime.Runtime) (*runtime.Endpoint, *runtime.End
 	return connectRuntimes(t, rt, rt)
 }
 
-// connectRuntimes returns an endpoint of cliRT connected with Dial to one
-// of srvRT from Listen (client, server).
+// connectRuntimes returns an endpoint of cliRT connected to one of srvRT
+// (client, server).
 func connectRuntimes(t testing.TB, cliRT, srvRT *runtime.Runtime) (*runtime.Endpoint, *runtime.Endpoint) {
 	t.Helper()
-	ln, err := srvRT.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	type res struct {
-		ep  *runtime.Endpoint
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		ep, err := ln.Accept(ctx)
-		ch <- res{ep, err}
-	}()
-	cli, err := cliRT.Dial(ctx, ln.Addr().String())
+	cli, srv, err := runtime.Pipe(ctx, cliRT, srvRT)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return cli, r.ep
+	return cli, srv
 }
 
 func alloc(t testing.TB, rt *runtime.Runtime, n int) *runtime.Buffer {

@@ -56,31 +56,14 @@ func ibvHosts(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime) 
 func ibvPair(t *testing.T, opts ...runtime.Option) (rtA, rtB *runtime.Runtime, cli, srv *runtime.Endpoint) {
 	t.Helper()
 	rtA, rtB = ibvHosts(t, opts...)
-	ln, err := rtB.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	type res struct {
-		ep  *runtime.Endpoint
-		err error
+	cli, srv, err := runtime.Pipe(ctx, rtA, rtB)
+	if err != nil {
+		t.Fatalf("Pipe: %v", err)
 	}
-	ch := make(chan res, 1)
-	go func() {
-		ep, err := ln.Accept(ctx)
-		ch <- res{ep, err}
-	}()
-	if cli, err = rtA.Dial(ctx, ln.Addr().String()); err != nil {
-		t.Fatalf("Dial: %v", err)
-	}
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("Accept: %v", r.err)
-	}
-	t.Logf("QP %#x on %s <-> QP %#x on %s", cli.QPN(), rtA.Device(), r.ep.QPN(), rtB.Device())
-	return rtA, rtB, cli, r.ep
+	t.Logf("QP %#x on %s <-> QP %#x on %s", cli.QPN(), rtA.Stats().Device, srv.QPN(), rtB.Stats().Device)
+	return rtA, rtB, cli, srv
 }
 
 // TestIBVExposureIsEnforcedByTheDevice is TestExposureIsEnforcedByTheDevice

@@ -59,7 +59,7 @@ func TestUseAfterFree(t *testing.T) {
 		"Write":  cli.Write(ctx, early, ref),
 		"Read":   cli.Read(ctx, early, ref),
 		"Send":   cli.Send(ctx, early),
-		"WriteV": cli.WriteV(ctx, []runtime.Local{alloc(t, rt, 8).Local(), early}, ref),
+		"gather": cli.Post(ctx, []runtime.Op{{Opcode: verbs.OpWrite, Local: []runtime.Local{alloc(t, rt, 8).Local(), early}, Remote: ref}}),
 		"Post":   cli.Post(ctx, []runtime.Op{{Opcode: verbs.OpWrite, Local: []runtime.Local{early}, Remote: ref}}),
 	} {
 		if _, err := f.Wait(ctx); !errors.Is(err, runtime.ErrFreed) {

@@ -150,8 +150,8 @@ func immTraffic(t *testing.T, ctx context.Context, rtA, rtB *runtime.Runtime, a,
 		t.Errorf("b received %d messages one way and sent no credit report alone", n/2)
 	}
 	for _, rt := range []*runtime.Runtime{rtA, rtB} {
-		if st := rt.Stats(); st.RNREvents() != 0 {
-			t.Errorf("%d SENDs met an empty receive queue", st.RNREvents())
+		if st := rt.Stats(); st.Completions[verbs.WCRNRRetryExcErr] != 0 {
+			t.Errorf("%d SENDs met an empty receive queue", st.Completions[verbs.WCRNRRetryExcErr])
 		}
 	}
 

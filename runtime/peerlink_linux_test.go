@@ -17,29 +17,12 @@ import (
 // (10 s: 5 s idle, then 5 probes a second apart), though nothing is sent.
 func TestLinkKeepsTheHandshakeConnection(t *testing.T) {
 	rt := newRuntime(t)
-	ln, err := rt.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	const handshakeDeadline = time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeDeadline)
 	defer cancel()
-	accepted := make(chan *runtime.Endpoint, 1)
-	go func() {
-		ep, err := ln.Accept(ctx)
-		if err != nil {
-			t.Error(err)
-		}
-		accepted <- ep
-	}()
-	cli, err := rt.Dial(ctx, ln.Addr().String())
+	cli, srv, err := runtime.Pipe(ctx, rt, rt)
 	if err != nil {
 		t.Fatal(err)
-	}
-	srv := <-accepted
-	if srv == nil {
-		t.FailNow()
 	}
 	if runtime.PeerSilenceBound != 10*time.Second {
 		t.Errorf("the bound is %v; doc.go and Endpoint.Done say 10 s", runtime.PeerSilenceBound)

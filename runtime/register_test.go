@@ -160,15 +160,15 @@ func TestGatherAndSendBytes(t *testing.T) {
 	copy(hdr.Bytes(), "header:")
 	fill(blk.Bytes(), 'x')
 	dst := alloc(t, rt, 256)
-	c, err := a.WriteV(ctx, []runtime.Local{hdr.Slice(0, 7), blk.Local()}, refOf(t, dst)).Wait(ctx)
+	c, err := a.Post(ctx, []runtime.Op{{Opcode: verbs.OpWrite, Local: []runtime.Local{hdr.Slice(0, 7), blk.Local()}, Remote: refOf(t, dst)}}).Wait(ctx)
 	if err != nil || c.ByteLen != 107 {
-		t.Fatalf("WriteV: %+v, %v", c, err)
+		t.Fatalf("gathered WRITE: %+v, %v", c, err)
 	}
 	want := "header:" + string(bytes.Repeat([]byte{'x'}, 100))
 	if got := string(dst.Bytes()[:107]); got != want {
-		t.Fatalf("WriteV wrote %q", got)
+		t.Fatalf("the gathered WRITE wrote %q", got)
 	}
-	if _, err := a.SendV(ctx, []runtime.Local{hdr.Slice(0, 7), blk.Slice(0, 3)}).Wait(ctx); err != nil {
+	if _, err := a.Post(ctx, []runtime.Op{{Opcode: verbs.OpSend, Local: []runtime.Local{hdr.Slice(0, 7), blk.Slice(0, 3)}}}).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.SendBytes(ctx, []byte("a copy")).Wait(ctx); err != nil {
@@ -185,18 +185,18 @@ func TestGatherAndSendBytes(t *testing.T) {
 		m.Release()
 	}
 	back := alloc(t, rt, 107)
-	if _, err := a.ReadV(ctx, []runtime.Local{back.Slice(0, 7), back.Slice(7, 100)}, refOf(t, dst).Slice(0, 107)).Wait(ctx); err != nil {
+	if _, err := a.Post(ctx, []runtime.Op{{Opcode: verbs.OpRead, Local: []runtime.Local{back.Slice(0, 7), back.Slice(7, 100)}, Remote: refOf(t, dst).Slice(0, 107)}}).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if string(back.Bytes()) != want {
-		t.Fatalf("ReadV read %q", back.Bytes())
+		t.Fatalf("the scattered READ read %q", back.Bytes())
 	}
 	many := make([]runtime.Local, runtime.MaxGather+1)
 	for i := range many {
 		many[i] = blk.Slice(i, 1)
 	}
-	if _, err := a.WriteV(ctx, many, refOf(t, dst)).Wait(ctx); !errors.Is(err, verbs.ErrInvalidArgument) {
-		t.Errorf("WriteV of %d ranges: %v, want ErrInvalidArgument", len(many), err)
+	if _, err := a.Post(ctx, []runtime.Op{{Opcode: verbs.OpWrite, Local: many, Remote: refOf(t, dst)}}).Wait(ctx); !errors.Is(err, verbs.ErrInvalidArgument) {
+		t.Errorf("a WRITE of %d ranges: %v, want ErrInvalidArgument", len(many), err)
 	}
 	if runtime.Uses(blk) != 0 {
 		t.Errorf("%d uses of a buffer left after every operation resolved", runtime.Uses(blk))

@@ -137,7 +137,7 @@ func TestNoRNRWithManySendersOnOneReceiver(t *testing.T) {
 			t.Error(err)
 		}
 		s := rt.Stats()
-		if rnr := s.RNREvents(); rnr != 0 {
+		if rnr := s.Completions[verbs.WCRNRRetryExcErr]; rnr != 0 {
 			t.Errorf("%d SENDs met RNR", rnr)
 		}
 		if a := rt.ArenaSize(); a > limit {

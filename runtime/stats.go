@@ -15,8 +15,11 @@ import (
 // closes leaves its totals behind. Gauges (the int fields) are of the
 // endpoints connected now.
 type Stats struct {
-	Provider   string // the verbs provider's name ("soft", "ibv")
-	ArenaBytes int    // registered memory the runtime has mapped for Alloc, receive buffers and scratch
+	Provider   string    // the verbs provider's name ("soft", "ibv")
+	Device     string    // the device the runtime opened
+	Port       uint8     // the device's port its endpoints use
+	GID        verbs.GID // the GID its endpoints use, the one the handshake tells the peer
+	ArenaBytes int       // registered memory the runtime has mapped for Alloc, receive buffers and scratch
 
 	Endpoints int // connected endpoints
 
@@ -64,10 +67,6 @@ type LatencyHist struct {
 	Sum     time.Duration
 }
 
-// RNREvents returns the completions with RNR_RETRY_EXC_ERR: a SEND that
-// met an empty receive queue until the retries ran out.
-func (s *Stats) RNREvents() uint64 { return s.Completions[verbs.WCRNRRetryExcErr] }
-
 // counters are the runtime's own: events, and the totals of endpoints that
 // closed, so that counters never go back.
 type counters struct {
@@ -113,7 +112,7 @@ func (rt *Runtime) Stats() Stats {
 		s.addEndpoint(ep)
 	}
 	rt.mu.Unlock()
-	s.Provider = rt.prov.Name()
+	s.Provider, s.Device, s.Port, s.GID = rt.prov.Name(), rt.device(), 1, rt.gid
 	s.ArenaBytes = rt.alloc.mapped()
 	rt.poolsMu.Lock()
 	if rt.recvStore != nil {
@@ -152,18 +151,10 @@ func (s *Stats) addEndpoint(ep *Endpoint) {
 // InflightWRs, SQCredits, RecvCredits, FuturesPending), with Endpoints 1.
 // Completions and receive buffers are counted per runtime only.
 func (ep *Endpoint) Stats() Stats {
-	s := Stats{Endpoints: 1, Provider: ep.rt.prov.Name()}
+	s := Stats{Endpoints: 1, Provider: ep.rt.prov.Name(), Device: ep.rt.device(), Port: 1, GID: ep.rt.gid}
 	s.addEndpoint(ep)
 	return s
 }
 
-// Device returns the name of the device the runtime opened.
-func (rt *Runtime) Device() string { return rt.vctx.Device().Name() }
-
-// GID returns the GID the runtime's endpoints use (on RoCE, the
-// IPv4-mapped address of the device's netdev where there is one), the one
-// the TCP handshake tells the peer.
-func (rt *Runtime) GID() verbs.GID { return rt.gid }
-
-// Port returns the port the runtime's endpoints use.
-func (rt *Runtime) Port() uint8 { return 1 }
+// device returns the name of the device the runtime opened.
+func (rt *Runtime) device() string { return rt.vctx.Device().Name() }

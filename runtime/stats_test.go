@@ -59,8 +59,8 @@ func TestStats(t *testing.T) {
 	if samples < 2 || s.OpLatency[verbs.OpWrite].Sum <= 0 {
 		t.Errorf("WRITE latency: %d samples, sum %v; want 2 of 130 writes", samples, s.OpLatency[verbs.OpWrite].Sum)
 	}
-	if s.Completions[verbs.WCSuccess] < 4 || s.PollsHit == 0 || s.RNREvents() != 0 || s.StaleCompletions != 0 {
-		t.Errorf("completions: %d success, %d polls hit, %d RNR, %d stale", s.Completions[verbs.WCSuccess], s.PollsHit, s.RNREvents(), s.StaleCompletions)
+	if s.Completions[verbs.WCSuccess] < 4 || s.PollsHit == 0 || s.Completions[verbs.WCRNRRetryExcErr] != 0 || s.StaleCompletions != 0 {
+		t.Errorf("completions: %d success, %d polls hit, %d RNR, %d stale", s.Completions[verbs.WCSuccess], s.PollsHit, s.Completions[verbs.WCRNRRetryExcErr], s.StaleCompletions)
 	}
 	if s.FuturesPending != 0 || s.InflightWRs != 0 {
 		t.Errorf("idle again: %d futures pending, %d WRs in flight", s.FuturesPending, s.InflightWRs)
@@ -73,8 +73,8 @@ func TestStats(t *testing.T) {
 	if after.Endpoints != 1 || after.WRsPosted[verbs.OpWrite] < s.WRsPosted[verbs.OpWrite] || after.PostCalls < s.PostCalls {
 		t.Errorf("after closing the client: %d endpoints, %d WRITEs (were %d)", after.Endpoints, after.WRsPosted[verbs.OpWrite], s.WRsPosted[verbs.OpWrite])
 	}
-	if rt.Device() == "" || rt.Port() != 1 {
-		t.Errorf("device %q port %d", rt.Device(), rt.Port())
+	if s := rt.Stats(); s.Device == "" || s.Port != 1 || s.GID.IsZero() || s.Provider != "soft" {
+		t.Errorf("device %q port %d GID %v provider %q", s.Device, s.Port, s.GID, s.Provider)
 	}
 }
 

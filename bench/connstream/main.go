@@ -233,7 +233,7 @@ func printStats(w io.Writer, rts ...*runtime.Runtime) {
 			wrs += n
 		}
 		fmt.Fprintf(w, "connstream: runtime on %s: %d PostSend calls for %d WRs (%d credit-only), %d actor runs, %d inline posts, %d waits parked, %d poller sleeps, %d polls hit, %d empty\n",
-			rt.Device(), s.PostCalls, wrs, s.CreditOnly, s.ActorRuns, s.InlineRuns, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty)
+			s.Device, s.PostCalls, wrs, s.CreditOnly, s.ActorRuns, s.InlineRuns, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty)
 	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {

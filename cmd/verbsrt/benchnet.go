@@ -312,7 +312,7 @@ func (p *benchPair) serveClient(ctx context.Context, w, progress io.Writer, cfg 
 		ctl.reject(err)
 		return err
 	}
-	p.cliDev, p.srvDev = m.Config.Device, p.srvRT.Device()
+	p.cliDev, p.srvDev = m.Config.Device, p.srvRT.Stats().Device
 	// The runtime listener, on the address the client reached.
 	host, _, _ := net.SplitHostPort(ctl.c.LocalAddr().String())
 	rln, err := p.srvRT.Listen(net.JoinHostPort(host, "0"))
@@ -387,7 +387,7 @@ func benchClient(ctx context.Context, w, progress io.Writer, cfg benchConfig, ad
 	if p.cliRT, p.src, err = p.openEnd(cfg, dev, maxSize); err != nil {
 		return err
 	}
-	p.cliDev = p.cliRT.Device()
+	p.cliDev = p.cliRT.Stats().Device
 
 	timeout := cmp.Or(cfg.timeout, benchTimeout)
 	sctx, cancel := context.WithTimeout(ctx, timeout)

@@ -150,7 +150,7 @@ func (p *benchPair) connectInProcess(cfg benchConfig, devs []verbs.Device, maxSi
 	if p.remote, err = exposeTarget(p.dst); err != nil {
 		return err
 	}
-	p.cliDev, p.srvDev = p.cliRT.Device(), p.srvRT.Device()
+	p.cliDev, p.srvDev = p.cliRT.Stats().Device, p.srvRT.Stats().Device
 	ln, err := p.srvRT.Listen("127.0.0.1:0")
 	if err != nil {
 		return err
@@ -270,7 +270,7 @@ func (p *benchPair) close() {
 			s := rt.Stats()
 			wakeUp, measured := sched.WakeUpCost()
 			fmt.Fprintf(p.statsTo, "verbsrt bench: runtime on %s: %d actor runs, %d inline posts, %d PostSend calls, %d credit-only SENDs, %d waits parked, %d poller sleeps, %d polls hit, %d empty; a parked waiter's wake-up %v (the process's median of %d)\n",
-				rt.Device(), s.ActorRuns, s.InlineRuns, s.PostCalls, s.CreditOnly, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty, wakeUp.Round(time.Microsecond), measured)
+				s.Device, s.ActorRuns, s.InlineRuns, s.PostCalls, s.CreditOnly, s.WaitsParked, s.Sleeps, s.PollsHit, s.PollsEmpty, wakeUp.Round(time.Microsecond), measured)
 		}
 		if rt != nil {
 			rt.Close(ctx)

@@ -105,7 +105,7 @@ func serveMetrics(ctx context.Context, cfg smConfig, ln net.Listener, log io.Wri
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(log, "verbsrt serve-metrics: %s %s -> %s, %d QPs, %d callers, %d ops/s; metrics on http://%s/metrics\n",
-		cfg.provider, pair.cliRT.Device(), pair.srvRT.Device(), cfg.qps, cfg.callers, cfg.rate, ln.Addr())
+		cfg.provider, pair.cliRT.Stats().Device, pair.srvRT.Stats().Device, cfg.qps, cfg.callers, cfg.rate, ln.Addr())
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -118,7 +118,7 @@ func serve(ctx context.Context, ln net.Listener, cfg config, log io.Writer) erro
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(log, "metrics: serving http://%s/metrics (%s, %d connections, %d workers, %d ops/s)\n",
-		ln.Addr(), rt.Device(), cfg.conns, cfg.workers, cfg.rate)
+		ln.Addr(), rt.Stats().Device, cfg.conns, cfg.workers, cfg.rate)
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -160,22 +160,11 @@ func serve(ctx context.Context, ln net.Listener, cfg config, log io.Writer) erro
 type conn struct{ cli, srv *runtime.Endpoint }
 
 func connect(ctx context.Context, rt *runtime.Runtime, n int) ([]conn, error) {
-	ln, err := rt.Listen("127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	defer ln.Close()
 	var conns []conn
 	for range n {
-		accepted := make(chan *runtime.Endpoint, 1)
-		go func() {
-			ep, _ := ln.Accept(ctx)
-			accepted <- ep
-		}()
-		cli, err := rt.Dial(ctx, ln.Addr().String())
-		srv := <-accepted
-		if err != nil || srv == nil {
-			return nil, fmt.Errorf("connect: %v", err)
+		cli, srv, err := runtime.Pipe(ctx, rt, rt)
+		if err != nil {
+			return nil, fmt.Errorf("connect: %w", err)
 		}
 		go func() {
 			for {

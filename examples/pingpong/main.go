@@ -154,33 +154,9 @@ func arenaSize(msgSize int) int {
 
 // connect returns a connected client and server endpoint of rt.
 func connect(ctx context.Context, rt *runtime.Runtime) (cli, srv *runtime.Endpoint, err error) {
-	ln, err := rt.Listen("127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer ln.Close()
-	type accepted struct {
-		ep  *runtime.Endpoint
-		err error
-	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ch := make(chan accepted, 1)
-	go func() {
-		ep, err := ln.Accept(ctx)
-		ch <- accepted{ep, err}
-	}()
-	cli, err = rt.Dial(ctx, ln.Addr().String())
-	if err != nil {
-		cancel() // stop the Accept; an endpoint it made anyway goes with rt.Close
-		<-ch
-		return nil, nil, fmt.Errorf("dial: %w", err)
-	}
-	a := <-ch
-	if a.err != nil {
-		return nil, nil, fmt.Errorf("accept: %w", a.err)
-	}
-	return cli, a.ep, nil
+	return runtime.Pipe(ctx, rt, rt)
 }
 
 // serve echoes iters messages back to the sender.

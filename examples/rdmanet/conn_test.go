@@ -57,7 +57,7 @@ func runtimes(t *testing.T) (a, b *runtime.Runtime) {
 	}
 	a, b = mk(0), mk(1)
 	if provider != "soft" {
-		t.Logf("runtimes on %s: %s and %s", provider, a.Device(), b.Device())
+		t.Logf("runtimes on %s: %s and %s", provider, a.Stats().Device, b.Stats().Device)
 	}
 	return a, b
 }
