@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/internal/opstats"
 	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -158,7 +158,7 @@ func sum(v []uint64) uint64 {
 // batchBounds are the upper bounds of the batch-size buckets: 1, 2, 4, ...
 // 1024 WRs; latencyBounds those of the latency buckets: 1 µs, 2 µs, ...
 // about 1 s.
-var batchBounds, latencyBounds = bounds(qpactor.BatchBuckets-1, 1), bounds(qpactor.LatencyBuckets-1, 1e-6)
+var batchBounds, latencyBounds = bounds(opstats.BatchBuckets-1, 1), bounds(opstats.LatencyBuckets-1, 1e-6)
 
 func bounds(n int, first float64) []float64 {
 	b := make([]float64, n)

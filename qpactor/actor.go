@@ -13,6 +13,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/verbsrt/verbsrt/internal/future"
+	"github.com/verbsrt/verbsrt/internal/opstats"
 	"github.com/verbsrt/verbsrt/internal/ring"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
@@ -20,11 +21,9 @@ import (
 
 // Errors of the actor.
 var (
-	// ErrBusy is returned by TrySubmit when the inbox ring is full.
-	ErrBusy = errors.New("verbsrt: inbox full")
-	// ErrTooLarge is returned for a batch with more WRs than the send
+	// errTooLarge is returned for a batch with more WRs than the send
 	// queue holds: it could never be posted as one.
-	ErrTooLarge = errors.New("verbsrt: batch larger than the send queue")
+	errTooLarge = errors.New("verbsrt: batch larger than the send queue")
 )
 
 // Op is one operation: a send work request without the wr_id and the
@@ -300,19 +299,11 @@ type Actor struct {
 	retired []retiredWR // kept for the next call: it grows to the most a call retired
 	head    uint64
 
-	stats     Stats
+	stats     opstats.Stats
 	lat       sampler                                  // post times of the WRs sampled for latency
 	wrapError func(op *Op, batch int, err error) error // Config.WrapError
 	driver    Driver                                   // set before Start, or nil
 	done      chan struct{}
-}
-
-// Stats are counters the actor keeps for metrics. Read them with Load.
-type Stats struct {
-	PostCalls atomic.Uint64 // PostSend calls (doorbells)
-	WRsPosted atomic.Uint64
-	Stale     atomic.Uint64 // completions whose wr_id matched no outstanding WR
-	Ops       OpStats       // by opcode, batch sizes, futures, latency (stats.go)
 }
 
 // New builds an actor over cfg.QP, which must be in RTS. Start runs it.
@@ -375,14 +366,11 @@ func waitPollMicros(d time.Duration) uint32 {
 	return uint32(min(max(1, (d+time.Microsecond-1)/time.Microsecond), math.MaxUint32))
 }
 
-// ID returns the actor's ID.
-func (a *Actor) ID() uint16 { return a.id }
-
 // QP returns the QP the actor owns.
 func (a *Actor) QP() verbs.QP { return a.qp }
 
 // Stats returns the actor's counters.
-func (a *Actor) Stats() *Stats { return &a.stats }
+func (a *Actor) Stats() *opstats.Stats { return &a.stats }
 
 // Credits returns how many send-queue slots are free now.
 func (a *Actor) Credits() int { return int(a.credits.Load()) }

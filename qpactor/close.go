@@ -37,9 +37,6 @@ func (a *Actor) FailOutstanding(err error) int {
 	return freed
 }
 
-// BrokenErr returns the error Break recorded, or nil.
-func (a *Actor) BrokenErr() error { return a.broken.Load() }
-
 // Break marks the QP unusable: queued and new operations fail with err.
 // What is outstanding stays the device's: the caller moves the QP to ERR,
 // and the flush completions resolve those futures once the device gave

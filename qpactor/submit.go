@@ -24,7 +24,7 @@ import (
 // soon as ctx ends) only while it sleeps with op still queued: an op taken
 // without waiting costs nothing more.
 func (a *Actor) Submit(ctx context.Context, op *Op) (future.Future, error) {
-	return a.submitNew(ctx, submission{one: [1]Op{*op}}, 1, true)
+	return a.submitNew(ctx, submission{one: [1]Op{*op}}, 1)
 }
 
 // SubmitBatch queues ops to be posted together (in one PostSend when
@@ -34,17 +34,12 @@ func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (future.Future, error
 	if len(ops) == 0 {
 		return future.Future{}, fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument)
 	}
-	return a.submitNew(ctx, submission{batch: ops}, len(ops), true)
-}
-
-// TrySubmit is Submit that fails with ErrBusy instead of waiting.
-func (a *Actor) TrySubmit(op *Op) (future.Future, error) {
-	return a.submitNew(context.Background(), submission{one: [1]Op{*op}}, 1, false)
+	return a.submitNew(ctx, submission{batch: ops}, len(ops))
 }
 
 // submitNew queues sub, of n WRs, with a new future; a submission that
 // never reached the inbox gives its future's state back to the pool.
-func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool) (future.Future, error) {
+func (a *Actor) submitNew(ctx context.Context, sub submission, n int) (future.Future, error) {
 	if err := ctx.Err(); err != nil {
 		if h := sub.hold(); h != nil {
 			h.Release()
@@ -58,7 +53,7 @@ func (a *Actor) submitNew(ctx context.Context, sub submission, n int, wait bool)
 	if ctx.Done() != nil {
 		sub.ctx = ctx
 	}
-	if err := a.push(ctx, sub, n, wait); err != nil {
+	if err := a.push(ctx, sub, n); err != nil {
 		if h := st.TakeHold(); h != nil {
 			h.Release()
 		}
@@ -149,29 +144,7 @@ func (a *Actor) pop() {
 	}
 }
 
-// TrySubmitPromise queues ops for a promise made with NewPromise for
-// len(ops) WRs (one op: a one-element slice, copied; more: the caller keeps
-// them unchanged until the future resolves). It fails with ErrBusy when
-// the inbox is full, leaving the promise to the caller.
-func (a *Actor) TrySubmitPromise(ops []Op, p future.Promise) error {
-	sub := submission{fut: p.State()}
-	if len(ops) == 1 {
-		sub.one[0] = ops[0]
-	} else {
-		sub.batch = ops
-	}
-	return a.push(context.Background(), sub, len(ops), false)
-}
-
-// TrySubmitPromiseOp is TrySubmitPromise for one op, copied: the caller's
-// op does not escape, so a send costs no allocation.
-func (a *Actor) TrySubmitPromiseOp(op *Op, p future.Promise) error {
-	sub := submission{fut: p.State()}
-	sub.one[0] = *op
-	return a.push(context.Background(), sub, 1, false)
-}
-
-func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) error {
+func (a *Actor) push(ctx context.Context, sub submission, n int) error {
 	if a.closing.Load() {
 		return verbs.ErrClosed
 	}
@@ -179,15 +152,12 @@ func (a *Actor) push(ctx context.Context, sub submission, n int, wait bool) erro
 		return err
 	}
 	if n > int(a.sqDepth) {
-		return ErrTooLarge
+		return errTooLarge
 	}
 	if err := a.checkPeerWindow(sub.ops()); err != nil {
 		return err
 	}
 	for !a.inbox.TryPush(&sub) {
-		if !wait {
-			return ErrBusy
-		}
 		if err := a.waitRoom(ctx); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/opstats"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -54,9 +55,9 @@ type Stats struct {
 
 // The sizes of Stats' arrays: the actor's counters are copied into them.
 const (
-	opcodeSlots    = qpactor.OpcodeSlots
-	batchBuckets   = qpactor.BatchBuckets
-	latencyBuckets = qpactor.LatencyBuckets
+	opcodeSlots    = opstats.OpcodeSlots
+	batchBuckets   = opstats.BatchBuckets
+	latencyBuckets = opstats.LatencyBuckets
 )
 
 // LatencyHist is a histogram of sampled operation latencies: Buckets[i]

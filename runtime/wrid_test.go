@@ -23,19 +23,19 @@ func TestActorIDsPastBit15(t *testing.T) {
 			copy(buf.Bytes(), "hello")
 			for _, ep := range []*runtime.Endpoint{cli, srv} {
 				if _, err := ep.Write(ctx, buf.Slice(0, 8), refOf(t, buf).At(32)).Wait(ctx); err != nil {
-					t.Fatalf("actor %d (from %#x): write: %v", ep.Actor().ID(), start, err)
+					t.Fatalf("actor %d (from %#x): write: %v", ep.QPN(), start, err)
 				}
 				if _, err := ep.Send(ctx, buf.Slice(0, 8)).Wait(ctx); err != nil {
-					t.Fatalf("actor %d (from %#x): send: %v", ep.Actor().ID(), start, err)
+					t.Fatalf("actor %d (from %#x): send: %v", ep.QPN(), start, err)
 				}
 			}
 			for _, ep := range []*runtime.Endpoint{srv, cli} {
 				m, err := ep.Recv(ctx)
 				if err != nil {
-					t.Fatalf("actor %d: recv: %v", ep.Actor().ID(), err)
+					t.Fatalf("actor %d: recv: %v", ep.QPN(), err)
 				}
 				if string(m.Bytes()[:5]) != "hello" {
-					t.Errorf("actor %d: received %q", ep.Actor().ID(), m.Bytes())
+					t.Errorf("actor %d: received %q", ep.QPN(), m.Bytes())
 				}
 				m.Release()
 			}

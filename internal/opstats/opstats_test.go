@@ -1,4 +1,4 @@
-package qpactor
+package opstats
 
 import (
 	"testing"
@@ -18,8 +18,8 @@ func TestBuckets(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ n, want int }{{0, 0}, {1, 0}, {2, 1}, {3, 2}, {64, 6}, {65, 7}, {1024, 10}, {1025, 11}, {1 << 20, 11}} {
-		if got := batchBucket(c.n); got != c.want {
-			t.Errorf("batchBucket(%d) = %d, want %d", c.n, got, c.want)
+		if got := BatchBucket(c.n); got != c.want {
+			t.Errorf("BatchBucket(%d) = %d, want %d", c.n, got, c.want)
 		}
 	}
 }
