@@ -133,12 +133,7 @@ func (p *Poller) pollActive() int {
 			p.leave(t) // p.active[i] is another target now
 			continue
 		}
-		if !t.mu.TryLock() {
-			i++ // its actor, or someone else now, handles the completions
-			continue
-		}
-		n := p.pollLocked(t, p.wcs)
-		t.mu.Unlock()
+		n := t.own.tryPoll(func() int { return p.pollLocked(t, p.wcs) })
 		if n > 0 {
 			got += n
 			t.hot, t.lastHit = true, p.now
@@ -187,15 +182,13 @@ func (p *Poller) retire(t *Target) (int, bool) {
 		p.leave(t) // its actor arms the CQ when it hands it back
 		return 0, false
 	}
-	if !t.failed.Load() {
+	if !t.own.failed.Load() {
 		p.stats.Armed.Inc()
 		if err := t.CQ.ReqNotify(false); err != nil {
 			p.log.Debug("cqpoller: ReqNotify", "err", err)
 		}
 	}
-	t.mu.Lock()
-	n := p.pollLocked(t, p.wcs)
-	t.mu.Unlock()
+	n := t.own.pollWaiting(func() int { return p.pollLocked(t, p.wcs) })
 	if n > 0 {
 		t.hot, t.lastHit = true, p.now
 		return n, true

@@ -75,16 +75,43 @@
 // runtime fails the endpoint). An actor already abandoned on that CQ
 // still has its outstanding WRs failed every round, as on a healthy one.
 //
-// # Concurrency
+// # Who handles a CQ
 //
-// Add, Remove, Do, DoTarget and Close may be called from any goroutine. A
-// target's completions are handled by one goroutine at a time, the poller
-// or the target's driving actor (a mutex per target, taken with TryLock on
-// the polling paths, and waited for in the last poll before a side stops
-// watching a CQ: the poller's when the target leaves the active set, an
-// actor's when it hands its CQ back; a completion that lands between the
-// other side's poll and the arming raises no event, so that poll must not
-// be skipped); DoTarget runs a function on the poller goroutine while
-// neither handles them, so the runtime can fail an actor's outstanding WRs
+// A target's completions are handled by one goroutine at a time: the
+// poller, the target's actor while it drives its CQ, or a waiter polling
+// for its own completion. Which of them may poll, who arms the CQ and
+// when it goes back to the poller is one small state machine, cqOwner
+// (owner.go, with its state diagram), the only code that takes the CQ's
+// handler lock. Every poll tries the lock and gives way if another
+// goroutine handles the CQ; only the last poll before a side stops
+// watching the CQ waits for it (the poller's when the target leaves the
+// active set, a driver's when it hands the CQ back), since a completion
+// that lands between the other side's poll and the arming raises no
+// event. DoTarget runs a function on the poller goroutine while nobody
+// handles the CQ, so the runtime can fail an actor's outstanding WRs
 // without racing completions.
+//
+// Add, Remove, Do, DoTarget and Close may be called from any goroutine.
+//
+// # Lock order
+//
+// Lock order: Poller.mu -> cqOwner.mu (Add reopens the target under the
+// poller's lock; Remove takes the owner's after releasing it).
+//
+// Handling completions (pollLocked, under cqOwner.mu) calls out of the
+// package, and the chain crosses packages:
+//
+//	cqOwner.mu -> qpactor.Actor.Complete (no lock: futures resolve, Then
+//	              callbacks go to the runtime's executor)
+//	cqOwner.mu -> runtime recvStore.mu -> SRQ.PostRecv (the provider's
+//	              queue lock)
+//	cqOwner.mu -> qpactor.Actor.GrantPeerCredits -> an inline drain ->
+//	              QP.PostSend (the provider's queue lock)
+//	              -> Driver.Progress -> cqOwner.mu, tried only
+//
+// Nothing called under cqOwner.mu waits for a cqOwner.mu (the inline
+// drain's poll of the same CQ tries the lock, finds it held by its own
+// goroutine, and gives way), for Poller.mu, or for the poller goroutine
+// (Do): what must do those (a failed CQ's report, PollFailed) runs on a
+// goroutine of its own.
 package cqpoller

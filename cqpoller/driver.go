@@ -39,7 +39,7 @@ func (d targetDriver) Drive(on bool) {
 		if t.driveWCs == nil {
 			t.driveWCs = d.p.wcPool.Get().(*[]verbs.WC)
 		}
-		t.drivers.Inc()
+		t.own.drive()
 		return
 	}
 	wcs := t.driveWCs
@@ -48,7 +48,7 @@ func (d targetDriver) Drive(on bool) {
 	}
 	t.driveWCs = nil
 	defer d.p.wcPool.Put(wcs)
-	if t.drivers.Dec() == 0 {
+	if t.own.undrive() {
 		d.handBack(*wcs)
 	}
 }
@@ -57,73 +57,26 @@ func (d targetDriver) Drive(on bool) {
 // actor or any waiter polls it, the poller neither polls nor arms it, so
 // the completions they poll for raise no events that wake the poller for
 // nothing.
-func (d targetDriver) WaitBegin() { d.t.drivers.Inc() }
+func (d targetDriver) WaitBegin() { d.t.own.drive() }
 
 // WaitEnd is Drive(false) for a waiter. The last waiter to stop hands the
 // CQ back at once when it parks (parking), since the completion it waits
 // for must wake it. One that got its result leaves the CQ unwatched for
 // linger (at least minLinger) instead, since its caller often waits again
-// soon (the reply to the request it sent, after a post that can be slow
-// where it is a system call, as on rxe): a wait that begins meanwhile finds the CQ as
-// it was, and none pays the arming (a system call on rxe) and the
-// completion event that follows it, which wakes the poller's thread.
-//
-// A timer hands the CQ back once no wait has ended for a linger. A wait
-// that ends while it runs only counts itself (lingerEnds): the timer,
-// firing, sees the count moved and runs again, instead of every wait
-// resetting it (a timer reset was an eighth of a WRITE and Wait on soft).
+// soon (the reply to the request it sent): a wait that begins meanwhile
+// finds the CQ as it was, and none pays the arming (a system call on rxe)
+// and the completion event that follows it, which wakes the poller's
+// thread.
 func (d targetDriver) WaitEnd(parking bool, linger time.Duration) {
 	t := d.t
-	if t.drivers.Dec() != 0 {
+	if !t.own.undrive() {
 		return
 	}
 	if parking || d.p.cfg.Policy == Busy {
 		d.handBack(nil)
 		return
 	}
-	if l := int64(max(linger, minLinger)); t.lingerFor.Load() != l {
-		t.lingerFor.Store(l)
-	}
-	t.lingerEnds.Inc()
-	if t.lingering.Swap(true) {
-		return // the running timer sees this end
-	}
-	t.mu.Lock()
-	t.lingerSeen = t.lingerEnds.Load()
-	switch {
-	case t.removed:
-		t.lingering.Store(false)
-	case t.linger == nil:
-		t.linger = time.AfterFunc(time.Duration(t.lingerFor.Load()), func() { d.lingerOver() })
-	default:
-		t.linger.Reset(time.Duration(t.lingerFor.Load()))
-	}
-	t.mu.Unlock()
-}
-
-// lingerOver is the linger timer firing: it runs again if a wait ended
-// since it was set, and otherwise hands the CQ back unless someone polls
-// it now (who hands it back when done).
-func (d targetDriver) lingerOver() {
-	t := d.t
-	t.mu.Lock()
-	if t.removed {
-		t.mu.Unlock()
-		return
-	}
-	if ends := t.lingerEnds.Load(); ends != t.lingerSeen {
-		t.lingerSeen = ends
-		t.linger.Reset(time.Duration(t.lingerFor.Load()))
-		t.mu.Unlock()
-		return
-	}
-	// Cleared before the look at drivers: a wait that ends after this
-	// starts a timer of its own.
-	t.lingering.Store(false)
-	t.mu.Unlock()
-	if !t.driven() {
-		d.handBack(nil)
-	}
+	t.own.lingerFrom(linger)
 }
 
 // minLinger is the shortest a CQ whose last waiter got its result stays
@@ -149,23 +102,15 @@ func (d targetDriver) handBack(wcs []verbs.WC) {
 		d.p.wakeTarget(t)
 		return
 	}
-	t.mu.Lock()
-	if t.removed {
-		t.mu.Unlock()
-		return
-	}
 	if wcs == nil {
 		wcs = t.waitWCs[:]
 	}
-	armFailed := false
-	if !t.failed.Load() {
+	armFailed, got := t.own.handBack(func() bool {
 		d.p.stats.Armed.Inc()
 		// Cannot arm: the poller takes the CQ back, and polls it until
 		// it can.
-		armFailed = t.CQ.ReqNotify(false) != nil
-	}
-	got := d.p.pollLocked(t, wcs)
-	t.mu.Unlock()
+		return t.CQ.ReqNotify(false) != nil
+	}, func() int { return d.p.pollLocked(t, wcs) })
 	if got > 0 {
 		d.p.stats.PollsHit.Inc()
 	}
@@ -191,14 +136,7 @@ func (d targetDriver) Progress() int {
 // the pool drops one (as it does at random under the race detector).
 func (d targetDriver) Poll() int {
 	t := d.t
-	if !t.mu.TryLock() {
-		return 0
-	}
-	got := 0
-	if !t.removed {
-		got = d.p.pollLocked(t, t.waitWCs[:])
-	}
-	t.mu.Unlock()
+	got := t.own.tryPoll(func() int { return d.p.pollLocked(t, t.waitWCs[:]) })
 	if got > 0 {
 		d.p.stats.PollsHit.Inc()
 	}
@@ -209,13 +147,14 @@ func (d targetDriver) Poll() int {
 // wait, else only if nobody does now, and returns how many completions it
 // handled.
 func (d targetDriver) poll(wait bool, wcs []verbs.WC) int {
+	t := d.t
+	poll := func() int { return d.p.pollLocked(t, wcs) }
+	var got int
 	if wait {
-		d.t.mu.Lock()
-	} else if !d.t.mu.TryLock() {
-		return 0
+		got = t.own.pollWaiting(poll)
+	} else {
+		got = t.own.tryPoll(poll)
 	}
-	got := d.p.pollLocked(d.t, wcs)
-	d.t.mu.Unlock()
 	if got > 0 {
 		d.p.stats.PollsHit.Inc()
 	}

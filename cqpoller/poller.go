@@ -169,9 +169,7 @@ func (p *Poller) Add(t *Target) error {
 		return ErrDupCQ
 	}
 	t.added, t.queued, t.setAt = true, false, -1
-	t.mu.Lock() // a target added again after Remove
-	t.removed = false
-	t.mu.Unlock()
+	t.own.open(func() { targetDriver{p, t}.handBack(nil) })
 	p.byCQ[key] = t
 	p.wakeTargetLocked(t)
 	return nil
@@ -195,12 +193,7 @@ func (p *Poller) Remove(cq verbs.CQ) {
 	}
 	inSet := t.inSet.Load()
 	p.mu.Unlock()
-	t.mu.Lock() // after a waiter's poll (Driver.Poll), and before the next sees removed
-	t.removed = true
-	if t.linger != nil {
-		t.linger.Stop() // one that fires anyway finds removed
-	}
-	t.mu.Unlock()
+	t.own.remove() // after a waiter's poll (Driver.Poll); the next sees removed
 	if inSet {
 		// Also after Close, when Do waits for the goroutine to end first.
 		p.Do(func() { p.leave(t) })
@@ -273,11 +266,11 @@ func (p *Poller) count(got int) {
 	}
 }
 
-// pollLocked drains t's CQ into wcs, with t.mu held, and returns how many
-// completions it handled.
+// pollLocked drains t's CQ into wcs, as its handler (cqOwner), and
+// returns how many completions it handled.
 func (p *Poller) pollLocked(t *Target, wcs []verbs.WC) int {
 	got := 0
-	for !t.failed.Load() {
+	for !t.own.failed.Load() {
 		n, err := t.CQ.Poll(wcs)
 		if err != nil {
 			p.cqFailed(t, err)
@@ -303,10 +296,10 @@ func (p *Poller) pollLocked(t *Target, wcs []verbs.WC) int {
 }
 
 // cqFailed marks t failed and reports err once, on a goroutine of its own:
-// the caller holds t.mu, and the report's handler takes it (DoTarget), or
-// is the poller goroutine, whose Do the handler waits for.
+// the caller handles t's CQ, and the report's handler waits for that
+// (DoTarget), or is the poller goroutine, whose Do the handler waits for.
 func (p *Poller) cqFailed(t *Target, err error) {
-	if !t.failed.CompareAndSwap(false, true) {
+	if !t.own.failed.CompareAndSwap(false, true) {
 		return
 	}
 	p.stats.Failed.Inc()
@@ -329,9 +322,7 @@ func (p *Poller) DoTarget(t *Target, fn func()) {
 		return
 	}
 	p.Do(func() {
-		t.mu.Lock()
-		fn()
-		t.mu.Unlock()
+		t.own.exclusive(fn)
 		if needsRounds(t) && !t.driven() {
 			p.enter(t)
 		}

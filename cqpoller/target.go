@@ -1,7 +1,6 @@
 package cqpoller
 
 import (
-	"sync"
 	"time"
 
 	"go.uber.org/atomic"
@@ -37,32 +36,12 @@ type Target struct {
 	// logged, at error level.
 	PollFailed func(err error)
 
-	// mu is held by whoever handles the CQ's completions: the poller, or
-	// the actor of Send while it drives them (Driver). One handler at a
-	// time keeps a QP's completions in order.
-	mu sync.Mutex
-	// removed is set, under mu, when Remove took the target from its
-	// poller: its CQ may be destroyed next, so a waiter still polling it
-	// through the Driver (Poll) must not.
-	removed bool
-	// waitWCs is the batch waiters poll into (Driver.Poll), under mu.
+	// own says who handles the CQ's completions now, and holds the lock
+	// that makes one handler at a time (owner.go).
+	own cqOwner
+	// waitWCs is the batch waiters poll into (Driver.Poll), used only by
+	// the handler of the moment.
 	waitWCs [4]verbs.WC
-	// linger hands the CQ back once its last waiter has been gone for
-	// lingerFor (Driver.WaitEnd); made, reset and stopped under mu.
-	// lingering says it is set; lingerEnds counts the waits that ended
-	// with a result, and lingerSeen (under mu) is the count the timer saw
-	// when it was last set.
-	linger     *time.Timer
-	lingering  atomic.Bool
-	lingerEnds atomic.Uint32
-	lingerFor  atomic.Int64
-	lingerSeen uint32
-	// drivers counts who polls the CQ themselves: the actor of Send
-	// while it is awake (Drive), and waiters (WaitBegin). While it is not
-	// zero the poller neither polls nor arms the CQ.
-	drivers atomic.Int32
-	// failed is set once Poll failed: nobody polls or arms the CQ again.
-	failed atomic.Bool
 	// driveWCs is the batch the driving actor polls into, taken from the
 	// poller's pool by Drive(true) and given back by Drive(false), so that
 	// an idle target holds none. The actor's goroutine alone uses it.
@@ -105,4 +84,4 @@ func needsRounds(t *Target) bool {
 }
 
 // driven reports whether the actor or a waiter polls t's CQ now.
-func (t *Target) driven() bool { return t.drivers.Load() > 0 }
+func (t *Target) driven() bool { return t.own.driven() }
