@@ -110,6 +110,9 @@ type Config struct {
 	// Scratch must hold 8 bytes per send-queue slot (ScratchSize).
 	Scratch  Scratch
 	Executor future.Executor
+	// Clock, when set, is the clock a waiter's poll window is measured
+	// with instead of time.Now: tests drive the window with their own.
+	Clock func() time.Time
 	// WrapError, when set, wraps the error of every failed operation the
 	// actor resolves: op is the operation (a batch's first), batch the
 	// number of WRs its future covers when more than one.
@@ -302,6 +305,7 @@ type Actor struct {
 	stats     opstats.Stats
 	lat       sampler                                  // post times of the WRs sampled for latency
 	wrapError func(op *Op, batch int, err error) error // Config.WrapError
+	clock     func() time.Time                         // Config.Clock
 	driver    Driver                                   // set before Start, or nil
 	done      chan struct{}
 }
@@ -323,7 +327,7 @@ func New(cfg Config) (*Actor, error) {
 		return nil, fmt.Errorf("qpactor: scratch of %d bytes, need %d", len(cfg.Scratch.Bytes), ScratchSize(depth))
 	}
 	a := &Actor{
-		id: cfg.ID, qp: cfg.QP, sqDepth: int32(depth), exec: cfg.Executor, log: cfg.Logger, wrapError: cfg.WrapError,
+		id: cfg.ID, qp: cfg.QP, sqDepth: int32(depth), exec: cfg.Executor, log: cfg.Logger, wrapError: cfg.WrapError, clock: cfg.Clock,
 		spin: cfg.Spin, inline: cfg.InlinePost && !cfg.Park, scratch: cfg.Scratch,
 		waitPollMicros: waitPollMicros(cfg.WaitPoll),
 		limits:         verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},

@@ -107,7 +107,7 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 	}
 	window := a.waitWindow()
 	d.WaitBegin()
-	var idle sched.IdleClock
+	idle := sched.IdleClock{Now: a.clock}
 	for {
 		// Poll, then look: the look before parking follows the last poll.
 		n := d.Poll()

@@ -2,9 +2,8 @@ package qpactor_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,98 +197,104 @@ func TestWaitPollWindow(t *testing.T) {
 
 // TestLongWaitsDoNotLengthenTheWindow: a waiter whose waits are longer
 // than WaitPoll, and whose parks are cheap, parks; it does not spin
-// through them. The window was once learned from the waits (10 times their
-// 90th percentile): here it grew to 5 ms after the first wait, 1-2 of the
-// 20 parked, and where the spinning waiter took the CPU that the
-// work it waited for needed (a stream over rdmanet on 2 cores), each wait
-// got longer and the window with it.
+// through them, however many long waits it has seen. A waiter spinning
+// through long waits takes the CPU that the work it waits for needs,
+// which makes its waits longer still.
 func TestLongWaitsDoNotLengthenTheWindow(t *testing.T) {
-	defer qpactor.SetWakeUpCost(0)()
-	r, d, ctx := waitRig(t, 500*time.Microsecond)
-	qpactor.SetWakeUpCost(20 * time.Microsecond)
+	defer qpactor.SetWakeUpCost(20 * time.Microsecond)()
+	r, d, clk, ctx := waitRig(t, 500*time.Microsecond)
 	const rounds = 20
 	for i := range rounds {
-		waitLate(ctx, t, r, d, i, 2*time.Millisecond)
+		waitLate(ctx, t, r, d, clk, i, 2*time.Millisecond)
 	}
-	// A wait that polled past the window parks; one that ends early
-	// (never here: a loaded machine makes the completion later, not
-	// sooner) would not.
-	if parked := r.actor.Stats().Ops.WaitsParked.Load(); parked < rounds*3/4 {
-		t.Errorf("%d of %d waits of 2 ms parked with WaitPoll 500µs and parks costing 60µs, want at least %d", parked, rounds, rounds*3/4)
+	if parked := r.actor.Stats().Ops.WaitsParked.Load(); parked != rounds {
+		t.Errorf("%d of %d waits of 2 ms parked with WaitPoll 500µs and parks costing 60µs, want all", parked, rounds)
 	}
 }
 
 // TestSlowWakeUpsLengthenTheWindow: a waiter whose wake-ups are slow polls
-// as long as a park would cost, longer than WaitPoll. First the waiter
-// parks a few times and each wake-up takes 2 ms (the goroutine that
-// resolves its future keeps the only P that long); then it waits 1 ms at
-// a time, twice WaitPoll (500 µs): without the park's cost in the window
-// every one of those parks.
+// as long as a park would cost, longer than WaitPoll: with wake-ups of
+// 2 ms, waits of 1 ms (twice WaitPoll) never park, and waits of 8 ms
+// (past the park's cost of three wake-ups) do. A parked wait's wake-up is
+// measured and reported to what learns the cost.
 func TestSlowWakeUpsLengthenTheWindow(t *testing.T) {
 	defer qpactor.SetWakeUpCost(0)()
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	const slowWakeUp = 2 * time.Millisecond
-	inAttempts(t, func() error {
-		r, d, ctx := waitRig(t, 500*time.Microsecond)
-		qpactor.SetWakeUpCost(0)
-		for i := range 4 {
-			waitParked(ctx, t, r, d, i, func() {
-				for start := time.Now(); time.Since(start) < slowWakeUp; { // keep the P
-				}
-			})
-		}
-		// The median estimator's steps may leave it a little below every
-		// wake-up it saw.
-		if got, n := qpactor.WakeUpCost(); got < slowWakeUp*3/4 || n == 0 {
-			return fmt.Errorf("learned wake-up %v from %d measured, want about %v", got, n, slowWakeUp)
-		}
-		parked := r.actor.Stats().Ops.WaitsParked.Load()
-		const rounds = 20
-		for i := range rounds {
-			waitLate(ctx, t, r, d, 100+i, time.Millisecond)
-		}
-		if n := r.actor.Stats().Ops.WaitsParked.Load() - parked; n > rounds/4 {
-			return fmt.Errorf("%d of %d waits of 1 ms parked, with wake-ups learned at %v", n, rounds, slowWakeUp)
-		}
-		return nil
-	})
+	r, d, clk, ctx := waitRig(t, 500*time.Microsecond)
+	_, before := qpactor.WakeUpCost()
+	waitParked(ctx, t, r, d, clk, 0)
+	if _, after := qpactor.WakeUpCost(); after == before {
+		t.Error("a parked wait's wake-up was not measured")
+	}
+	qpactor.SetWakeUpCost(2 * time.Millisecond)
+	parked := r.actor.Stats().Ops.WaitsParked.Load()
+	const rounds = 20
+	for i := range rounds {
+		waitLate(ctx, t, r, d, clk, 100+i, time.Millisecond)
+	}
+	if n := r.actor.Stats().Ops.WaitsParked.Load() - parked; n != 0 {
+		t.Errorf("%d of %d waits of 1 ms parked, with wake-ups learned at 2 ms", n, rounds)
+	}
+	for i := range 3 {
+		waitLate(ctx, t, r, d, clk, 200+i, 8*time.Millisecond)
+	}
+	if n := r.actor.Stats().Ops.WaitsParked.Load() - parked; n != 3 {
+		t.Errorf("%d of 3 waits of 8 ms parked, with parks costing 6 ms, want 3", n)
+	}
 }
 
-// inAttempts runs a test of the wait window up to three times, each on a
-// fresh rig, until one passes. Its waits are timed by the wall clock, and
-// a loaded machine stretches them past the test's premise: beside CI's
-// race run of the runtime's tests, waits of 4 ms took up to 35 ms, past
-// any window, and parking is then the policy. A waiter whose window is
-// wrong fails every attempt.
-func inAttempts(t *testing.T, attempt func() error) {
-	t.Helper()
-	var errs []error
-	for range 3 {
-		err := attempt()
-		if err == nil {
-			return
-		}
-		errs = append(errs, err)
+// stepClock is a clock that moves 10 µs each time it is read, never past
+// a horizon the test sets: a waiter's idle time then depends on how often
+// it looks, not on how a busy machine schedules it, and a wait the test
+// means to end at 1 ms never looks longer to the waiter.
+type stepClock struct {
+	mu       sync.Mutex
+	now, end time.Time
+}
+
+func newStepClock() *stepClock {
+	now := time.Unix(1, 0)
+	return &stepClock{now: now, end: now}
+}
+
+func (c *stepClock) read() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if next := c.now.Add(10 * time.Microsecond); next.Before(c.end) {
+		c.now = next
+	} else {
+		c.now = c.end
 	}
-	t.Error(errors.Join(errs...))
+	return c.now
+}
+
+// allow lets the clock move d past its reading now, and no further.
+func (c *stepClock) allow(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.end = c.now.Add(d)
+}
+
+// done reports whether the clock has reached what allow let it reach.
+func (c *stepClock) done() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.now.Before(c.end)
 }
 
 // waitParked submits write i and waits for it, its completion coming only
 // once the waiter parked: then a goroutine of the test polls it, as a
-// poller would, and runs then, if any, before it lets go.
-func waitParked(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i int, then func()) {
+// poller would.
+func waitParked(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, clk *stepClock, i int) {
 	t.Helper()
+	clk.allow(time.Hour)
 	parked := r.actor.Stats().Ops.WaitsParked.Load()
 	f := submitStalled(ctx, t, r, d, i)
 	go func() {
-		for r.actor.Stats().Ops.WaitsParked.Load() == parked {
-			time.Sleep(100 * time.Microsecond)
+		for r.actor.Stats().Ops.WaitsParked.Load() == parked && ctx.Err() == nil {
+			runtime.Gosched()
 		}
 		d.stall(false)
 		d.Poll()
-		if then != nil {
-			then()
-		}
 	}()
 	if _, err := f.Wait(ctx); err != nil {
 		t.Fatal(err)
@@ -310,35 +315,43 @@ func submitStalled(ctx context.Context, t *testing.T, r *rig, d *recordingDriver
 }
 
 // waitRig is a started actor with WaitPoll waitPoll whose waiters poll
-// through a recording driver, for the tests of the wait window.
-func waitRig(t *testing.T, waitPoll time.Duration) (*rig, *recordingDriver, context.Context) {
-	r := newRig(t, 64, func(c *qpactor.Config) { c.WaitPoll = waitPoll })
+// through a recording driver and measure their wait on a step clock, for
+// the tests of the wait window.
+func waitRig(t *testing.T, waitPoll time.Duration) (*rig, *recordingDriver, *stepClock, context.Context) {
+	clk := newStepClock()
+	r := newRig(t, 64, func(c *qpactor.Config) { c.WaitPoll, c.Clock = waitPoll, clk.read })
 	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
 	r.actor.SetDriver(d)
 	r.actor.Start()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
-	return r, d, ctx
+	return r, d, clk, ctx
 }
 
-// waitLate submits write i and waits for it, its completion coming after
-// late: polled by the waiter, or, once it parked, by a goroutine of the
-// test, as by a poller.
-func waitLate(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, i int, late time.Duration) {
+// waitLate submits write i and waits for it, its completion coming once
+// the waiter's clock has moved late: found by the waiter's next poll if it
+// still polls, or, once it parked, by a goroutine of the test, as by a
+// poller.
+func waitLate(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, clk *stepClock, i int, late time.Duration) {
 	t.Helper()
+	parked := r.actor.Stats().Ops.WaitsParked.Load()
 	f := submitStalled(ctx, t, r, d, i)
+	clk.allow(late)
 	waited := make(chan struct{})
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
-		time.Sleep(late)
+		for !clk.done() && r.actor.Stats().Ops.WaitsParked.Load() == parked && ctx.Err() == nil {
+			runtime.Gosched()
+		}
 		d.stall(false)
 		for {
 			select {
 			case <-waited:
 				return
-			case <-time.After(100 * time.Microsecond):
+			default:
 				d.Poll()
+				runtime.Gosched()
 			}
 		}
 	}()

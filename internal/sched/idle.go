@@ -7,6 +7,10 @@ import "time"
 // clock read can cost more than the round it measures. Not safe for
 // concurrent use: each spinning goroutine has its own.
 type IdleClock struct {
+	// Now, when set, is the clock it reads instead of time.Now: tests
+	// drive the mechanism with a clock of their own.
+	Now func() time.Time
+
 	since  time.Time
 	rounds uint32
 	idle   time.Duration
@@ -22,10 +26,17 @@ func (c *IdleClock) Busy() { c.rounds, c.idle = 0, 0 }
 func (c *IdleClock) Idle() time.Duration {
 	switch {
 	case c.rounds == 0:
-		c.since = time.Now()
+		c.since = c.now()
 	case c.rounds%idleClockStride == 0:
-		c.idle = time.Since(c.since)
+		c.idle = c.now().Sub(c.since)
 	}
 	c.rounds++
 	return c.idle
+}
+
+func (c *IdleClock) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
 }
