@@ -18,7 +18,7 @@
 //   - heap/ep, stack/ep: HeapInuse and StackInuse after runtime.GC() with
 //     the N pairs idle, minus the same before the first pair, over the 2N
 //     endpoints;
-//   - reg/ep: the registered memory both runtimes mapped (ArenaSize), the
+//   - reg/ep: the registered memory both runtimes mapped (Stats.ArenaBytes), the
 //     same delta over 2N. The arena grows 4 MiB at a time, so small N
 //     show that step rather than the endpoints;
 //   - threads: the process's OS threads (/proc/self/status) once every
