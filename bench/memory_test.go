@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkExpose measures what remote access costs the application that
-// grants it (issue 11): expose+revoke is Buffer.ExposeRange with READ and
+// grants it: expose+revoke is Buffer.ExposeRange with READ and
 // WRITE rights and Exposure.Close, one memory region registered and
 // deregistered; alloc+free is Alloc and Free of the same size, the local
 // cost beside it; write is one 64-byte WRITE and its Wait, for scale. On

@@ -38,7 +38,7 @@ var actorOnlyOpts = []vrt.Option{vrt.WithTuning(vrt.Tuning{NoInlinePost: true, N
 // messages through Send and Recv, one op being one round trip: the client
 // Sends and waits for the future, then Recvs the reply; a goroutine on the
 // other endpoint Recvs each request and Sends it back. It is
-// ib_send_lat's exchange (issue 13's request/response case) on soft, for
+// ib_send_lat's exchange (request/response) on soft, for
 // each of callerThreadVariants.
 func BenchmarkPingPong(b *testing.B) {
 	for _, v := range callerThreadVariants {

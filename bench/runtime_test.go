@@ -109,7 +109,7 @@ func sum(counts []uint64) uint64 {
 }
 
 // pipelineDepths are how many writes the pipelined variants keep in
-// flight: issue 13's 128, and a short pipeline.
+// flight: a deep pipeline of 128, and a short one.
 var pipelineDepths = []int{128, 8}
 
 // pipeline issues ops writes from one goroutine with up to depth of them

@@ -166,9 +166,8 @@ func TestCancelRacesTake(t *testing.T) {
 }
 
 // TestSubmitWaitsForRoomOnASignal: a Submit that finds the inbox full
-// waits on a signal the actor gives when it takes something (it used to
-// poll with sleeps of up to 1 ms), ends with its context, and fails with
-// ErrClosed when the actor closes.
+// waits on a signal the actor gives when it takes something, ends with
+// its context, and fails with ErrClosed when the actor closes.
 func TestSubmitWaitsForRoomOnASignal(t *testing.T) {
 	r := newRig(t, 64, func(c *qpactor.Config) { c.RingSize = 2 })
 	var fs []future.Future

@@ -10,8 +10,7 @@ import (
 
 // TestThenCallbacksBounded: 1,000 Then callbacks that block, on a worker
 // pool of 2, run on at most 3 goroutines (the pool and its overflow), not
-// on a goroutine each (the pool's overflow used to start one per
-// callback), and all run once they are let go.
+// on a goroutine each, and all run once they are let go.
 func TestThenCallbacksBounded(t *testing.T) {
 	rt, cli, _ := pair(t, vrt.WithTuning(vrt.Tuning{CallbackWorkers: 2}))
 	ctx := ctxT(t)

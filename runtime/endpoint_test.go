@@ -75,9 +75,9 @@ func TestConnManagerNotSupported(t *testing.T) {
 
 // TestDefaultRuntimesReachEachOther: two runtimes made without a provider
 // share the process's soft fabric, so one's endpoint writes into the
-// other's memory (each used to get a fabric of its own, with the same GIDs
-// and QP numbers: the "connection" led to a QP of its own fabric and the
-// write was flushed).
+// other's memory (with a fabric each, both would have the same GIDs and QP
+// numbers: the "connection" would lead to a QP of its own fabric and the
+// write would be flushed).
 func TestDefaultRuntimesReachEachOther(t *testing.T) {
 	a, err := runtime.New()
 	if err != nil {

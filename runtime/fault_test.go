@@ -431,8 +431,8 @@ func TestCloseUnderLoad(t *testing.T) {
 // lets the device finish with the endpoint's memory before any future
 // resolves: the outstanding WRITEs resolve with their flush completions
 // (verbs.ErrFlushed: the device gave them back), not with ErrClosed while
-// the device may still write (they used to fail at once, and their flush
-// completions arrived later as stale ones).
+// the device may still write, and no flush completion arrives later as a
+// stale one.
 func TestCloseWaitsForTheDevice(t *testing.T) {
 	rt, cli, _ := pair(t)
 	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)

@@ -62,8 +62,8 @@ func TestCreditsSurviveFullInbox(t *testing.T) {
 
 // TestPostMoreSendsThanPeerWindow: a batch with more SENDs than the peer's
 // receive window can ever grant at once is refused at once, naming the
-// limit, and sends after it still go out (it used to wait forever, and
-// every later send behind it).
+// limit, and sends after it still go out: it never waits forever with
+// every later send behind it.
 func TestPostMoreSendsThanPeerWindow(t *testing.T) {
 	rt, a, b := pair(t, runtime.WithRecvDepth(4))
 	buf := alloc(t, rt, 16)

@@ -17,11 +17,11 @@ func heapInuse() uint64 {
 }
 
 // TestIdleEndpointHeap: an idle endpoint, default options, holds at most
-// 64 KiB of Go heap (issue 12), whether it was never used or has carried
-// a WRITE and a SEND: its queues and rings have room for what it held, not
-// for all it may hold (it was 661 KiB: a send queue of 511 entries and an
-// inbox of 1,024 submissions, allocated at their maximum). After a burst
-// of 64 operations an endpoint keeps room for 64; that figure is logged.
+// 64 KiB of Go heap, whether it was never used or has carried a WRITE and
+// a SEND: its queues and rings have room for what it held, not for all it
+// may hold (a send queue and an inbox allocated at their maximum would
+// take ten times that). After a burst of 64 operations an endpoint keeps
+// room for 64; that figure is logged.
 func TestIdleEndpointHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("connects 500 endpoints")

@@ -17,8 +17,8 @@ import (
 // or Post with OpSendImm) reaches the peer's Recv with all 32 bits, bits
 // 31 and 30 included, among plain Sends and WriteImms, while the two ends
 // run out of receive credits and report them under load both ways, and up
-// to a graceful close. (The runtime used to overwrite the immediate data of
-// every SEND with its credit report.)
+// to a graceful close: the credit reports travel in the header, never in
+// the immediate data.
 func TestSendImmArrivesWhole(t *testing.T) {
 	// Four receives a side and no RNR retry: credits run out every few
 	// messages, and a SEND that met an empty receive queue would fail the
@@ -38,8 +38,9 @@ const (
 )
 
 // immSpecials are the immediate values sent first, each by every kind that
-// carries one: those with the bits the credit scheme used to claim (31: a
-// credit-only report, 30: the goodbye, the low 16: credits).
+// carries one: those with the bits a credit scheme in the immediate data
+// would claim (31: a credit-only report, 30: the goodbye, the low 16:
+// credits).
 var immSpecials = []uint32{0xffffffff, 0x80000000, 0x40000000, 0xc0000000, 0xc0000001,
 	0x8000ffff, 0x7fffffff, 0xffff, 0, 1}
 

@@ -11,9 +11,8 @@ import (
 //
 // An endpoint learns that its QP went to the error state from a completion
 // that failed or was flushed, or from an asynchronous event. Its receives
-// used to be flushed too, which said so even when nothing else was in
-// flight; receives now come from a shared receive queue, which a QP's
-// error does not flush. Devices that follow the specification raise
+// come from a shared receive queue, which a QP's error does not flush, so
+// with nothing else in flight no completion says so. Devices that follow the specification raise
 // IBV_EVENT_QP_LAST_WQE_REACHED for such a QP (watchEvents), but rxe raises
 // no QP event at all. So the runtime also asks each endpoint's QP for its
 // state, in the background: every qpCheckPeriod, and no more than

@@ -1,7 +1,7 @@
 // Scale measures what idle endpoints cost and what they do to an active
-// one, for issue 12 ("10,000 connected endpoints in one process, idle ones
-// nearly free, active ones unaffected"), so that every change to it is
-// measured by the same command:
+// one (thousands of connected endpoints in one process, idle ones nearly
+// free, active ones unaffected), so that every change to it is measured by
+// the same command:
 //
 //	go run ./bench/scale -pairs 1,100,1000,5000 -memlimit 3GiB
 //

@@ -1,6 +1,6 @@
 // Soak runs two runtimes for a long time and shows whether what the
-// process holds stays flat, for issue 12's "the 40M-operation soak and the
-// connect/close churn stay flat":
+// process holds stays flat through a long run of operations and through
+// connect/close churn:
 //
 //	go run ./bench/soak -ops 40000000 -cycles 5000
 //

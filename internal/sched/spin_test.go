@@ -68,8 +68,8 @@ func TestSpinSlotsOneP(t *testing.T) {
 
 // TestSpinWantedEndsWithTheWanter: a goroutine that Acquire refused stops
 // wanting a slot when it Releases (parks): an idle spinner may then spin
-// again (the want used to stay set until some later Acquire succeeded,
-// keeping every idle poller from spinning).
+// again; a want that stayed set until some later Acquire succeeded would
+// keep every idle poller from spinning.
 func TestSpinWantedEndsWithTheWanter(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	var busy, refused, poller SpinSlot
