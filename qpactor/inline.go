@@ -24,9 +24,9 @@ func (a *Actor) inlineWorthIt() bool {
 
 // costlyPost is the PostSend time beyond which a submitter with
 // operations in flight hands its submission to the actor goroutine
-// (inlineWorthIt): PostSend takes 0.1-0.3 µs on soft and on NICs that map
-// their doorbell into the process, tens of µs or more where it is a
-// system call.
+// (inlineWorthIt): PostSend is a fraction of a µs on soft and on NICs
+// that map their doorbell into the process, tens of µs or more where it
+// is a system call.
 const costlyPost = 10 * time.Microsecond
 
 // postCostEvery is how often PostSend is timed: the first call, then one
