@@ -40,6 +40,12 @@ func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (future.Future, error
 // submitNew queues sub, of n WRs, with a new future; a submission that
 // never reached the inbox gives its future's state back to the pool.
 func (a *Actor) submitNew(ctx context.Context, sub submission, n int) (future.Future, error) {
+	if ctx == nil {
+		if h := sub.hold(); h != nil {
+			h.Release()
+		}
+		return future.Future{}, future.ErrNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		if h := sub.hold(); h != nil {
 			h.Release()

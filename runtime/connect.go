@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -102,6 +103,9 @@ func (l *Listener) Close() error {
 // Accept waits for a peer to Dial (DialCM for a ListenCM listener) and
 // returns the connected endpoint.
 func (l *Listener) Accept(ctx context.Context) (*Endpoint, error) {
+	if ctx == nil {
+		return nil, future.ErrNilContext
+	}
 	if l.cm != nil {
 		return l.acceptCM(ctx)
 	}
@@ -137,6 +141,9 @@ func (l *Listener) Accept(ctx context.Context) (*Endpoint, error) {
 
 // Dial connects to a Listener at the TCP address addr.
 func (rt *Runtime) Dial(ctx context.Context, addr string) (*Endpoint, error) {
+	if ctx == nil {
+		return nil, future.ErrNilContext
+	}
 	if rt.isClosed() {
 		return nil, ErrClosed
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -78,6 +79,9 @@ func (rt *Runtime) ListenCM(addr string) (*Listener, error) {
 // provider's connection manager, which picks the device and port the route
 // to addr leaves by: it must be the runtime's device.
 func (rt *Runtime) DialCM(ctx context.Context, addr string) (*Endpoint, error) {
+	if ctx == nil {
+		return nil, future.ErrNilContext
+	}
 	cm, err := rt.connManager("rdma_connect")
 	if err != nil {
 		return nil, err

@@ -530,6 +530,9 @@ const goodbyeWait = 500 * time.Millisecond
 // back (their flush completions, waited for up to flushWait), so their
 // memory is the application's again when it learns the outcome.
 func (ep *Endpoint) Close(ctx context.Context) error {
+	if ctx == nil {
+		return future.ErrNilContext
+	}
 	var err error
 	ep.closeOnce.Do(func() { err = ep.close(ctx) })
 	return err

@@ -43,7 +43,7 @@ type Completion struct {
 // Wait may be called again. Waiting allocates nothing.
 func (f Future) Wait(ctx context.Context) (Completion, error) {
 	if ctx == nil {
-		panic("verbsrt: Future.Wait with a nil Context")
+		return Completion{}, future.ErrNilContext
 	}
 	c, err := f.f.Wait(ctx)
 	return Completion(c), err

@@ -98,3 +98,73 @@ func wantClosed(t *testing.T, what string, err error) {
 		t.Errorf("%s: %v, want an error matching net.ErrClosed and runtime.ErrClosed", what, err)
 	}
 }
+
+// TestNilContextRefused: every call that takes a context refuses a nil
+// one with an error matching verbs.ErrInvalidArgument, and changes
+// nothing: after Close(nil) the endpoint still works and closes properly.
+func TestNilContextRefused(t *testing.T) {
+	rt, cli, srv := pair(t)
+	ctx := ctxT(t)
+	buf := alloc(t, rt, 64)
+	ref := refOf(t, alloc(t, rt, 64))
+	var nilCtx context.Context
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, verbs.ErrInvalidArgument) || !strings.Contains(err.Error(), "nil Context") {
+			t.Errorf("%s with a nil Context: %v, want an error naming it", what, err)
+		}
+	}
+	for what, f := range map[string]runtime.Future{
+		"Write":          cli.Write(nilCtx, buf.Local(), ref),
+		"Read":           cli.Read(nilCtx, buf.Local(), ref),
+		"Send":           cli.Send(nilCtx, buf.Local()),
+		"SendBytes":      cli.SendBytes(nilCtx, []byte("x")),
+		"SendImm":        cli.SendImm(nilCtx, buf.Local(), 1),
+		"WriteImm":       cli.WriteImm(nilCtx, buf.Local(), ref, 1),
+		"CompareAndSwap": cli.CompareAndSwap(nilCtx, ref.Slice(0, 8), 0, 1),
+		"FetchAdd":       cli.FetchAdd(nilCtx, ref.Slice(0, 8), 1),
+		"Post":           cli.Post(nilCtx, []runtime.Op{{Opcode: verbs.OpWrite, Local: []runtime.Local{buf.Local()}, Remote: ref}}),
+	} {
+		_, err := f.Wait(ctx)
+		refused(what, err)
+	}
+	if uses := runtime.Uses(buf); uses != 0 {
+		t.Errorf("the refused operations left %d uses of their buffer", uses)
+	}
+	f := cli.Write(ctx, buf.Local(), ref)
+	_, err := f.Wait(nilCtx)
+	refused("Future.Wait", err)
+	if _, err := f.Wait(ctx); err != nil {
+		t.Errorf("Wait after a refused Wait: %v", err)
+	}
+	_, err = srv.Recv(nilCtx)
+	refused("Recv", err)
+	_, err = rt.Dial(nilCtx, "127.0.0.1:1")
+	refused("Dial", err)
+	_, _, err = runtime.Pipe(nilCtx, rt, rt)
+	refused("Pipe", err)
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ln.Accept(nilCtx)
+	refused("Accept", err)
+	ln.Close()
+
+	refused("Endpoint.Close", cli.Close(nilCtx))
+	if _, err := cli.Write(ctx, buf.Local(), ref).Wait(ctx); err != nil {
+		t.Errorf("a write after Close(nil): %v", err)
+	}
+	if err := cli.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cli.Done():
+	case <-ctx.Done():
+		t.Fatal("Done never closed after Close")
+	}
+	refused("Runtime.Close", rt.Close(nilCtx))
+	if _, err := rt.Alloc(8); err != nil {
+		t.Errorf("Alloc after Runtime.Close(nil): %v", err)
+	}
+}

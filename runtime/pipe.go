@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+
+	"github.com/verbsrt/verbsrt/internal/future"
 )
 
 // Pipe connects a new endpoint of client to a new endpoint of server and
@@ -16,7 +18,7 @@ import (
 // the error; no endpoint is left behind.
 func Pipe(ctx context.Context, client, server *Runtime) (*Endpoint, *Endpoint, error) {
 	if ctx == nil {
-		panic("verbsrt: Pipe with a nil Context")
+		return nil, nil, future.ErrNilContext
 	}
 	ln, err := server.Listen("127.0.0.1:0")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/qpactor"
@@ -327,6 +328,9 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 // round trip on soft took 180 µs parked and takes 15 µs so. With
 // Tuning.WaitPoll it polls the endpoint's CQ meanwhile.
 func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
+	if ctx == nil {
+		return Message{}, future.ErrNilContext
+	}
 	var s *msgSlot
 	if ep.actor.WaitUntil(func() bool {
 		select {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/verbsrt/verbsrt/cqpoller"
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/soft"
 )
@@ -285,6 +286,9 @@ func (rt *Runtime) eventsLost(err error) {
 // while ctx allows, then fails what is left), stops the pollers and the
 // worker pool and closes the device. Every future still pending resolves.
 func (rt *Runtime) Close(ctx context.Context) error {
+	if ctx == nil {
+		return future.ErrNilContext
+	}
 	rt.mu.Lock()
 	if rt.closed {
 		rt.mu.Unlock()

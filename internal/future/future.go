@@ -3,6 +3,7 @@ package future
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	stdatomic "sync/atomic"
 
@@ -21,6 +22,10 @@ var (
 	// (by Wait returning a result, by Then or by Release): its state went
 	// back to the pool and may belong to another operation now.
 	ErrReleased = errors.New("verbsrt: future already consumed")
+	// ErrNilContext refuses a call given a nil context.Context instead
+	// of a context, as net/http refuses one, before the call changes
+	// anything. It matches verbs.ErrInvalidArgument.
+	ErrNilContext = fmt.Errorf("verbsrt: nil Context: %w", verbs.ErrInvalidArgument)
 )
 
 // Completion is the result of a successful operation.

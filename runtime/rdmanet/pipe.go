@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/runtime"
 )
 
@@ -12,6 +13,9 @@ import (
 // listener of b on loopback, which it closes once they are connected: the
 // net.Pipe of this package, for tests and for two runtimes of one process.
 func Pipe(ctx context.Context, a, b *runtime.Runtime) (c1, c2 *Conn, err error) {
+	if ctx == nil {
+		return nil, nil, &net.OpError{Op: "dial", Net: network, Err: future.ErrNilContext}
+	}
 	ln, err := Listen(b, "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, err
