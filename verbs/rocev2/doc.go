@@ -16,8 +16,50 @@
 // lists the masked fields and why) and matches a packet captured from a
 // ConnectX-4 Lx.
 //
+// The transport (Transport): one UDP socket on a specific IPv6 address,
+// the ICRC sealed on send and checked on receive (a bad one is counted and
+// dropped, as rxe drops it), packets routed to a Receiver by destination
+// QP, and after each burst the socket held, one Flush per Receiver that
+// got packets, where a responder sends one ACK for the whole burst. Fault
+// injection (Inject) drops, duplicates, reorders, delays or corrupts the
+// packets a predicate over their decoded headers chooses, as they leave.
+// Timers run on a Clock; tests use ManualClock.
+//
+// # IPv6 first; IPv4 is not supported
+//
+// Over IPv6 the ICRC covers, of the IP header, the payload length, next
+// header and the two addresses; the traffic class, flow label and hop
+// limit are masked. A sender knows all of the covered fields when it binds
+// a specific address, and a receiver reads them from recvfrom and its own
+// bound address. Listen therefore refuses the unspecified address: the
+// source address the kernel would pick is covered.
+//
+// Over IPv4 the ICRC also covers the identification field and the flags
+// and fragment offset (only TOS, TTL and the header checksum are masked).
+// A plain socket's receiver cannot read the identification field of a
+// packet it receives (no socket option returns it), so it cannot check
+// the ICRC of a packet from rxe or a NIC: rxe fills the field per packet
+// (__ip_select_ident in rxe_net.c's IPv4 path). Sending a correct ICRC
+// looks possible on Linux: for a socket that is not connected and sets
+// don't-fragment (IP_MTU_DISCOVER = IP_PMTUDISC_DO), ip_select_ident_segs
+// in include/net/ip.h writes identification 0; this is not implemented
+// or tested. Listen refuses IPv4 addresses with ErrNotSupported; an IPv4
+// mode that sends a correct ICRC and accepts received packets on the UDP
+// checksum alone is the way to reach IPv4-only rxe peers.
+//
+// # Sharing port 4791
+//
+// RoCE v2 sends to UDP port 4791 and only one socket of a host address
+// can own it. Between verbsrt processes each transport binds a port of its
+// own (port 0: the kernel picks one) and the connection handshake
+// announces address and port; the source port of a packet is where
+// responses go. Toward rxe and RoCE NICs, which send every packet,
+// responses included, to port 4791, one transport of the host address
+// binds 4791 (a process can, without privileges); processes that share a
+// host and all talk to rxe need an address each (IPv6 gives a host many).
+//
 // # What does not work yet
 //
-// Everything above the codec: the UDP transport, the RC requester and
-// responder, UD, and the verbs.Provider implementation.
+// The RC requester and responder, UD, atomics, and the verbs.Provider
+// implementation; sendmmsg batching; interop tested against rxe.
 package rocev2
