@@ -117,6 +117,30 @@ func (c *ManualClock) Pending() int {
 	return len(c.timers)
 }
 
+// PendingWithin returns how many armed timers fire within d from now.
+func (c *ManualClock) PendingWithin(d time.Duration) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.when.After(c.now.Add(d)) {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitTimer waits until a timer is armed that fires within d from now.
+func (c *ManualClock) WaitTimer(d time.Duration) {
+	for {
+		armed := c.Armed()
+		if c.PendingWithin(d) > 0 {
+			return
+		}
+		<-armed
+	}
+}
+
 // Armed returns a channel closed when the next timer is armed, so a test
 // can wait for a timer without polling.
 func (c *ManualClock) Armed() <-chan struct{} {

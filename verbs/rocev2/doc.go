@@ -25,6 +25,29 @@
 // packets a predicate over their decoded headers chooses, as they leave.
 // Timers run on a Clock; tests use ManualClock.
 //
+// The RC transport (rcQP, internal until the verbs.Provider wraps it),
+// requester and responder in one object under one lock: SEND and SEND with
+// immediate, RDMA WRITE and WRITE with immediate, RDMA READ; messages cut
+// into path-MTU packets with FIRST/MIDDLE/LAST/ONLY opcodes; PSNs that
+// wrap at 2^24; at most 64 packets unacknowledged. The requester asks for
+// an ACK on the last packet of each message and on every sixteenth packet;
+// an ACK acknowledges every PSN up to its own, and the responder sends one
+// per burst (Receiver.Flush). The requester retransmits from the oldest
+// unacknowledged PSN when the local ACK timeout passes, up to retry_cnt
+// times without progress, then fails the WR with RETRY_EXC_ERR and
+// flushes the rest; a NAK for a PSN sequence error sends it back to the
+// NAK's PSN (go-back-N) and spends a retry too, as a timeout does. The
+// responder NAKs a gap once and drops what follows until the expected PSN
+// comes; it acknowledges duplicates again without executing them, except
+// a duplicate READ, which it answers again from memory (a READ resumed
+// after a lost response packet asks for the remainder only). With no
+// receive posted it sends an RNR NAK with its min_rnr_timer; the
+// requester waits that long and retries, rnr_retry times (7: forever),
+// then fails with RNR_RETRY_EXC_ERR. A bad rkey or right (REMOTE ACCESS
+// ERROR NAK), a message longer than the receive buffer (INVALID REQUEST
+// NAK, LOC_LEN_ERR at the responder) and an opcode out of order (INVALID
+// REQUEST) move both QPs to ERR, flushing what is queued.
+//
 // # IPv6 first; IPv4 is not supported
 //
 // Over IPv6 the ICRC covers, of the IP header, the payload length, next
@@ -60,6 +83,10 @@
 //
 // # What does not work yet
 //
-// The RC requester and responder, UD, atomics, and the verbs.Provider
-// implementation; sendmmsg batching; interop tested against rxe.
+// The verbs.Provider implementation (devices, PDs, MRs with lkey and rkey
+// checks, CQs, the QP state machine) that the conformance suite runs on;
+// atomics and the responder's replay of duplicate atomics; SEND with
+// invalidate; UC and UD; end-to-end credits; one sendmmsg per chain; the
+// handshake through the runtime's Listen and Dial; interop tested against
+// rxe.
 package rocev2

@@ -23,6 +23,9 @@ const (
 	// FaultCorrupt flips a bit of the packet after its ICRC is sealed,
 	// so the receiver drops it for a bad ICRC.
 	FaultCorrupt
+	// FaultObserve sends the packet unchanged: a rule that only counts
+	// and calls Hit.
+	FaultObserve
 )
 
 // Fault is one rule of fault injection.
@@ -100,6 +103,8 @@ func (t *Transport) transmit(to netip.AddrPort, p *Packet, b []byte) error {
 		t.stats.faulted.Add(1)
 		switch rule.Action {
 		case FaultDrop, FaultReorder:
+		case FaultObserve:
+			err = t.write(to, b)
 		case FaultDuplicate:
 			err = t.write(to, b)
 			if err == nil {
