@@ -39,9 +39,23 @@ type rcConfig struct {
 // 9.7.5.2.8).
 const rnrRetryForever = 7
 
-// maxOutstanding bounds the packets sent and not yet acknowledged, so a
-// long message does not overrun the peer's socket buffer at once.
-const maxOutstanding = 64
+// The requester's window: at most windowBytes of packets (and at most
+// maxWindow packets) sent and not yet acknowledged, so a long message does
+// not overrun the peer's socket buffer (on Linux, about 200 KiB unless an
+// administrator raised net.core.rmem_max, of which each datagram costs its
+// length plus the kernel's per-packet overhead). An ACK is requested on
+// every quarter window, so the window refills before it runs dry.
+const (
+	windowBytes = 64 << 10
+	maxWindow   = 64
+)
+
+// window returns the window in packets for a path MTU, and how often a
+// packet asks for an ACK.
+func window(mtu int) (pkts, ackEvery int) {
+	pkts = min(maxWindow, max(4, windowBytes/mtu))
+	return pkts, pkts / 4
+}
 
 // sendWQE is one posted send work request and its transport state.
 type sendWQE struct {
@@ -89,9 +103,12 @@ type rcQP struct {
 	sndPSN     PSN        // PSN of the next packet to send
 	tailPSN    PSN        // PSN the next posted WQE starts at
 	una        PSN        // oldest unacknowledged PSN
+	maxPSN     PSN        // one past the highest PSN ever sent
 	retries    int
 	rnrRetries int
 	rnrWait    bool
+	window     int // packets
+	ackEvery   int
 
 	// Responder.
 	rq         []recvWQE
@@ -112,8 +129,9 @@ func newRCQP(t *Transport, cfg rcConfig) *rcQP {
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock{}
 	}
-	q := &rcQP{cfg: cfg, t: t, sndPSN: cfg.SQPSN, tailPSN: cfg.SQPSN, una: cfg.SQPSN,
+	q := &rcQP{cfg: cfg, t: t, sndPSN: cfg.SQPSN, tailPSN: cfg.SQPSN, una: cfg.SQPSN, maxPSN: cfg.SQPSN,
 		ePSN: cfg.RQPSN, retries: cfg.RetryCnt, rnrRetries: cfg.RNRRetry}
+	q.window, q.ackEvery = window(cfg.MTU)
 	t.Register(cfg.QPN, q)
 	return q
 }

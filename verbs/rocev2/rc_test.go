@@ -53,16 +53,24 @@ type pair struct {
 
 func newPair(t *testing.T, mtu, retry, rnrRetry int) *pair {
 	t.Helper()
-	p := &pair{clock: NewManualClock(), wcA: make(chan verbs.WC, 256), wcB: make(chan verbs.WC, 256),
-		memB: make([]byte, 64<<10), hits: make(chan Packet, 256)}
-	p.ta, p.tb = listenPair(t, p.clock)
+	m := NewManualClock()
+	return newPairClock(t, m, m, mtu, retry, rnrRetry)
+}
+
+// newPairClock is newPair with the clock the QPs and transports use; p.clock
+// is the manual clock tests advance, ignored when clock is another.
+func newPairClock(t *testing.T, manual *ManualClock, clock Clock, mtu, retry, rnrRetry int) *pair {
+	t.Helper()
+	p := &pair{clock: manual, wcA: make(chan verbs.WC, 256), wcB: make(chan verbs.WC, 256),
+		memB: make([]byte, 256<<10), hits: make(chan Packet, 256)}
+	p.ta, p.tb = listenPair(t, clock)
 	memA := &testMemory{keys: map[uint32]region{}}
 	memB := &testMemory{keys: map[uint32]region{rkeyB: {va: vaB, buf: p.memB, acc: verbs.AccessAllRemote}}}
 	cfg := func(qpn, rqpn uint32, tr *Transport, mem Memory, wc chan verbs.WC) rcConfig {
 		return rcConfig{QPN: qpn, RemoteQPN: rqpn, Remote: tr.LocalAddr(), MTU: mtu,
 			SQPSN: 0xfffffe, RQPSN: 0xfffffe, // both wrap past 2^24 in every test
 			Timeout: testTimeout, RetryCnt: retry, RNRRetry: rnrRetry, MinRNRTimer: testRNRCode,
-			Memory: mem, Clock: p.clock, Complete: func(w verbs.WC) { wc <- w }}
+			Memory: mem, Clock: clock, Complete: func(w verbs.WC) { wc <- w }}
 	}
 	p.a = newRCQP(p.ta, cfg(0x11, 0x22, p.tb, memA, p.wcA))
 	p.b = newRCQP(p.tb, cfg(0x22, 0x11, p.ta, memB, p.wcB))
@@ -490,4 +498,57 @@ func TestRCInvalidRequest(t *testing.T) {
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: make([]byte, 9)})
 	expectWC(t, p.wcA, 1, verbs.WCRemInvReqErr)
 	expectWC(t, p.wcB, 100, verbs.WCLocLenErr)
+}
+
+// TestRCAckSkipsResent acknowledges packets the requester was about to
+// send again after going back: it completes their WRs and resumes after
+// them instead of resending them.
+func TestRCAckSkipsResent(t *testing.T) {
+	p := newPair(t, 256, 3, 7)
+	sent := make(chan Packet, 16)
+	p.ta.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk Packet) { sent <- pk }})
+	start := PSN(0xfffffe)
+	for id := range uint64(3) {
+		p.post(t, &sendWQE{id: id + 1, op: verbs.OpSend, data: []byte{byte(id)}})
+		<-sent
+	}
+	// The requester has gone back to the first PSN and not sent yet.
+	p.a.mu.Lock()
+	p.a.seek(start)
+	p.a.mu.Unlock()
+	ack := Packet{BTH: BTH{Opcode: RCAcknowledge, DestQP: 0x11, PSN: start.Add(1)}, AETH: AETH{Syndrome: ACK(CreditsInvalid)}}
+	p.a.Receive(p.tb.LocalAddr(), &ack)
+	expectWC(t, p.wcA, 1, verbs.WCSuccess)
+	expectWC(t, p.wcA, 2, verbs.WCSuccess)
+	if pk := <-sent; pk.BTH.PSN != start.Add(2) {
+		t.Fatalf("sent PSN %d after the ACK, want %d", pk.BTH.PSN, start.Add(2))
+	}
+	// A stale ACK changes nothing.
+	p.a.Receive(p.tb.LocalAddr(), &ack)
+	noWC(t, p.wcA)
+}
+
+// TestRCLargeTransfers moves messages longer than the requester's window
+// at several MTUs, so the window refills on ACKs requested in the middle
+// of a message. It runs on the system clock: a READ's response is sent
+// at once and may overrun a small socket buffer, and the retransmission
+// that repairs the loss must not wait for a test to move a manual clock.
+// Nothing is asserted about time.
+func TestRCLargeTransfers(t *testing.T) {
+	for _, mtu := range []int{256, 1024, 4096} {
+		p := newPairClock(t, NewManualClock(), SystemClock{}, mtu, 7, 7)
+		msg := pattern(100<<10, byte(mtu>>8))
+		p.post(t, &sendWQE{id: 1, op: verbs.OpWrite, data: msg, raddr: vaB, rkey: rkeyB})
+		rd := make([]byte, len(msg))
+		p.post(t, &sendWQE{id: 2, op: verbs.OpRead, data: rd, raddr: vaB, rkey: rkeyB})
+		r := p.postRecv(t, 100, len(msg))
+		p.post(t, &sendWQE{id: 3, op: verbs.OpSend, data: msg})
+		expectWC(t, p.wcA, 1, verbs.WCSuccess)
+		expectWC(t, p.wcA, 2, verbs.WCSuccess)
+		expectWC(t, p.wcA, 3, verbs.WCSuccess)
+		expectWC(t, p.wcB, 100, verbs.WCSuccess)
+		if !bytes.Equal(rd, msg) || !bytes.Equal(r, msg) || !bytes.Equal(p.readB(0, len(msg)), msg) {
+			t.Fatalf("MTU %d: data wrong", mtu)
+		}
+	}
 }

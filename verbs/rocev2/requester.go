@@ -8,7 +8,7 @@ func (q *rcQP) pump() {
 	if q.rnrWait || q.failed {
 		return
 	}
-	for q.next < len(q.sq) && q.sndPSN.Diff(q.una) < maxOutstanding {
+	for q.next < len(q.sq) && q.sndPSN.Diff(q.una) < q.window {
 		w := q.sq[q.next]
 		k := q.nextPkt
 		if w.op == verbs.OpRead {
@@ -25,7 +25,10 @@ func (q *rcQP) pump() {
 			q.nextPkt++
 		}
 	}
-	if q.timer == nil && q.sndPSN != q.una {
+	if q.sndPSN.After(q.maxPSN) {
+		q.maxPSN = q.sndPSN
+	}
+	if q.timer == nil && q.maxPSN != q.una {
 		q.armTimer(q.cfg.Timeout, q.ackTimeout)
 	}
 }
@@ -74,8 +77,8 @@ func (q *rcQP) sendData(w *sendWQE, k int) {
 	p.ImmDt.Imm = w.imm
 	p.BTH.Solicited = last && w.solicited
 	// The last packet of a message asks for an ACK, and so does every
-	// sixteenth, so a long message frees its window before it ends.
-	p.BTH.AckReq = last || k%16 == 15
+	// ackEvery-th, so a long message frees its window before it ends.
+	p.BTH.AckReq = last || k%q.ackEvery == q.ackEvery-1
 	q.send(p)
 }
 
@@ -92,7 +95,7 @@ func (q *rcQP) sendRead(w *sendWQE, k int) {
 // go back to the oldest unacknowledged packet, or fail once retry_cnt
 // retransmissions are spent.
 func (q *rcQP) ackTimeout() {
-	if len(q.sq) == 0 || q.sndPSN == q.una {
+	if len(q.sq) == 0 || q.maxPSN == q.una {
 		return
 	}
 	q.retry(q.una)
@@ -110,6 +113,15 @@ func (q *rcQP) retry(psn PSN) {
 
 // goBack restarts transmission at psn (go-back-N).
 func (q *rcQP) goBack(psn PSN) {
+	q.seek(psn)
+	q.stopTimer()
+	q.pump()
+}
+
+// seek moves the send position to psn: the packet of the WQE that holds
+// it, or the end of the queue.
+func (q *rcQP) seek(psn PSN) {
+	q.next, q.nextPkt, q.sndPSN = len(q.sq), 0, psn
 	for i, w := range q.sq {
 		if psn.Before(w.psn) || psn.After(w.lastPSN()) {
 			continue
@@ -118,9 +130,7 @@ func (q *rcQP) goBack(psn PSN) {
 		if w.op == verbs.OpRead {
 			w.readRecv = k
 		}
-		q.next, q.nextPkt, q.sndPSN = i, k, psn
-		q.stopTimer()
-		q.pump()
+		q.next, q.nextPkt = i, k
 		return
 	}
 }
@@ -129,6 +139,7 @@ func (q *rcQP) goBack(psn PSN) {
 // finishes. It reports whether anything completed.
 func (q *rcQP) acknowledge(psn PSN) bool {
 	progress := false
+	una := psn.Next()
 	for len(q.sq) > 0 {
 		w := q.sq[0]
 		if w.lastPSN().After(psn) {
@@ -137,28 +148,31 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 		if w.op == verbs.OpRead && w.readRecv < w.npkts {
 			// The responder acknowledged past a READ whose response did
 			// not all arrive: the rest of it was lost.
+			una = w.psn.Add(w.readRecv)
 			break
 		}
 		q.sq = q.sq[1:]
 		q.next--
-		if q.next < 0 {
-			q.next, q.nextPkt = 0, 0
-		}
 		if w.signaled {
 			q.out = append(q.out, verbs.WC{WRID: w.id, Status: verbs.WCSuccess,
 				Opcode: verbs.WCOpcodeOf(w.op), ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN})
 		}
 		progress = true
 	}
-	if n := psn.Next(); n.After(q.una) && !n.After(q.sndPSN) {
-		q.una = n
+	if una.After(q.una) && !una.After(q.maxPSN) {
+		q.una = una
 		progress = true
+	}
+	if q.next < 0 || q.sndPSN.Before(q.una) {
+		// The ACK covers packets sent before a go-back that were being
+		// sent again: skip them.
+		q.seek(q.una)
 	}
 	if progress && !q.rnrWait {
 		q.retries = q.cfg.RetryCnt
 		q.rnrRetries = q.cfg.RNRRetry
 		q.stopTimer()
-		if q.sndPSN != q.una {
+		if q.maxPSN != q.una {
 			q.armTimer(q.cfg.Timeout, q.ackTimeout)
 		}
 	}
@@ -167,7 +181,7 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 
 // outstanding reports whether psn was sent and is not yet acknowledged.
 func (q *rcQP) outstanding(psn PSN) bool {
-	return !psn.Before(q.una) && psn.Before(q.sndPSN)
+	return !psn.Before(q.una) && psn.Before(q.maxPSN)
 }
 
 // requesterReceive handles an ACK, a NAK or a read response.

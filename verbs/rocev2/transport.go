@@ -81,6 +81,9 @@ func Listen(cfg TransportConfig) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A larger buffer absorbs bursts (read responses are not paced); the
+	// kernel caps it at net.core.rmem_max without an error.
+	conn.SetReadBuffer(4 << 20)
 	t := &Transport{conn: conn, clock: cfg.Clock, receivers: make(map[uint32]Receiver), done: make(chan struct{})}
 	if t.clock == nil {
 		t.clock = SystemClock{}
