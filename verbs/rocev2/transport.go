@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Port is RoCE v2's UDP destination port (IANA, IBA Annex A17.2).
@@ -158,42 +158,30 @@ func (t *Transport) write(to netip.AddrPort, b []byte) error {
 	return err
 }
 
-// receive reads packets until the socket closes. After each packet it
-// tries the next without waiting; when the socket is empty it flushes the
-// Receivers that got packets, so a burst is acknowledged once.
+// receive reads packets until the socket closes. Once the socket has no
+// packet queued it flushes the Receivers that got packets since the last
+// flush, so a burst is acknowledged once.
 func (t *Transport) receive() {
 	defer close(t.done)
-	buf := make([]byte, maxPacket)
+	r := newReader(t.conn)
 	var touched []Receiver
 	var p Packet
-	draining := false
 	for {
-		n, from, err := t.conn.ReadFromUDPAddrPort(buf)
-		if err != nil {
-			var ne net.Error
-			if draining && errors.As(err, &ne) && ne.Timeout() {
-				for i, r := range touched {
-					r.Flush()
-					touched[i] = nil
-				}
-				touched = touched[:0]
-				draining = false
-				t.conn.SetReadDeadline(time.Time{})
-				continue
+		b, from, empty, err := r.read(len(touched) > 0)
+		if empty {
+			for i, x := range touched {
+				x.Flush()
+				touched[i] = nil
 			}
+			touched = touched[:0]
+			continue
+		}
+		if err != nil {
 			if t.closed.Load() || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue // an ICMP error reported on the socket, for instance
 		}
-		if !draining {
-			draining = true
-			// An expired deadline makes the next read return at once
-			// when nothing is queued.
-			t.conn.SetReadDeadline(time.Unix(1, 0))
-		}
-		from = netip.AddrPortFrom(from.Addr().Unmap().WithZone(""), from.Port())
-		b := buf[:n]
 		h := t.header(from, t.local)
 		if err := CheckICRC(b, &h); err != nil {
 			t.stats.badICRC.Add(1)
@@ -204,23 +192,16 @@ func (t *Transport) receive() {
 			continue
 		}
 		t.mu.Lock()
-		r := t.receivers[p.BTH.DestQP]
+		rc := t.receivers[p.BTH.DestQP]
 		t.mu.Unlock()
-		if r == nil {
+		if rc == nil {
 			t.stats.noQP.Add(1)
 			continue
 		}
 		t.stats.received.Add(1)
-		r.Receive(from, &p)
-		found := false
-		for _, x := range touched {
-			if x == r {
-				found = true
-				break
-			}
-		}
-		if !found {
-			touched = append(touched, r)
+		rc.Receive(from, &p)
+		if !slices.Contains(touched, rc) {
+			touched = append(touched, rc)
 		}
 	}
 }

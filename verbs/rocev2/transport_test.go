@@ -14,9 +14,12 @@ type recorder struct {
 	pkts    []Packet
 	flushes int
 	ch      chan struct{}
+	flushed chan struct{}
 }
 
-func newRecorder() *recorder { return &recorder{ch: make(chan struct{}, 1024)} }
+func newRecorder() *recorder {
+	return &recorder{ch: make(chan struct{}, 1024), flushed: make(chan struct{}, 1024)}
+}
 
 func (r *recorder) Receive(_ netip.AddrPort, p *Packet) {
 	c := *p
@@ -31,6 +34,7 @@ func (r *recorder) Flush() {
 	r.mu.Lock()
 	r.flushes++
 	r.mu.Unlock()
+	r.flushed <- struct{}{}
 }
 
 // wait waits for n more packets; the bound is only a way out of a broken
@@ -173,4 +177,50 @@ func equalPSNs(a, b []PSN) bool {
 		}
 	}
 	return true
+}
+
+// gated is a recorder whose first Receive waits for the test to open the
+// gate, so packets pile up in the socket meanwhile.
+type gated struct {
+	*recorder
+	gate    chan struct{}
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (g *gated) Receive(from netip.AddrPort, p *Packet) {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.gate
+	})
+	g.recorder.Receive(from, p)
+}
+
+// TestTransportFlushesOncePerBurst holds the receive goroutine inside the
+// first packet while four more queue in the socket: the five packets end
+// in a single Flush, the ACK coalescing a responder relies on.
+func TestTransportFlushesOncePerBurst(t *testing.T) {
+	a, b := listenPair(t, nil)
+	g := &gated{recorder: newRecorder(), gate: make(chan struct{}), entered: make(chan struct{})}
+	b.Register(7, g)
+	a.Send(b.LocalAddr(), sendOnly(0, 7))
+	<-g.entered
+	// Loopback queues each datagram in the receiving socket before the
+	// sender's system call returns.
+	for i := 1; i < 5; i++ {
+		a.Send(b.LocalAddr(), sendOnly(PSN(i), 7))
+	}
+	close(g.gate)
+	select {
+	case <-g.flushed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no flush")
+	}
+	// Nothing else was sent, so no later flush can come.
+	g.mu.Lock()
+	n, flushes := len(g.pkts), g.flushes
+	g.mu.Unlock()
+	if n != 5 || flushes != 1 {
+		t.Fatalf("%d packets before the first flush, %d flushes; want 5 and 1", n, flushes)
+	}
 }
