@@ -552,3 +552,43 @@ func TestRCLargeTransfers(t *testing.T) {
 		}
 	}
 }
+
+// TestRCOpcodeSequence feeds a responder packets out of their message
+// order: each is an invalid request that moves it to ERR.
+func TestRCOpcodeSequence(t *testing.T) {
+	start := PSN(0xfffffe)
+	for _, c := range []struct {
+		name string
+		ops  []Opcode
+	}{
+		{"middle first", []Opcode{RCSendMiddle}},
+		{"last first", []Opcode{RCWriteLast}},
+		{"first twice", []Opcode{RCSendFirst, RCSendFirst}},
+		{"send inside write", []Opcode{RCWriteFirst, RCSendLast}},
+		{"write inside send", []Opcode{RCSendFirst, RCWriteMiddle}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPair(t, 256, 3, 7)
+			naks := make(chan Packet, 4)
+			p.tb.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk Packet) { naks <- pk }})
+			p.postRecv(t, 100, 1024)
+			for i, op := range c.ops {
+				pk := Packet{BTH: BTH{Opcode: op, DestQP: 0x22, PSN: start.Add(i)}, Payload: make([]byte, 256),
+					RETH: RETH{VA: vaB, RKey: rkeyB, DMALen: 1024}}
+				p.b.Receive(p.ta.LocalAddr(), &pk)
+			}
+			var nak Packet
+			select {
+			case nak = <-naks:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no NAK")
+			}
+			if nak.AETH.Syndrome != NAK(NAKInvalidRequest) || nak.BTH.PSN != start.Add(len(c.ops)-1) {
+				t.Fatalf("response %v syndrome %#x", &nak, nak.AETH.Syndrome)
+			}
+			if wc := waitWC(t, p.wcB); wc.WRID != 100 || wc.Status == verbs.WCSuccess {
+				t.Fatalf("receive completed %+v", wc)
+			}
+		})
+	}
+}

@@ -40,8 +40,9 @@ func (q *rcQP) responderReceive(p *Packet) {
 // moves ePSN itself.
 func (q *rcQP) execute(p *Packet) bool {
 	op := p.BTH.Opcode
-	if op.IsFirst() == q.cur.active {
-		// A FIRST or ONLY inside a message, or a MIDDLE or LAST outside one.
+	if op.IsFirst() == q.cur.active || (q.cur.active && op.IsSend() != q.cur.send) {
+		// A FIRST or ONLY inside a message, a MIDDLE or LAST outside one,
+		// or one of another operation than the message's.
 		q.nakFatal(NAKInvalidRequest)
 		return false
 	}
