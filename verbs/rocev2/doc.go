@@ -57,18 +57,25 @@
 // bound address. Listen therefore refuses the unspecified address: the
 // source address the kernel would pick is covered.
 //
-// Over IPv4 the ICRC also covers the identification field and the flags
-// and fragment offset (only TOS, TTL and the header checksum are masked).
-// A plain socket's receiver cannot read the identification field of a
-// packet it receives (no socket option returns it), so it cannot check
-// the ICRC of a packet from rxe or a NIC: rxe fills the field per packet
-// (__ip_select_ident in rxe_net.c's IPv4 path). Sending a correct ICRC
-// looks possible on Linux: for a socket that is not connected and sets
+// Over IPv4 the ICRC also covers the total length, the identification
+// field and the flags and fragment offset (only TOS, TTL and the header
+// checksum are masked). A plain socket's receiver cannot read the
+// identification field of a packet it receives (no socket option returns
+// it), so it cannot check the ICRC of a packet from rxe or a NIC: rxe
+// fills the field per packet with __ip_select_ident (prepare_ipv4_hdr in
+// drivers/infiniband/sw/rxe/rxe_net.c). Sending a correct ICRC looks
+// possible on Linux: for a socket that is not connected and sets
 // don't-fragment (IP_MTU_DISCOVER = IP_PMTUDISC_DO), ip_select_ident_segs
 // in include/net/ip.h writes identification 0; this is not implemented
 // or tested. Listen refuses IPv4 addresses with ErrNotSupported; an IPv4
 // mode that sends a correct ICRC and accepts received packets on the UDP
-// checksum alone is the way to reach IPv4-only rxe peers.
+// checksum alone is the way to reach IPv4-only rxe peers, with the caveat
+// that rxe sends a zero UDP checksum, so nothing but Ethernet's FCS would
+// then protect what it sends.
+//
+// rxe writes a zero UDP checksum on IPv6 too (prepare_udp_hdr in
+// rxe_net.c), which a plain IPv6 socket drops; on Linux the transport sets
+// UDP_NO_CHECK6_RX so that it accepts them, relying on the ICRC.
 //
 // # Sharing port 4791
 //

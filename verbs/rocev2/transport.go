@@ -84,6 +84,7 @@ func Listen(cfg TransportConfig) (*Transport, error) {
 	// A larger buffer absorbs bursts (read responses are not paced); the
 	// kernel caps it at net.core.rmem_max without an error.
 	conn.SetReadBuffer(4 << 20)
+	tuneSocket(conn)
 	t := &Transport{conn: conn, clock: cfg.Clock, receivers: make(map[uint32]Receiver), done: make(chan struct{})}
 	if t.clock == nil {
 		t.clock = SystemClock{}
