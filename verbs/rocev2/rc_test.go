@@ -93,6 +93,19 @@ func (p *pair) waitHit(t *testing.T) Packet {
 	}
 }
 
+// next receives from ch; the bound is only a way out of a broken test,
+// never a measurement.
+func next[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("event never came")
+		panic("unreachable")
+	}
+}
+
 func waitWC(t *testing.T, ch chan verbs.WC) verbs.WC {
 	t.Helper()
 	select {
@@ -363,7 +376,7 @@ func TestRCSequenceNAK(t *testing.T) {
 	if !bytes.Equal(r, msg) {
 		t.Fatal("data wrong")
 	}
-	nak := <-naks
+	nak := next(t, naks)
 	if nak.AETH.Syndrome != NAK(NAKPSNSequenceError) || nak.BTH.PSN != start.Add(1) {
 		t.Fatalf("NAK %v %#x", &nak, nak.AETH.Syndrome)
 	}
@@ -414,7 +427,7 @@ func TestRCRNR(t *testing.T) {
 		return pk.BTH.Opcode == RCAcknowledge && pk.AETH.Syndrome.IsRNRNAK()
 	}, Hit: func(pk Packet) { rnrs <- pk }})
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: []byte("wait")})
-	if pk := <-rnrs; pk.AETH.Syndrome.Value() != testRNRCode {
+	if pk := next(t, rnrs); pk.AETH.Syndrome.Value() != testRNRCode {
 		t.Fatalf("RNR timer %d", pk.AETH.Syndrome.Value())
 	}
 	p.clock.WaitTimer(RNRTimer(testRNRCode)) // the requester's RNR timer
@@ -433,10 +446,10 @@ func TestRCRNRRetryExceeded(t *testing.T) {
 	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: isOp(RCAcknowledge),
 		Hit: func(pk Packet) { rnrs <- pk }})
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: []byte("never")})
-	<-rnrs
+	next(t, rnrs)
 	p.clock.WaitTimer(RNRTimer(testRNRCode))
 	p.clock.Advance(RNRTimer(testRNRCode))
-	<-rnrs
+	next(t, rnrs)
 	expectWC(t, p.wcA, 1, verbs.WCRNRRetryExcErr)
 }
 
@@ -456,10 +469,10 @@ func TestRCReadResponseLost(t *testing.T) {
 	p.ta.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: isOp(RCReadRequest), Hit: func(pk Packet) { rereq <- pk }})
 	rd := make([]byte, 1024)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpRead, data: rd, raddr: vaB, rkey: rkeyB})
-	<-rereq
+	next(t, rereq)
 	p.waitHit(t)
 	for range 3 { // responses 0, 2 and 3 reached A, 2 and 3 out of order
-		<-got
+		next(t, got)
 	}
 	noWC(t, p.wcA)
 	p.clock.Advance(testTimeout)
@@ -467,7 +480,7 @@ func TestRCReadResponseLost(t *testing.T) {
 	if !bytes.Equal(rd, pattern(1024, 5)) {
 		t.Fatal("READ data wrong")
 	}
-	pk := <-rereq
+	pk := next(t, rereq)
 	if pk.BTH.PSN != start.Add(1) || pk.RETH.VA != vaB+256 || pk.RETH.DMALen != 768 {
 		t.Fatalf("re-request %v %+v", &pk, pk.RETH)
 	}
@@ -510,7 +523,7 @@ func TestRCAckSkipsResent(t *testing.T) {
 	start := PSN(0xfffffe)
 	for id := range uint64(3) {
 		p.post(t, &sendWQE{id: id + 1, op: verbs.OpSend, data: []byte{byte(id)}})
-		<-sent
+		next(t, sent)
 	}
 	// The requester has gone back to the first PSN and not sent yet.
 	p.a.mu.Lock()
@@ -520,7 +533,7 @@ func TestRCAckSkipsResent(t *testing.T) {
 	p.a.Receive(p.tb.LocalAddr(), &ack)
 	expectWC(t, p.wcA, 1, verbs.WCSuccess)
 	expectWC(t, p.wcA, 2, verbs.WCSuccess)
-	if pk := <-sent; pk.BTH.PSN != start.Add(2) {
+	if pk := next(t, sent); pk.BTH.PSN != start.Add(2) {
 		t.Fatalf("sent PSN %d after the ACK, want %d", pk.BTH.PSN, start.Add(2))
 	}
 	// A stale ACK changes nothing.
@@ -577,12 +590,7 @@ func TestRCOpcodeSequence(t *testing.T) {
 					RETH: RETH{VA: vaB, RKey: rkeyB, DMALen: 1024}}
 				p.b.Receive(p.ta.LocalAddr(), &pk)
 			}
-			var nak Packet
-			select {
-			case nak = <-naks:
-			case <-time.After(10 * time.Second):
-				t.Fatal("no NAK")
-			}
+			nak := next(t, naks)
 			if nak.AETH.Syndrome != NAK(NAKInvalidRequest) || nak.BTH.PSN != start.Add(len(c.ops)-1) {
 				t.Fatalf("response %v syndrome %#x", &nak, nak.AETH.Syndrome)
 			}

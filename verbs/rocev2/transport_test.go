@@ -143,7 +143,7 @@ func TestFaults(t *testing.T) {
 	for psn := range PSN(8) {
 		a.Send(b.LocalAddr(), sendOnly(psn, 1))
 	}
-	if p := <-hits; p.BTH.PSN != 1 {
+	if p := next(t, hits); p.BTH.PSN != 1 {
 		t.Fatalf("hit on %v", &p)
 	}
 	// Loopback delivers a datagram to the receiving socket within the
@@ -204,7 +204,7 @@ func TestTransportFlushesOncePerBurst(t *testing.T) {
 	g := &gated{recorder: newRecorder(), gate: make(chan struct{}), entered: make(chan struct{})}
 	b.Register(7, g)
 	a.Send(b.LocalAddr(), sendOnly(0, 7))
-	<-g.entered
+	next(t, g.entered)
 	// Loopback queues each datagram in the receiving socket before the
 	// sender's system call returns.
 	for i := 1; i < 5; i++ {
