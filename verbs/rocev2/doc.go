@@ -27,7 +27,11 @@
 //
 // The RC transport (rcQP, internal until the verbs.Provider wraps it),
 // requester and responder in one object under one lock: SEND and SEND with
-// immediate, RDMA WRITE and WRITE with immediate, RDMA READ; messages cut
+// immediate, RDMA WRITE and WRITE with immediate, RDMA READ, CMP_AND_SWP
+// and FETCH_AND_ADD (8 aligned bytes, in the responder's host byte order,
+// with the CPU's atomic instructions; the responder keeps its last 16
+// results and answers a duplicate atomic with its first result instead of
+// executing it again); messages cut
 // into path-MTU packets with FIRST/MIDDLE/LAST/ONLY opcodes; PSNs that
 // wrap at 2^24; at most 64 packets unacknowledged. The requester asks for
 // an ACK on the last packet of each message and on every sixteenth packet;
@@ -92,8 +96,7 @@
 //
 // The verbs.Provider implementation (devices, PDs, MRs with lkey and rkey
 // checks, CQs, the QP state machine) that the conformance suite runs on;
-// atomics and the responder's replay of duplicate atomics; SEND with
-// invalidate; UC and UD; end-to-end credits; one sendmmsg per chain; the
+// SEND with invalidate; UC and UD; end-to-end credits; one sendmmsg per chain; the
 // handshake through the runtime's Listen and Dial; interop tested against
 // rxe.
 package rocev2

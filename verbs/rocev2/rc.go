@@ -39,6 +39,16 @@ type rcConfig struct {
 // 9.7.5.2.8).
 const rnrRetryForever = 7
 
+// atomicHistory is how many atomic results a responder keeps for replay:
+// the max_dest_rd_atomic the provider grants.
+const atomicHistory = 16
+
+type atomicResult struct {
+	valid bool
+	psn   PSN
+	orig  uint64
+}
+
 // The requester's window: at most windowBytes of packets (and at most
 // maxWindow packets) sent and not yet acknowledged, so a long message does
 // not overrun the peer's socket buffer (on Linux, about 200 KiB unless an
@@ -65,16 +75,25 @@ type sendWQE struct {
 	raddr     uint64
 	rkey      uint32
 	imm       uint32
+	compare   uint64 // CMP_AND_SWP's compare value
+	swapAdd   uint64 // CMP_AND_SWP's swap value, FETCH_AND_ADD's addend
 	signaled  bool
 	solicited bool
 
 	psn      PSN // first PSN
 	npkts    int // PSNs it takes: its packets, or its read response's
-	readRecv int // read response packets received in order
+	readRecv int // response packets (READ or atomic) received in order
 	reqFrom  int // the response packet the last READ request asked from
 }
 
 func (w *sendWQE) lastPSN() PSN { return w.psn.Add(w.npkts - 1) }
+
+// responded reports whether w is done at the responder as far as the
+// requester can tell: a READ or an atomic needs its response, anything
+// else only an ACK.
+func (w *sendWQE) responded() bool {
+	return (w.op != verbs.OpRead && !w.op.IsAtomic()) || w.readRecv == w.npkts
+}
 
 type recvWQE struct {
 	id  uint64
@@ -116,7 +135,13 @@ type rcQP struct {
 	msn        uint32
 	nakSent    bool // a NAK for ePSN went out; later packets are dropped silently
 	ackPending bool
-	cur        struct {
+	// atomics holds the results of the last atomics executed, by PSN, so
+	// a duplicate is answered with its first result instead of being
+	// executed again (IBA 9.7.5.1.4; rxe keeps them in its responder
+	// resources).
+	atomics [atomicHistory]atomicResult
+	atomicN int
+	cur     struct {
 		active bool
 		send   bool // SEND (into rwqe) or WRITE (into buf)
 		rwqe   recvWQE

@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"bytes"
+	"encoding/binary"
 	"sync"
 	"testing"
 	"time"
@@ -599,4 +600,88 @@ func TestRCOpcodeSequence(t *testing.T) {
 			}
 		})
 	}
+}
+
+func (p *pair) wordB(off int) uint64 {
+	return binary.NativeEndian.Uint64(p.readB(off, 8))
+}
+
+// TestRCAtomics runs FETCH_AND_ADD and CMP_AND_SWP (a hit and a miss):
+// each returns the original value in host byte order and changes the
+// remote word as it should.
+func TestRCAtomics(t *testing.T) {
+	p := newPair(t, 256, 3, 7)
+	var w [8]byte
+	binary.NativeEndian.PutUint64(w[:], 40)
+	p.writeB(64, w[:])
+	orig := make([]byte, 8)
+	for _, c := range []struct {
+		op                 verbs.Opcode
+		compare, swapAdd   uint64
+		wantOrig, wantWord uint64
+	}{
+		{verbs.OpAtomicFetchAdd, 0, 2, 40, 42},
+		{verbs.OpAtomicCmpSwp, 42, 7, 42, 7},          // hit
+		{verbs.OpAtomicCmpSwp, 42, 99, 7, 7},          // miss
+		{verbs.OpAtomicFetchAdd, 0, ^uint64(0), 7, 6}, // adds -1, wrapping
+	} {
+		p.post(t, &sendWQE{id: 1, op: c.op, data: orig, raddr: vaB + 64, rkey: rkeyB, compare: c.compare, swapAdd: c.swapAdd})
+		wc := expectWC(t, p.wcA, 1, verbs.WCSuccess)
+		if got := binary.NativeEndian.Uint64(orig); got != c.wantOrig || wc.Opcode != verbs.WCOpcodeOf(c.op) {
+			t.Fatalf("%v: original %d (%v), want %d", c.op, got, wc.Opcode, c.wantOrig)
+		}
+		if got := p.wordB(64); got != c.wantWord {
+			t.Fatalf("%v: remote word %d, want %d", c.op, got, c.wantWord)
+		}
+	}
+}
+
+// TestRCAtomicReplay loses an atomic's response: the retransmitted atomic
+// is a duplicate the responder answers from its history, so the remote
+// word changes once and the requester gets the first original value.
+func TestRCAtomicReplay(t *testing.T) {
+	p := newPair(t, 256, 3, 7)
+	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(RCAtomicAcknowledge), Hit: p.hit})
+	orig := make([]byte, 8)
+	p.post(t, &sendWQE{id: 1, op: verbs.OpAtomicFetchAdd, data: orig, raddr: vaB, rkey: rkeyB, swapAdd: 5})
+	p.waitHit(t)
+	noWC(t, p.wcA)
+	p.clock.Advance(testTimeout)
+	expectWC(t, p.wcA, 1, verbs.WCSuccess)
+	if got := binary.NativeEndian.Uint64(orig); got != 0 {
+		t.Fatalf("original %d, want 0", got)
+	}
+	if got := p.wordB(0); got != 5 {
+		t.Fatalf("remote word %d after one FETCH_AND_ADD of 5 retransmitted once", got)
+	}
+}
+
+// TestRCAtomicAfterAck loses an atomic's response and acknowledges a later
+// SEND: the requester must not complete the atomic on that ACK, and asks
+// for it again.
+func TestRCAtomicAfterAck(t *testing.T) {
+	p := newPair(t, 256, 3, 7)
+	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(RCAtomicAcknowledge), Hit: p.hit})
+	p.postRecv(t, 100, 8)
+	orig := make([]byte, 8)
+	p.post(t, &sendWQE{id: 1, op: verbs.OpAtomicCmpSwp, data: orig, raddr: vaB + 8, rkey: rkeyB, compare: 0, swapAdd: 9})
+	p.post(t, &sendWQE{id: 2, op: verbs.OpSend, data: []byte("x")})
+	expectWC(t, p.wcA, 1, verbs.WCSuccess)
+	expectWC(t, p.wcA, 2, verbs.WCSuccess)
+	p.waitHit(t)
+	if got := binary.NativeEndian.Uint64(orig); got != 0 || p.wordB(8) != 9 {
+		t.Fatalf("original %d, word %d", got, p.wordB(8))
+	}
+}
+
+// TestRCAtomicAccessAndAlignment checks the responder's refusals: no
+// atomic right is a remote access error, a misaligned address an invalid
+// request.
+func TestRCAtomicAccessAndAlignment(t *testing.T) {
+	p := newPair(t, 256, 3, 7)
+	p.post(t, &sendWQE{id: 1, op: verbs.OpAtomicFetchAdd, data: make([]byte, 8), raddr: vaB + 4, rkey: rkeyB, swapAdd: 1})
+	expectWC(t, p.wcA, 1, verbs.WCRemInvReqErr)
+	p = newPair(t, 256, 3, 7)
+	p.post(t, &sendWQE{id: 2, op: verbs.OpAtomicFetchAdd, data: make([]byte, 8), raddr: vaB, rkey: rkeyB + 1, swapAdd: 1})
+	expectWC(t, p.wcA, 2, verbs.WCRemAccessErr)
 }

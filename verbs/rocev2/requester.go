@@ -1,6 +1,10 @@
 package rocev2
 
-import "github.com/verbsrt/verbsrt/verbs"
+import (
+	"encoding/binary"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
 
 // pump sends the packets of the queued WQEs that the window allows, and
 // keeps the ACK timer running while any are unacknowledged.
@@ -11,6 +15,12 @@ func (q *rcQP) pump() {
 	for q.next < len(q.sq) && q.sndPSN.Diff(q.una) < q.window {
 		w := q.sq[q.next]
 		k := q.nextPkt
+		if w.op.IsAtomic() {
+			q.sendAtomic(w)
+			q.sndPSN = q.sndPSN.Next()
+			q.next, q.nextPkt = q.next+1, 0
+			continue
+		}
 		if w.op == verbs.OpRead {
 			q.sendRead(w, k)
 			q.sndPSN = q.sndPSN.Add(w.npkts - k)
@@ -91,6 +101,17 @@ func (q *rcQP) sendRead(w *sendWQE, k int) {
 	q.send(&q.tx)
 }
 
+// sendAtomic sends a CMP_AND_SWP or FETCH_AND_ADD request.
+func (q *rcQP) sendAtomic(w *sendWQE) {
+	op := RCFetchAdd
+	if w.op == verbs.OpAtomicCmpSwp {
+		op = RCCompareSwap
+	}
+	q.tx = Packet{BTH: BTH{Opcode: op, PSN: w.psn, AckReq: true},
+		AtomicETH: AtomicETH{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swapAdd, Compare: w.compare}}
+	q.send(&q.tx)
+}
+
 // ackTimeout runs when the local ACK timeout passes without progress:
 // go back to the oldest unacknowledged packet, or fail once retry_cnt
 // retransmissions are spent.
@@ -127,7 +148,7 @@ func (q *rcQP) seek(psn PSN) {
 			continue
 		}
 		k := psn.Diff(w.psn)
-		if w.op == verbs.OpRead {
+		if w.op == verbs.OpRead || w.op.IsAtomic() {
 			w.readRecv = k
 		}
 		q.next, q.nextPkt = i, k
@@ -145,9 +166,9 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 		if w.lastPSN().After(psn) {
 			break
 		}
-		if w.op == verbs.OpRead && w.readRecv < w.npkts {
-			// The responder acknowledged past a READ whose response did
-			// not all arrive: the rest of it was lost.
+		if !w.responded() {
+			// The responder acknowledged past a READ or atomic whose
+			// response did not all arrive: the rest of it was lost.
 			una = w.psn.Add(w.readRecv)
 			break
 		}
@@ -192,8 +213,12 @@ func (q *rcQP) requesterReceive(p *Packet) {
 		q.readResponse(p)
 		return
 	}
+	if op == RCAtomicAcknowledge {
+		q.atomicResponse(p)
+		return
+	}
 	if op != RCAcknowledge {
-		return // atomics are not implemented
+		return
 	}
 	s := p.AETH.Syndrome
 	switch {
@@ -202,8 +227,9 @@ func (q *rcQP) requesterReceive(p *Packet) {
 			return // duplicate or stale ACK
 		}
 		q.acknowledge(psn)
-		if len(q.sq) > 0 && q.sq[0].op == verbs.OpRead && !q.sq[0].lastPSN().After(psn) {
-			// Acknowledged past an unfinished READ: retransmit the rest.
+		if len(q.sq) > 0 && !q.sq[0].responded() && !q.sq[0].lastPSN().After(psn) {
+			// Acknowledged past an unfinished READ or atomic: retransmit
+			// the rest.
 			w := q.sq[0]
 			q.retry(w.psn.Add(w.readRecv))
 			return
@@ -288,5 +314,26 @@ func (q *rcQP) readResponse(p *Packet) {
 		q.retries = q.cfg.RetryCnt
 		q.armTimer(q.cfg.Timeout, q.ackTimeout)
 	}
+	q.pump()
+}
+
+// atomicResponse stores an atomic's original remote value, in host byte
+// order as libibverbs returns it, and completes the atomic.
+func (q *rcQP) atomicResponse(p *Packet) {
+	psn := p.BTH.PSN
+	if !q.outstanding(psn) || !p.AETH.Syndrome.IsACK() {
+		return
+	}
+	q.acknowledge(psn.Add(-1))
+	if len(q.sq) == 0 || q.sq[0].psn != psn || !q.sq[0].op.IsAtomic() {
+		return
+	}
+	w := q.sq[0]
+	if len(w.data) >= 8 {
+		binary.NativeEndian.PutUint64(w.data, p.AtomicAckETH.OrigRemData)
+	}
+	w.readRecv = 1
+	q.una = psn.Next()
+	q.acknowledge(psn)
 	q.pump()
 }

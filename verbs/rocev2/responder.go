@@ -1,6 +1,11 @@
 package rocev2
 
-import "github.com/verbsrt/verbsrt/verbs"
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
 
 // responderReceive handles a request packet (IBA 9.7.5.1): in sequence it
 // executes; ahead of sequence it NAKs once (PSN sequence error) and drops
@@ -17,6 +22,10 @@ func (q *rcQP) responderReceive(p *Packet) {
 		}
 		return
 	case d < 0:
+		if op := p.BTH.Opcode; op == RCCompareSwap || op == RCFetchAdd {
+			q.replayAtomic(psn)
+			return
+		}
 		if p.BTH.Opcode == RCReadRequest {
 			if mem, ok := q.readable(p); ok {
 				q.sendReadResponse(psn, mem)
@@ -57,6 +66,8 @@ func (q *rcQP) execute(p *Packet) bool {
 		q.nakSent = false
 		q.ePSN = q.ePSN.Add(q.sendReadResponse(p.BTH.PSN, mem))
 		return false
+	case op == RCCompareSwap || op == RCFetchAdd:
+		return q.executeAtomic(p)
 	case op.IsSend():
 		if op.IsFirst() {
 			if len(q.rq) == 0 {
@@ -161,4 +172,60 @@ func (q *rcQP) sendReadResponse(psn PSN, mem []byte) int {
 		q.send(p)
 	}
 	return n
+}
+
+// executeAtomic carries out a CMP_SWAP or FETCH_ADD on the responder's
+// memory, atomically with respect to every other atomic on those 8 bytes
+// (the CPU's atomics, so other QPs and local users that use atomics too),
+// in the responder's host byte order, and answers with the original
+// value. It always returns false: it moves ePSN itself.
+func (q *rcQP) executeAtomic(p *Packet) bool {
+	h := &p.AtomicETH
+	mem, ok := q.cfg.Memory.Remote(h.RKey, h.VA, 8, verbs.AccessRemoteAtomic)
+	if !ok {
+		q.nakFatal(NAKRemoteAccessError)
+		return false
+	}
+	if h.VA%8 != 0 || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
+		q.nakFatal(NAKInvalidRequest)
+		return false
+	}
+	word := (*uint64)(unsafe.Pointer(&mem[0]))
+	var orig uint64
+	if p.BTH.Opcode == RCFetchAdd {
+		orig = atomic.AddUint64(word, h.SwapAdd) - h.SwapAdd
+	} else {
+		for {
+			orig = atomic.LoadUint64(word)
+			if orig != h.Compare || atomic.CompareAndSwapUint64(word, orig, h.SwapAdd) {
+				break
+			}
+		}
+	}
+	q.atomics[q.atomicN%atomicHistory] = atomicResult{valid: true, psn: p.BTH.PSN, orig: orig}
+	q.atomicN++
+	q.msn = (q.msn + 1) & mask24
+	q.nakSent = false
+	q.ePSN = q.ePSN.Next()
+	q.sendAtomicAck(p.BTH.PSN, orig)
+	return false
+}
+
+// replayAtomic answers a duplicate atomic with the result of its first
+// execution. One too old to be remembered gets no answer: executing it
+// again could change memory twice.
+func (q *rcQP) replayAtomic(psn PSN) {
+	for _, r := range q.atomics {
+		if r.valid && r.psn == psn {
+			q.sendAtomicAck(psn, r.orig)
+			return
+		}
+	}
+}
+
+func (q *rcQP) sendAtomicAck(psn PSN, orig uint64) {
+	q.tx = Packet{BTH: BTH{Opcode: RCAtomicAcknowledge, PSN: psn},
+		AETH:         AETH{Syndrome: ACK(CreditsInvalid), MSN: q.msn},
+		AtomicAckETH: AtomicAckETH{OrigRemData: orig}}
+	q.send(&q.tx)
 }
