@@ -52,6 +52,14 @@
 // NAK, LOC_LEN_ERR at the responder) and an opcode out of order (INVALID
 // REQUEST) move both QPs to ERR, flushing what is queued.
 //
+// The UD transport (udQP, internal too): SEND ONLY with or without
+// immediate data, with a DETH; the receiver drops silently a datagram with
+// another Q_Key (a Q_Key with the high bit set stands for the sender's
+// own), one larger than its MTU, or one with no receive posted, and
+// places the rest after a 40-byte GRH: the datagram's IPv6 header with
+// traffic class, flow label and hop limit zero, which a plain socket does
+// not learn.
+//
 // # IPv6 first; IPv4 is not supported
 //
 // Over IPv6 the ICRC covers, of the IP header, the payload length, next
@@ -96,7 +104,7 @@
 //
 // The verbs.Provider implementation (devices, PDs, MRs with lkey and rkey
 // checks, CQs, the QP state machine) that the conformance suite runs on;
-// SEND with invalidate; UC and UD; end-to-end credits; one sendmmsg per chain; the
+// SEND with invalidate; UC; end-to-end credits; one sendmmsg per chain; the
 // handshake through the runtime's Listen and Dial; interop tested against
 // rxe.
 package rocev2
