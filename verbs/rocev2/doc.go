@@ -31,12 +31,12 @@
 // and FETCH_AND_ADD (8 aligned bytes, in the responder's host byte order,
 // with the CPU's atomic instructions; the responder keeps its last 16
 // results and answers a duplicate atomic with its first result instead of
-// executing it again); messages cut
-// into path-MTU packets with FIRST/MIDDLE/LAST/ONLY opcodes; PSNs that
-// wrap at 2^24; at most 64 packets unacknowledged. The requester asks for
-// an ACK on the last packet of each message and on every sixteenth packet;
-// an ACK acknowledges every PSN up to its own, and the responder sends one
-// per burst (Receiver.Flush). The requester retransmits from the oldest
+// executing it again). Messages are cut into path-MTU packets with
+// FIRST/MIDDLE/LAST/ONLY opcodes; PSNs wrap at 2^24; at most 64 KiB of
+// packets (and at most 64) are unacknowledged. The requester asks for an
+// ACK on the last packet of each message and every quarter window; an ACK
+// acknowledges every PSN up to its own, and the responder sends one per
+// burst (Receiver.Flush). The requester retransmits from the oldest
 // unacknowledged PSN when the local ACK timeout passes, up to retry_cnt
 // times without progress, then fails the WR with RETRY_EXC_ERR and
 // flushes the rest; a NAK for a PSN sequence error sends it back to the
