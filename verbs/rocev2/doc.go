@@ -1,0 +1,110 @@
+// Package rocev2 is a pure-Go RoCE v2 transport: the InfiniBand transport
+// layer (BTH and its extension headers, PSNs, ACKs and NAKs, the ICRC)
+// carried in UDP from an ordinary unprivileged socket, so that processes
+// without an RDMA NIC or the kernel's rxe module can speak RDMA to each
+// other, and in principle to rxe and RoCE NICs.
+//
+// # What works
+//
+// The packet codec: the BTH; the RETH, AETH (ACK with credits, RNR NAK
+// with its timer code, the NAK codes), ImmDt, IETH, AtomicETH,
+// AtomicAckETH and DETH; the opcode table of RC, UC and UD with the
+// headers each opcode carries and its place in a message (first, middle,
+// last, only); the CNP. Encoding and decoding check every length and
+// return errors, never panic. PSN arithmetic is 24-bit with the IB
+// half-window comparison. The ICRC follows IBA Annex A17.3.3 (icrc.go
+// lists the masked fields and why) and matches a packet captured from a
+// ConnectX-4 Lx.
+//
+// The transport (Transport): one UDP socket on a specific IPv6 address,
+// the ICRC sealed on send and checked on receive (a bad one is counted and
+// dropped, as rxe drops it), packets routed to a Receiver by destination
+// QP, and after each burst the socket held, one Flush per Receiver that
+// got packets, where a responder sends one ACK for the whole burst. Fault
+// injection (Inject) drops, duplicates, reorders, delays or corrupts the
+// packets a predicate over their decoded headers chooses, as they leave.
+// Timers run on a Clock; tests use ManualClock.
+//
+// The RC transport (rcQP, internal until the verbs.Provider wraps it),
+// requester and responder in one object under one lock: SEND and SEND with
+// immediate, RDMA WRITE and WRITE with immediate, RDMA READ, CMP_AND_SWP
+// and FETCH_AND_ADD (8 aligned bytes, in the responder's host byte order,
+// with the CPU's atomic instructions; the responder keeps its last 16
+// results and answers a duplicate atomic with its first result instead of
+// executing it again). Messages are cut into path-MTU packets with
+// FIRST/MIDDLE/LAST/ONLY opcodes; PSNs wrap at 2^24; at most 64 KiB of
+// packets (and at most 64) are unacknowledged. The requester asks for an
+// ACK on the last packet of each message and every quarter window; an ACK
+// acknowledges every PSN up to its own, and the responder sends one per
+// burst (Receiver.Flush). The requester retransmits from the oldest
+// unacknowledged PSN when the local ACK timeout passes, up to retry_cnt
+// times without progress, then fails the WR with RETRY_EXC_ERR and
+// flushes the rest; a NAK for a PSN sequence error sends it back to the
+// NAK's PSN (go-back-N) and spends a retry too, as a timeout does. The
+// responder NAKs a gap once and drops what follows until the expected PSN
+// comes; it acknowledges duplicates again without executing them, except
+// a duplicate READ, which it answers again from memory (a READ resumed
+// after a lost response packet asks for the remainder only). With no
+// receive posted it sends an RNR NAK with its min_rnr_timer; the
+// requester waits that long and retries, rnr_retry times (7: forever),
+// then fails with RNR_RETRY_EXC_ERR. A bad rkey or right (REMOTE ACCESS
+// ERROR NAK), a message longer than the receive buffer (INVALID REQUEST
+// NAK, LOC_LEN_ERR at the responder) and an opcode out of order (INVALID
+// REQUEST) move both QPs to ERR, flushing what is queued.
+//
+// The UD transport (udQP, internal too): SEND ONLY with or without
+// immediate data, with a DETH; the receiver drops silently a datagram with
+// another Q_Key (a Q_Key with the high bit set stands for the sender's
+// own), one larger than its MTU, or one with no receive posted, and
+// places the rest after a 40-byte GRH: the datagram's IPv6 header with
+// traffic class, flow label and hop limit zero, which a plain socket does
+// not learn.
+//
+// # IPv6 first; IPv4 is not supported
+//
+// Over IPv6 the ICRC covers, of the IP header, the payload length, next
+// header and the two addresses; the traffic class, flow label and hop
+// limit are masked. A sender knows all of the covered fields when it binds
+// a specific address, and a receiver reads them from recvfrom and its own
+// bound address. Listen therefore refuses the unspecified address: the
+// source address the kernel would pick is covered.
+//
+// Over IPv4 the ICRC also covers the total length, the identification
+// field and the flags and fragment offset (only TOS, TTL and the header
+// checksum are masked). A plain socket's receiver cannot read the
+// identification field of a packet it receives (no socket option returns
+// it), so it cannot check the ICRC of a packet from rxe or a NIC: rxe
+// fills the field per packet with __ip_select_ident (prepare_ipv4_hdr in
+// drivers/infiniband/sw/rxe/rxe_net.c). Sending a correct ICRC looks
+// possible on Linux: for a socket that is not connected and sets
+// don't-fragment (IP_MTU_DISCOVER = IP_PMTUDISC_DO), ip_select_ident_segs
+// in include/net/ip.h writes identification 0; this is not implemented
+// or tested. Listen refuses IPv4 addresses with ErrNotSupported; an IPv4
+// mode that sends a correct ICRC and accepts received packets on the UDP
+// checksum alone is the way to reach IPv4-only rxe peers, with the caveat
+// that rxe sends a zero UDP checksum, so nothing but Ethernet's FCS would
+// then protect what it sends.
+//
+// rxe writes a zero UDP checksum on IPv6 too (prepare_udp_hdr in
+// rxe_net.c), which a plain IPv6 socket drops; on Linux the transport sets
+// UDP_NO_CHECK6_RX so that it accepts them, relying on the ICRC.
+//
+// # Sharing port 4791
+//
+// RoCE v2 sends to UDP port 4791 and only one socket of a host address
+// can own it. Between verbsrt processes each transport binds a port of its
+// own (port 0: the kernel picks one) and the connection handshake
+// announces address and port; the source port of a packet is where
+// responses go. Toward rxe and RoCE NICs, which send every packet,
+// responses included, to port 4791, one transport of the host address
+// binds 4791 (a process can, without privileges); processes that share a
+// host and all talk to rxe need an address each (IPv6 gives a host many).
+//
+// # What does not work yet
+//
+// The verbs.Provider implementation (devices, PDs, MRs with lkey and rkey
+// checks, CQs, the QP state machine) that the conformance suite runs on;
+// SEND with invalidate; UC; end-to-end credits; one sendmmsg per chain; the
+// handshake through the runtime's Listen and Dial; interop tested against
+// rxe.
+package rocev2

@@ -1,0 +1,295 @@
+package rocev2
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Memory is what a responder reaches through rkeys.
+type Memory interface {
+	// Remote returns the n bytes at va of the region rkey names, when the
+	// region grants acc over all of them.
+	Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byte, bool)
+}
+
+// rcConfig is what an RC QP needs in RTS: both ends and the attributes
+// of ibv_modify_qp that drive the transport.
+type rcConfig struct {
+	QPN, RemoteQPN uint32
+	Remote         netip.AddrPort
+	MTU            int // path MTU in bytes: 256, 512, 1024, 2048 or 4096
+	SQPSN, RQPSN   PSN // first PSN sent, first PSN expected
+	Timeout        time.Duration
+	RetryCnt       int // 0-7 retransmissions after a timeout or sequence NAK
+	RNRRetry       int // 0-6 retries after an RNR NAK; 7 is forever
+	MinRNRTimer    uint8
+	Memory         Memory
+	Clock          Clock
+	// Complete receives every completion, in order, outside the QP's lock.
+	Complete func(verbs.WC)
+	// observe, when set, sees each packet after the QP handled it (tests
+	// wait on it).
+	observe func(*Packet)
+}
+
+// rnrRetryForever is the rnr_retry value that never gives up (IBA
+// 9.7.5.2.8).
+const rnrRetryForever = 7
+
+// atomicHistory is how many atomic results a responder keeps for replay:
+// the max_dest_rd_atomic the provider grants.
+const atomicHistory = 16
+
+type atomicResult struct {
+	valid bool
+	psn   PSN
+	orig  uint64
+}
+
+// The requester's window: at most windowBytes of packets (and at most
+// maxWindow packets) sent and not yet acknowledged, so a long message does
+// not overrun the peer's socket buffer (on Linux, about 200 KiB unless an
+// administrator raised net.core.rmem_max, of which each datagram costs its
+// length plus the kernel's per-packet overhead). An ACK is requested on
+// every quarter window, so the window refills before it runs dry.
+const (
+	windowBytes = 64 << 10
+	maxWindow   = 64
+)
+
+// window returns the window in packets for a path MTU, and how often a
+// packet asks for an ACK.
+func window(mtu int) (pkts, ackEvery int) {
+	pkts = min(maxWindow, max(4, windowBytes/mtu))
+	return pkts, pkts / 4
+}
+
+// sendWQE is one posted send work request and its transport state.
+type sendWQE struct {
+	id        uint64
+	op        verbs.Opcode // Send, SendImm, Write, WriteImm, Read
+	data      []byte       // gathered source; destination of a Read
+	raddr     uint64
+	rkey      uint32
+	imm       uint32
+	compare   uint64 // CMP_AND_SWP's compare value
+	swapAdd   uint64 // CMP_AND_SWP's swap value, FETCH_AND_ADD's addend
+	signaled  bool
+	solicited bool
+
+	psn      PSN // first PSN
+	npkts    int // PSNs it takes: its packets, or its read response's
+	readRecv int // response packets (READ or atomic) received in order
+	reqFrom  int // the response packet the last READ request asked from
+}
+
+func (w *sendWQE) lastPSN() PSN { return w.psn.Add(w.npkts - 1) }
+
+// responded reports whether w is done at the responder as far as the
+// requester can tell: a READ or an atomic needs its response, anything
+// else only an ACK.
+func (w *sendWQE) responded() bool {
+	return (w.op != verbs.OpRead && !w.op.IsAtomic()) || w.readRecv == w.npkts
+}
+
+type recvWQE struct {
+	id  uint64
+	buf []byte
+}
+
+// rcQP is one RC queue pair in RTS: requester and responder.
+//
+// Lock order: mu, then the Transport's mu. Completions are delivered after
+// mu is released.
+type rcQP struct {
+	cfg rcConfig
+	t   *Transport
+
+	mu     sync.Mutex
+	failed bool       // the QP is in ERR
+	out    []verbs.WC // completions to deliver once mu is released
+	tx     Packet     // scratch for the packet being built
+	timer  Timer      // the ACK timer or the RNR timer
+	tgen   uint64     // generation of timer, so a stale firing is ignored
+
+	// Requester.
+	sq         []*sendWQE // posted and not completed, oldest first
+	next       int        // index in sq of the WQE sent next
+	nextPkt    int        // its packet (or, for a Read, response packet) index
+	sndPSN     PSN        // PSN of the next packet to send
+	tailPSN    PSN        // PSN the next posted WQE starts at
+	una        PSN        // oldest unacknowledged PSN
+	maxPSN     PSN        // one past the highest PSN ever sent
+	retries    int
+	rnrRetries int
+	rnrWait    bool
+	window     int // packets
+	ackEvery   int
+
+	// Responder.
+	rq         []recvWQE
+	ePSN       PSN
+	msn        uint32
+	nakSent    bool // a NAK for ePSN went out; later packets are dropped silently
+	ackPending bool
+	// atomics holds the results of the last atomics executed, by PSN, so
+	// a duplicate is answered with its first result instead of being
+	// executed again (IBA 9.7.5.1.4; rxe keeps them in its responder
+	// resources).
+	atomics [atomicHistory]atomicResult
+	atomicN int
+	cur     struct {
+		active bool
+		send   bool // SEND (into rwqe) or WRITE (into buf)
+		rwqe   recvWQE
+		buf    []byte
+		off    int
+	}
+}
+
+func newRCQP(t *Transport, cfg rcConfig) *rcQP {
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	q := &rcQP{cfg: cfg, t: t, sndPSN: cfg.SQPSN, tailPSN: cfg.SQPSN, una: cfg.SQPSN, maxPSN: cfg.SQPSN,
+		ePSN: cfg.RQPSN, retries: cfg.RetryCnt, rnrRetries: cfg.RNRRetry}
+	q.window, q.ackEvery = window(cfg.MTU)
+	t.Register(cfg.QPN, q)
+	return q
+}
+
+// close unregisters the QP and stops its timer.
+func (q *rcQP) close() {
+	q.t.Unregister(q.cfg.QPN)
+	q.mu.Lock()
+	q.stopTimer()
+	q.mu.Unlock()
+}
+
+// unlock releases mu and delivers the completions gathered under it.
+func (q *rcQP) unlock() {
+	out := q.out
+	q.out = nil
+	q.mu.Unlock()
+	for _, wc := range out {
+		q.cfg.Complete(wc)
+	}
+}
+
+// postSend queues w and sends what the window allows.
+func (q *rcQP) postSend(w *sendWQE) error {
+	q.mu.Lock()
+	defer q.unlock()
+	if q.failed {
+		return verbs.ErrQPState
+	}
+	w.psn = q.tailPSN
+	w.npkts = max(1, (len(w.data)+q.cfg.MTU-1)/q.cfg.MTU)
+	q.tailPSN = q.tailPSN.Add(w.npkts)
+	q.sq = append(q.sq, w)
+	q.pump()
+	return nil
+}
+
+// postRecv queues a receive buffer.
+func (q *rcQP) postRecv(r recvWQE) error {
+	q.mu.Lock()
+	defer q.unlock()
+	if q.failed {
+		q.out = append(q.out, verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN})
+		return nil
+	}
+	q.rq = append(q.rq, r)
+	return nil
+}
+
+// Receive dispatches a packet to the requester or the responder.
+func (q *rcQP) Receive(_ netip.AddrPort, p *Packet) {
+	q.mu.Lock()
+	defer q.unlock()
+	if q.failed {
+		return
+	}
+	if p.BTH.Opcode.IsResponse() {
+		q.requesterReceive(p)
+	} else if p.BTH.Opcode.IsRequest() && p.BTH.Opcode < 0x20 {
+		q.responderReceive(p)
+	}
+	if q.cfg.observe != nil {
+		q.cfg.observe(p)
+	}
+}
+
+// Flush sends the ACK the burst's packets asked for, once.
+func (q *rcQP) Flush() {
+	q.mu.Lock()
+	defer q.unlock()
+	if q.ackPending && !q.failed {
+		q.ackPending = false
+		q.sendAck(ACK(CreditsInvalid), q.ePSN.Add(-1))
+	}
+}
+
+func (q *rcQP) send(p *Packet) {
+	p.BTH.DestQP = q.cfg.RemoteQPN
+	p.BTH.PKey = DefaultPKey
+	q.t.Send(q.cfg.Remote, p)
+}
+
+func (q *rcQP) sendAck(s Syndrome, psn PSN) {
+	q.tx = Packet{BTH: BTH{Opcode: RCAcknowledge, PSN: psn}, AETH: AETH{Syndrome: s, MSN: q.msn}}
+	q.send(&q.tx)
+}
+
+// armTimer (re)starts the QP's timer for d; f runs under mu if the timer
+// is still the current one when it fires.
+func (q *rcQP) armTimer(d time.Duration, f func()) {
+	q.stopTimer()
+	if d <= 0 {
+		return
+	}
+	q.tgen++
+	gen := q.tgen
+	q.timer = q.cfg.Clock.AfterFunc(d, func() {
+		q.mu.Lock()
+		defer q.unlock()
+		if gen != q.tgen || q.failed {
+			return
+		}
+		q.timer = nil
+		f()
+	})
+}
+
+func (q *rcQP) stopTimer() {
+	if q.timer != nil {
+		q.timer.Stop()
+		q.timer = nil
+	}
+	q.tgen++
+}
+
+// fail moves the QP to ERR: the oldest WQE completes with status, the
+// rest of both queues with WR_FLUSH_ERR.
+func (q *rcQP) fail(status verbs.WCStatus) {
+	q.failed = true
+	q.stopTimer()
+	for i, w := range q.sq {
+		s := verbs.WCWRFlushErr
+		if i == 0 {
+			s = status
+		}
+		q.out = append(q.out, verbs.WC{WRID: w.id, Status: s, QPNum: q.cfg.QPN})
+	}
+	q.sq = nil
+	if q.cur.active && q.cur.send {
+		q.out = append(q.out, verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN})
+	}
+	for _, r := range q.rq {
+		q.out = append(q.out, verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN})
+	}
+	q.rq = nil
+}

@@ -1,0 +1,339 @@
+package rocev2
+
+import (
+	"encoding/binary"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// pump sends the packets of the queued WQEs that the window allows, and
+// keeps the ACK timer running while any are unacknowledged.
+func (q *rcQP) pump() {
+	if q.rnrWait || q.failed {
+		return
+	}
+	for q.next < len(q.sq) && q.sndPSN.Diff(q.una) < q.window {
+		w := q.sq[q.next]
+		k := q.nextPkt
+		if w.op.IsAtomic() {
+			q.sendAtomic(w)
+			q.sndPSN = q.sndPSN.Next()
+			q.next, q.nextPkt = q.next+1, 0
+			continue
+		}
+		if w.op == verbs.OpRead {
+			q.sendRead(w, k)
+			q.sndPSN = q.sndPSN.Add(w.npkts - k)
+			q.next, q.nextPkt = q.next+1, 0
+			continue
+		}
+		q.sendData(w, k)
+		q.sndPSN = q.sndPSN.Next()
+		if k+1 == w.npkts {
+			q.next, q.nextPkt = q.next+1, 0
+		} else {
+			q.nextPkt++
+		}
+	}
+	if q.sndPSN.After(q.maxPSN) {
+		q.maxPSN = q.sndPSN
+	}
+	if q.timer == nil && q.maxPSN != q.una {
+		q.armTimer(q.cfg.Timeout, q.ackTimeout)
+	}
+}
+
+// sendData sends packet k of a SEND or WRITE.
+func (q *rcQP) sendData(w *sendWQE, k int) {
+	mtu := q.cfg.MTU
+	off := k * mtu
+	end := min(off+mtu, len(w.data))
+	first, last := k == 0, k == w.npkts-1
+	p := &q.tx
+	*p = Packet{BTH: BTH{PSN: w.psn.Add(k)}, Payload: w.data[off:end]}
+	imm := w.op == verbs.OpSendImm || w.op == verbs.OpWriteImm
+	if w.op == verbs.OpSend || w.op == verbs.OpSendImm {
+		switch {
+		case first && last && imm:
+			p.BTH.Opcode = RCSendOnlyImm
+		case first && last:
+			p.BTH.Opcode = RCSendOnly
+		case first:
+			p.BTH.Opcode = RCSendFirst
+		case last && imm:
+			p.BTH.Opcode = RCSendLastImm
+		case last:
+			p.BTH.Opcode = RCSendLast
+		default:
+			p.BTH.Opcode = RCSendMiddle
+		}
+	} else {
+		switch {
+		case first && last && imm:
+			p.BTH.Opcode = RCWriteOnlyImm
+		case first && last:
+			p.BTH.Opcode = RCWriteOnly
+		case first:
+			p.BTH.Opcode = RCWriteFirst
+		case last && imm:
+			p.BTH.Opcode = RCWriteLastImm
+		case last:
+			p.BTH.Opcode = RCWriteLast
+		default:
+			p.BTH.Opcode = RCWriteMiddle
+		}
+		p.RETH = RETH{VA: w.raddr, RKey: w.rkey, DMALen: uint32(len(w.data))}
+	}
+	p.ImmDt.Imm = w.imm
+	p.BTH.Solicited = last && w.solicited
+	// The last packet of a message asks for an ACK, and so does every
+	// ackEvery-th, so a long message frees its window before it ends.
+	p.BTH.AckReq = last || k%q.ackEvery == q.ackEvery-1
+	q.send(p)
+}
+
+// sendRead sends the request for a READ's response packets from k on.
+func (q *rcQP) sendRead(w *sendWQE, k int) {
+	off := k * q.cfg.MTU
+	w.reqFrom = k
+	q.tx = Packet{BTH: BTH{Opcode: RCReadRequest, PSN: w.psn.Add(k), AckReq: true},
+		RETH: RETH{VA: w.raddr + uint64(off), RKey: w.rkey, DMALen: uint32(len(w.data) - off)}}
+	q.send(&q.tx)
+}
+
+// sendAtomic sends a CMP_AND_SWP or FETCH_AND_ADD request.
+func (q *rcQP) sendAtomic(w *sendWQE) {
+	op := RCFetchAdd
+	if w.op == verbs.OpAtomicCmpSwp {
+		op = RCCompareSwap
+	}
+	q.tx = Packet{BTH: BTH{Opcode: op, PSN: w.psn, AckReq: true},
+		AtomicETH: AtomicETH{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swapAdd, Compare: w.compare}}
+	q.send(&q.tx)
+}
+
+// ackTimeout runs when the local ACK timeout passes without progress:
+// go back to the oldest unacknowledged packet, or fail once retry_cnt
+// retransmissions are spent.
+func (q *rcQP) ackTimeout() {
+	if len(q.sq) == 0 || q.maxPSN == q.una {
+		return
+	}
+	q.retry(q.una)
+}
+
+// retry spends one transport retry and goes back to psn.
+func (q *rcQP) retry(psn PSN) {
+	if q.retries == 0 {
+		q.fail(verbs.WCRetryExcErr)
+		return
+	}
+	q.retries--
+	q.goBack(psn)
+}
+
+// goBack restarts transmission at psn (go-back-N).
+func (q *rcQP) goBack(psn PSN) {
+	q.seek(psn)
+	q.stopTimer()
+	q.pump()
+}
+
+// seek moves the send position to psn: the packet of the WQE that holds
+// it, or the end of the queue.
+func (q *rcQP) seek(psn PSN) {
+	q.next, q.nextPkt, q.sndPSN = len(q.sq), 0, psn
+	for i, w := range q.sq {
+		if psn.Before(w.psn) || psn.After(w.lastPSN()) {
+			continue
+		}
+		k := psn.Diff(w.psn)
+		if w.op == verbs.OpRead || w.op.IsAtomic() {
+			w.readRecv = k
+		}
+		q.next, q.nextPkt = i, k
+		return
+	}
+}
+
+// acknowledge completes the WQEs that every packet up to psn (included)
+// finishes. It reports whether anything completed.
+func (q *rcQP) acknowledge(psn PSN) bool {
+	progress := false
+	una := psn.Next()
+	for len(q.sq) > 0 {
+		w := q.sq[0]
+		if w.lastPSN().After(psn) {
+			break
+		}
+		if !w.responded() {
+			// The responder acknowledged past a READ or atomic whose
+			// response did not all arrive: the rest of it was lost.
+			una = w.psn.Add(w.readRecv)
+			break
+		}
+		q.sq = q.sq[1:]
+		q.next--
+		if w.signaled {
+			q.out = append(q.out, verbs.WC{WRID: w.id, Status: verbs.WCSuccess,
+				Opcode: verbs.WCOpcodeOf(w.op), ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN})
+		}
+		progress = true
+	}
+	if una.After(q.una) && !una.After(q.maxPSN) {
+		q.una = una
+		progress = true
+	}
+	if q.next < 0 || q.sndPSN.Before(q.una) {
+		// The ACK covers packets sent before a go-back that were being
+		// sent again: skip them.
+		q.seek(q.una)
+	}
+	if progress && !q.rnrWait {
+		q.retries = q.cfg.RetryCnt
+		q.rnrRetries = q.cfg.RNRRetry
+		q.stopTimer()
+		if q.maxPSN != q.una {
+			q.armTimer(q.cfg.Timeout, q.ackTimeout)
+		}
+	}
+	return progress
+}
+
+// outstanding reports whether psn was sent and is not yet acknowledged.
+func (q *rcQP) outstanding(psn PSN) bool {
+	return !psn.Before(q.una) && psn.Before(q.maxPSN)
+}
+
+// requesterReceive handles an ACK, a NAK or a read response.
+func (q *rcQP) requesterReceive(p *Packet) {
+	psn := p.BTH.PSN
+	op := p.BTH.Opcode
+	if op.IsReadResponse() {
+		q.readResponse(p)
+		return
+	}
+	if op == RCAtomicAcknowledge {
+		q.atomicResponse(p)
+		return
+	}
+	if op != RCAcknowledge {
+		return
+	}
+	s := p.AETH.Syndrome
+	switch {
+	case s.IsACK():
+		if !q.outstanding(psn) {
+			return // duplicate or stale ACK
+		}
+		q.acknowledge(psn)
+		if len(q.sq) > 0 && !q.sq[0].responded() && !q.sq[0].lastPSN().After(psn) {
+			// Acknowledged past an unfinished READ or atomic: retransmit
+			// the rest.
+			w := q.sq[0]
+			q.retry(w.psn.Add(w.readRecv))
+			return
+		}
+		q.pump()
+	case s.IsRNRNAK():
+		if !q.outstanding(psn) {
+			return
+		}
+		q.acknowledge(psn.Add(-1))
+		if q.rnrRetries == 0 {
+			q.fail(verbs.WCRNRRetryExcErr)
+			return
+		}
+		if q.cfg.RNRRetry != rnrRetryForever {
+			q.rnrRetries--
+		}
+		q.rnrWait = true
+		q.armTimer(RNRTimer(s.Value()), func() {
+			q.rnrWait = false
+			q.goBack(psn)
+		})
+	case s.IsNAK():
+		if !q.outstanding(psn) {
+			return
+		}
+		q.acknowledge(psn.Add(-1))
+		switch s.Value() {
+		case NAKPSNSequenceError:
+			q.retry(psn)
+		case NAKInvalidRequest:
+			q.fail(verbs.WCRemInvReqErr)
+		case NAKRemoteAccessError:
+			q.fail(verbs.WCRemAccessErr)
+		default:
+			q.fail(verbs.WCRemOpErr)
+		}
+	}
+}
+
+// readResponse places a read response packet. Packets out of order are
+// dropped; the ACK timeout retransmits the request from the first missing
+// one.
+func (q *rcQP) readResponse(p *Packet) {
+	psn := p.BTH.PSN
+	if !q.outstanding(psn) {
+		return
+	}
+	// A read response acknowledges every request before its READ (not
+	// the earlier packets of its own response, which may be missing).
+	var w *sendWQE
+	for _, x := range q.sq {
+		if !psn.Before(x.psn) && !psn.After(x.lastPSN()) {
+			w = x
+			break
+		}
+	}
+	if w == nil || w.op != verbs.OpRead {
+		return
+	}
+	q.acknowledge(w.psn.Add(-1))
+	if q.sq[0] != w || psn != w.psn.Add(w.readRecv) {
+		return
+	}
+	if p.BTH.Opcode.IsFirst() != (w.readRecv == w.reqFrom) || p.BTH.Opcode.IsLast() != (w.readRecv == w.npkts-1) {
+		q.fail(verbs.WCBadRespErr)
+		return
+	}
+	off := w.readRecv * q.cfg.MTU
+	want := min(q.cfg.MTU, len(w.data)-off)
+	if len(p.Payload) != want {
+		q.fail(verbs.WCBadRespErr)
+		return
+	}
+	copy(w.data[off:], p.Payload)
+	w.readRecv++
+	q.una = psn.Next()
+	if w.readRecv == w.npkts {
+		q.acknowledge(psn)
+	} else {
+		// Progress on a long read keeps the ACK timer from firing.
+		q.retries = q.cfg.RetryCnt
+		q.armTimer(q.cfg.Timeout, q.ackTimeout)
+	}
+	q.pump()
+}
+
+// atomicResponse stores an atomic's original remote value, in host byte
+// order as libibverbs returns it, and completes the atomic.
+func (q *rcQP) atomicResponse(p *Packet) {
+	psn := p.BTH.PSN
+	if !q.outstanding(psn) || !p.AETH.Syndrome.IsACK() {
+		return
+	}
+	q.acknowledge(psn.Add(-1))
+	if len(q.sq) == 0 || q.sq[0].psn != psn || !q.sq[0].op.IsAtomic() {
+		return
+	}
+	w := q.sq[0]
+	if len(w.data) >= 8 {
+		binary.NativeEndian.PutUint64(w.data, p.AtomicAckETH.OrigRemData)
+	}
+	w.readRecv = 1
+	q.una = psn.Next()
+	q.acknowledge(psn)
+	q.pump()
+}

@@ -1,0 +1,231 @@
+package rocev2
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// responderReceive handles a request packet (IBA 9.7.5.1): in sequence it
+// executes; ahead of sequence it NAKs once (PSN sequence error) and drops
+// until the expected PSN comes; behind, it is a duplicate: a READ is
+// executed again, anything else is acknowledged again.
+func (q *rcQP) responderReceive(p *Packet) {
+	psn := p.BTH.PSN
+	d := psn.Diff(q.ePSN)
+	switch {
+	case d > 0:
+		if !q.nakSent {
+			q.nakSent = true
+			q.sendAck(NAK(NAKPSNSequenceError), q.ePSN)
+		}
+		return
+	case d < 0:
+		if op := p.BTH.Opcode; op == RCCompareSwap || op == RCFetchAdd {
+			q.replayAtomic(psn)
+			return
+		}
+		if p.BTH.Opcode == RCReadRequest {
+			if mem, ok := q.readable(p); ok {
+				q.sendReadResponse(psn, mem)
+			}
+			return
+		}
+		q.ackPending = true
+		return
+	}
+	if q.execute(p) {
+		q.nakSent = false
+		q.ePSN = q.ePSN.Next()
+		if p.BTH.AckReq {
+			q.ackPending = true
+		}
+	}
+}
+
+// execute carries out the request at ePSN. It reports whether the packet
+// was consumed; a false return has sent a NAK, or it was a READ, which
+// moves ePSN itself.
+func (q *rcQP) execute(p *Packet) bool {
+	op := p.BTH.Opcode
+	if op.IsFirst() == q.cur.active || (q.cur.active && op.IsSend() != q.cur.send) {
+		// A FIRST or ONLY inside a message, a MIDDLE or LAST outside one,
+		// or one of another operation than the message's.
+		q.nakFatal(NAKInvalidRequest)
+		return false
+	}
+	switch {
+	case op == RCReadRequest:
+		mem, ok := q.readable(p)
+		if !ok {
+			q.nakFatal(NAKRemoteAccessError)
+			return false
+		}
+		q.msn = (q.msn + 1) & mask24
+		q.nakSent = false
+		q.ePSN = q.ePSN.Add(q.sendReadResponse(p.BTH.PSN, mem))
+		return false
+	case op == RCCompareSwap || op == RCFetchAdd:
+		return q.executeAtomic(p)
+	case op.IsSend():
+		if op.IsFirst() {
+			if len(q.rq) == 0 {
+				q.nakSent = true
+				q.sendAck(RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
+				return false
+			}
+			q.cur.active, q.cur.send, q.cur.off = true, true, 0
+			q.cur.rwqe = q.rq[0]
+			q.rq = q.rq[1:]
+			q.cur.buf = q.cur.rwqe.buf
+		}
+	case op.IsWrite():
+		if op.HasImm() && len(q.rq) == 0 {
+			// The immediate needs a receive; this packet's data is
+			// written when it is retransmitted.
+			q.nakSent = true
+			q.sendAck(RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
+			return false
+		}
+		if op.IsFirst() {
+			mem, ok := q.cfg.Memory.Remote(p.RETH.RKey, p.RETH.VA, int(p.RETH.DMALen), verbs.AccessRemoteWrite)
+			if !ok {
+				q.nakFatal(NAKRemoteAccessError)
+				return false
+			}
+			q.cur.active, q.cur.send, q.cur.off, q.cur.buf = true, false, 0, mem
+		}
+	default:
+		q.nakFatal(NAKInvalidRequest)
+		return false
+	}
+	n := q.cur.off + len(p.Payload)
+	if n > len(q.cur.buf) || (!op.IsLast() && len(p.Payload) != q.cfg.MTU) ||
+		(op.IsLast() && !q.cur.send && n != len(q.cur.buf)) {
+		// Longer than the receive buffer, a short FIRST or MIDDLE, or a
+		// WRITE whose packets do not add up to its DMA length.
+		if q.cur.send {
+			q.out = append(q.out, verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN})
+			q.cur.active = false
+		}
+		q.nakFatal(NAKInvalidRequest)
+		return false
+	}
+	copy(q.cur.buf[q.cur.off:], p.Payload)
+	q.cur.off += len(p.Payload)
+	if !op.IsLast() {
+		return true
+	}
+	q.cur.active = false
+	q.msn = (q.msn + 1) & mask24
+	wc := verbs.WC{Status: verbs.WCSuccess, QPNum: q.cfg.QPN, SrcQP: q.cfg.RemoteQPN, ByteLen: uint32(q.cur.off)}
+	switch {
+	case q.cur.send:
+		wc.WRID, wc.Opcode = q.cur.rwqe.id, verbs.WCRecv
+	case op.HasImm():
+		wc.WRID, wc.Opcode = q.rq[0].id, verbs.WCRecvRDMAWithImm
+		q.rq = q.rq[1:]
+	default:
+		return true
+	}
+	if op.HasImm() {
+		wc.Imm, wc.Flags = p.ImmDt.Imm, verbs.WCFlagWithImm
+	}
+	q.out = append(q.out, wc)
+	return true
+}
+
+// nakFatal sends a NAK that ends the connection and moves the responder to
+// ERR, flushing its own outstanding work.
+func (q *rcQP) nakFatal(code uint8) {
+	q.sendAck(NAK(code), q.ePSN)
+	q.fail(verbs.WCWRFlushErr)
+}
+
+// readable returns the memory a READ request asks for, if its rkey grants
+// it.
+func (q *rcQP) readable(p *Packet) ([]byte, bool) {
+	return q.cfg.Memory.Remote(p.RETH.RKey, p.RETH.VA, int(p.RETH.DMALen), verbs.AccessRemoteRead)
+}
+
+// sendReadResponse sends mem as the response to the READ at psn and
+// returns how many PSNs it took.
+func (q *rcQP) sendReadResponse(psn PSN, mem []byte) int {
+	mtu := q.cfg.MTU
+	n := max(1, (len(mem)+mtu-1)/mtu)
+	for k := range n {
+		off := k * mtu
+		p := &q.tx
+		*p = Packet{BTH: BTH{PSN: psn.Add(k)}, Payload: mem[off:min(off+mtu, len(mem))],
+			AETH: AETH{Syndrome: ACK(CreditsInvalid), MSN: q.msn}}
+		switch {
+		case n == 1:
+			p.BTH.Opcode = RCReadResponseOnly
+		case k == 0:
+			p.BTH.Opcode = RCReadResponseFirst
+		case k == n-1:
+			p.BTH.Opcode = RCReadResponseLast
+		default:
+			p.BTH.Opcode = RCReadResponseMiddle
+		}
+		q.send(p)
+	}
+	return n
+}
+
+// executeAtomic carries out a CMP_SWAP or FETCH_ADD on the responder's
+// memory, atomically with respect to every other atomic on those 8 bytes
+// (the CPU's atomics, so other QPs and local users that use atomics too),
+// in the responder's host byte order, and answers with the original
+// value. It always returns false: it moves ePSN itself.
+func (q *rcQP) executeAtomic(p *Packet) bool {
+	h := &p.AtomicETH
+	mem, ok := q.cfg.Memory.Remote(h.RKey, h.VA, 8, verbs.AccessRemoteAtomic)
+	if !ok {
+		q.nakFatal(NAKRemoteAccessError)
+		return false
+	}
+	if h.VA%8 != 0 || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
+		q.nakFatal(NAKInvalidRequest)
+		return false
+	}
+	word := (*uint64)(unsafe.Pointer(&mem[0]))
+	var orig uint64
+	if p.BTH.Opcode == RCFetchAdd {
+		orig = atomic.AddUint64(word, h.SwapAdd) - h.SwapAdd
+	} else {
+		for {
+			orig = atomic.LoadUint64(word)
+			if orig != h.Compare || atomic.CompareAndSwapUint64(word, orig, h.SwapAdd) {
+				break
+			}
+		}
+	}
+	q.atomics[q.atomicN%atomicHistory] = atomicResult{valid: true, psn: p.BTH.PSN, orig: orig}
+	q.atomicN++
+	q.msn = (q.msn + 1) & mask24
+	q.nakSent = false
+	q.ePSN = q.ePSN.Next()
+	q.sendAtomicAck(p.BTH.PSN, orig)
+	return false
+}
+
+// replayAtomic answers a duplicate atomic with the result of its first
+// execution. One too old to be remembered gets no answer: executing it
+// again could change memory twice.
+func (q *rcQP) replayAtomic(psn PSN) {
+	for _, r := range q.atomics {
+		if r.valid && r.psn == psn {
+			q.sendAtomicAck(psn, r.orig)
+			return
+		}
+	}
+}
+
+func (q *rcQP) sendAtomicAck(psn PSN, orig uint64) {
+	q.tx = Packet{BTH: BTH{Opcode: RCAtomicAcknowledge, PSN: psn},
+		AETH:         AETH{Syndrome: ACK(CreditsInvalid), MSN: q.msn},
+		AtomicAckETH: AtomicAckETH{OrigRemData: orig}}
+	q.send(&q.tx)
+}

@@ -1,0 +1,153 @@
+package rocev2
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"sync"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// GRHLen is the length of the header a UD receive buffer starts with:
+// the IPv6 header of the datagram, as rxe writes it for RoCE v2.
+const GRHLen = 40
+
+// udConfig is what a UD QP needs in RTS.
+type udConfig struct {
+	QPN      uint32
+	QKey     uint32
+	MTU      int
+	SQPSN    PSN
+	Complete func(verbs.WC)
+	// observe, when set, sees each packet after the QP handled it (tests
+	// wait on it).
+	observe func(*Packet)
+}
+
+// udSend is one UD send work request.
+type udSend struct {
+	id         uint64
+	data       []byte
+	imm        uint32
+	hasImm     bool
+	signaled   bool
+	solicited  bool
+	remote     netip.AddrPort
+	remoteQPN  uint32
+	remoteQKey uint32
+}
+
+// udQP is a UD queue pair in RTS: unreliable datagrams of at most one
+// MTU, each a SEND ONLY with a DETH. Nothing is acknowledged or
+// retransmitted; the receiver drops silently what it cannot take (wrong
+// Q_Key, larger than the MTU, no receive posted), and the sender completes
+// successfully in every case (SEMANTICS 13 of the rxe measurements).
+//
+// Lock order: mu, then the Transport's mu.
+type udQP struct {
+	cfg udConfig
+	t   *Transport
+
+	mu  sync.Mutex
+	psn PSN
+	rq  []recvWQE
+	out []verbs.WC
+	tx  Packet
+}
+
+func newUDQP(t *Transport, cfg udConfig) *udQP {
+	q := &udQP{cfg: cfg, t: t, psn: cfg.SQPSN}
+	t.Register(cfg.QPN, q)
+	return q
+}
+
+func (q *udQP) close() { q.t.Unregister(q.cfg.QPN) }
+
+func (q *udQP) unlock() {
+	out := q.out
+	q.out = nil
+	q.mu.Unlock()
+	for _, wc := range out {
+		q.cfg.Complete(wc)
+	}
+}
+
+func (q *udQP) postRecv(r recvWQE) {
+	q.mu.Lock()
+	defer q.unlock()
+	q.rq = append(q.rq, r)
+}
+
+// postSend sends w as one datagram. One larger than the MTU is not sent.
+func (q *udQP) postSend(w *udSend) {
+	q.mu.Lock()
+	defer q.unlock()
+	if len(w.data) <= q.cfg.MTU {
+		qkey := w.remoteQKey
+		if qkey&0x8000_0000 != 0 {
+			qkey = q.cfg.QKey // a Q_Key with the high bit set means the QP's own (IBA 10.2.5)
+		}
+		op := UDSendOnly
+		if w.hasImm {
+			op = UDSendOnlyImm
+		}
+		q.tx = Packet{BTH: BTH{Opcode: op, Solicited: w.solicited, PKey: DefaultPKey, DestQP: w.remoteQPN, PSN: q.psn},
+			DETH: DETH{QKey: qkey, SrcQP: q.cfg.QPN}, ImmDt: ImmDt{Imm: w.imm}, Payload: w.data}
+		q.psn = q.psn.Next()
+		q.t.Send(w.remote, &q.tx)
+	}
+	if w.signaled {
+		q.out = append(q.out, verbs.WC{WRID: w.id, Status: verbs.WCSuccess, Opcode: verbs.WCSend,
+			ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN})
+	}
+}
+
+// Receive places a datagram after its GRH in the next receive buffer.
+func (q *udQP) Receive(from netip.AddrPort, p *Packet) {
+	op := p.BTH.Opcode
+	if op != UDSendOnly && op != UDSendOnlyImm {
+		return
+	}
+	q.mu.Lock()
+	defer q.unlock()
+	if q.cfg.observe != nil {
+		defer q.cfg.observe(p)
+	}
+	if p.DETH.QKey != q.cfg.QKey || len(p.Payload) > q.cfg.MTU || len(q.rq) == 0 {
+		return
+	}
+	r := q.rq[0]
+	q.rq = q.rq[1:]
+	n := GRHLen + len(p.Payload)
+	if len(r.buf) < n {
+		// rxe reports LOC_QP_OP_ERR here (SEMANTICS 13e); the spec's
+		// LOC_LEN_ERR matches verbs.ErrLocalLength all the same.
+		q.out = append(q.out, verbs.WC{WRID: r.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN})
+		return
+	}
+	putGRH(r.buf[:GRHLen], from.Addr(), q.t.LocalAddr().Addr(), p.EncodedLen())
+	copy(r.buf[GRHLen:], p.Payload)
+	wc := verbs.WC{WRID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(n),
+		QPNum: q.cfg.QPN, SrcQP: p.DETH.SrcQP, Flags: verbs.WCFlagGRH, PKeyIndex: 0}
+	if op == UDSendOnlyImm {
+		wc.Imm, wc.Flags = p.ImmDt.Imm, wc.Flags|verbs.WCFlagWithImm
+	}
+	q.out = append(q.out, wc)
+}
+
+// Flush has nothing to acknowledge on UD.
+func (q *udQP) Flush() {}
+
+// putGRH writes the IPv6 header the datagram came in: version 6, payload
+// length (UDP header and payload), next header UDP, and the addresses.
+// The traffic class, flow label and hop limit are written as zero: a
+// plain socket does not learn them.
+func putGRH(g []byte, src, dst netip.Addr, udpPayload int) {
+	clear(g)
+	g[0] = 6 << 4
+	binary.BigEndian.PutUint16(g[4:], uint16(udpHeaderLen+udpPayload))
+	g[6] = 17
+	s, d := src.As16(), dst.As16()
+	copy(g[8:24], s[:])
+	copy(g[24:40], d[:])
+}
