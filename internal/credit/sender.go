@@ -239,6 +239,9 @@ func (s *Sender) HoldsExtra() bool {
 // monotonic clock): it says how long until the credits beyond the initial
 // window are to be given back (Return), 0 for now.
 func (s *Sender) ReturnIn(now time.Duration) time.Duration {
+	if s == nil {
+		return ReturnAfter
+	}
 	if s.used {
 		s.used, s.lastUse = false, now
 	}
@@ -255,11 +258,10 @@ func (s *Sender) ReturnIn(now time.Duration) time.Duration {
 // for serve the peer's other connections. A Return that is not posted
 // gives back returned with Unspend, besides its own credit.
 func (s *Sender) Return() (h Header, n uint32, returned int64, ok bool) {
-	left := s.credits.Load()
-	if left <= s.initial {
+	if !s.HoldsExtra() {
 		return h, 0, 0, false
 	}
-	returned = left - s.initial
+	returned = s.credits.Load() - s.initial
 	h, n = s.creditOnly(Fields{Kind: KindCredits, Return: true, Window: clamp16(returned)})
 	s.credits.Sub(returned)
 	return h, n, returned, true
@@ -284,7 +286,11 @@ func (s *Sender) Goodbye() (h Header, n uint32, ok bool) {
 }
 
 // Said records whether the goodbye SEND was posted.
-func (s *Sender) Said(posted bool) { s.saidBye.Store(posted) }
+func (s *Sender) Said(posted bool) {
+	if s != nil {
+		s.saidBye.Store(posted)
+	}
+}
 
 // SaidGoodbye reports whether the goodbye SEND was posted.
 func (s *Sender) SaidGoodbye() bool { return s != nil && s.saidBye.Load() }
