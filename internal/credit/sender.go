@@ -67,14 +67,6 @@ func (s *Sender) Credits() int64 {
 	return s.credits.Load()
 }
 
-// Initial is the credits the peer granted first.
-func (s *Sender) Initial() int64 {
-	if s == nil {
-		return 0
-	}
-	return s.initial
-}
-
 // MaxBatch is the most credits one submission may need: the peer's
 // largest window less the credit kept for reports. A larger one would
 // wait for good.
