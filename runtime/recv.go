@@ -231,9 +231,9 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 //
 // Like Future.Wait, a Recv that finds no message yields the processor a
 // few dozen times before it parks (sched.YieldUntil), so that a reply
-// arriving within some tens of µs costs no park and wake-up: a SEND/Recv
-// round trip on soft took 180 µs parked and takes 15 µs so. With
-// WithWaitPoll it polls the endpoint's CQ meanwhile.
+// arriving within some tens of µs costs no park and wake-up, which costs
+// more than such a round trip. With WithWaitPoll it polls the endpoint's
+// CQ meanwhile.
 func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
 	var s *msgSlot
 	if ep.actor.WaitUntil(func() bool {

@@ -18,8 +18,7 @@ import (
 // pool is full. The registered buffers posted to them are the runtime's
 // (recvStore): a buffer released by a message of one pool's endpoint may
 // be posted next to any pool, so that no buffer sits idle in one pool
-// while another's endpoints wait for one under the memory limit (they
-// did, with a store per pool: TestNoRNRWithManySendersOnOneReceiver). One
+// while another's endpoints wait for one under the memory limit. One
 // mutex, the store's, guards the buffers and every pool's accounting. An
 // idle endpoint then costs the pool the few receives that back its peer's
 // initial credits (initialWindow), not a receive queue of WithRecvDepth
@@ -49,14 +48,10 @@ const srqMaxWR = 16384
 // poolEndpoints is the most endpoints one pool serves. An SRQ hands out
 // its receives in the order they were posted, so a message lands in the
 // buffer posted longest ago: with every idle endpoint's initialWindow
-// receives in one SRQ, each message of an active endpoint beside 5,000
-// idle pairs landed in one of 15,000 buffers (60 MiB) last touched a whole
-// cycle ago, out of every cache, where at one pair the same few buffers go
-// round. A pool of 256 endpoints cycles 768 buffers (3 MiB) while they
-// idle. bench/scale -pairs 1,5000, medians over the rounds of a run
-// (bench/README.md, "Receive pools of 256 endpoints"): SEND/Recv p50 at
-// 5,000 pairs 1.1-2.0x the 1-pair figure before, 0.8-1.3x after; p99
-// 1.6-3.0x before, 0.8-1.3x after in 4 runs of 5. Each pool's SRQ keeps
+// receives in one SRQ, each message of an active endpoint beside thousands
+// of idle ones would land in a buffer last touched a whole cycle of them
+// ago, out of every cache, where a small pool cycles a few hundred buffers
+// (bench/scale -pairs 1,5000 shows the difference). Each pool's SRQ keeps
 // srqMaxWR receives of room to grow its endpoints' windows.
 const poolEndpoints = 256
 
