@@ -59,11 +59,11 @@
 //
 // A submission the peer's credits cannot take waits, and everything queued
 // behind it, so order is kept. The SENDs chained in the same drain carry
-// the backlog flag. When the waiting submission needs more than the peer
-// could ever grant without asking, and two credits are left (one for the
-// request, one kept), the sender asks for a window of its need plus one,
-// once per waiting submission. A closing sender does not wait: what waits
-// for credits fails.
+// the backlog flag. When two credits are left (one for the request, one
+// kept), the sender also asks for a window of the waiting submission's
+// need plus one, once per waiting submission: one larger than the window
+// would otherwise wait for credits nothing in flight brings. A closing
+// sender does not wait: what waits for credits fails.
 //
 // # The return after idle
 //
