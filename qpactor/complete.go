@@ -87,7 +87,7 @@ func (a *Actor) retire(e *entry, wc verbs.WC) retiredWR {
 		if e.opcode.IsAtomic() {
 			off := 8 * (a.head & a.scratchMask)
 			value = leUint64(a.scratch.Bytes[off : off+8])
-		} else if a.peer.on && e.opcode.IsSend() {
+		} else if e.opcode.IsSend() && a.peer.s.Headers() {
 			wc.ByteLen = e.length // without the header
 		}
 		a.sample(a.head, e.opcode)

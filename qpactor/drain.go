@@ -3,6 +3,7 @@ package qpactor
 import (
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/credit"
 	"github.com/verbsrt/verbsrt/internal/ring"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -69,13 +70,15 @@ func (g *gatherer) drained(k int) {
 	}
 }
 
-// canDrain reports whether drain would post something now.
+// canDrain reports whether drain would post something now: it asks the
+// Sender what drain asks it (admitHead), and whether a credit report is
+// wanted.
 func (a *Actor) canDrain() bool {
 	if a.broken.Load() != nil {
 		return a.inbox.Peek() != nil
 	}
 	sq := a.credits.Load()
-	if a.peer.on && a.peer.report.Load() && sq > 0 && a.peer.credits.Load() > 0 {
+	if sq > 0 && a.peer.s.ReportWanted(a.peer.s.Credits()) {
 		return true
 	}
 	s := a.inbox.Peek()
@@ -85,15 +88,10 @@ func (a *Actor) canDrain() bool {
 	if s == nil || int64(len(s.ops())) > sq {
 		return false
 	}
-	if !a.peer.on {
-		return true
-	}
-	// A closing actor fails what waits for the peer's credits: draining
-	// does that too.
-	need := peerNeed(s.ops())
-	left := a.peer.credits.Load()
-	return need == 0 || need <= left-1 || a.closing.Load() ||
-		!a.peer.wanted && left >= 2 // drain asks for a larger window
+	// Wait is the one verdict on which drain posts nothing: it takes the
+	// submission, fails it (a closing actor) or asks for a larger window.
+	v, _ := a.admitHead(s.ops(), a.peer.s.Credits())
+	return v != credit.Wait
 }
 
 // drain chains everything queued, up to the credits held, into one PostSend
@@ -107,9 +105,10 @@ func (a *Actor) drain() int {
 	a.chain, a.owners = a.chain[:0], a.owners[:0]
 	a.peer.uses = a.peer.uses[:0]
 	a.drained = a.drained[:0]
-	peerLeft := a.peer.credits.Load()
+	peerLeft := a.peer.s.Credits()
 	taken := 0
 	var starved int64 // the peer credits the next submission needs and lacks
+	ask := false      // and the Sender asks the peer for them
 	for {
 		s := a.inbox.Peek()
 		if s == nil {
@@ -128,18 +127,14 @@ func (a *Actor) drain() int {
 			a.growShadow(int(a.sqDepth) - credits + len(a.chain) + len(ops))
 			room = a.shadowRoom(credits)
 		}
-		var need int64
-		if a.peer.on {
-			if need = peerNeed(ops); need > 0 && need > peerLeft-1 {
-				if a.closing.Load() {
-					// The peer's credits may never come (it may be gone):
-					// a closing actor does not wait for them.
-					taken += a.failQueued(verbs.ErrClosed)
-				} else {
-					starved = need
-				}
-				break // wait for the peer's credits; order is kept
-			}
+		v, need := a.admitHead(ops, peerLeft)
+		if v == credit.Fail {
+			taken += a.failQueued(verbs.ErrClosed)
+			break
+		}
+		if v != credit.Take {
+			starved, ask = need, v == credit.Ask
+			break // wait for the peer's credits; order is kept
 		}
 		if len(ops) > cap(a.chain)-len(a.chain) || len(a.drained) == cap(a.drained) {
 			if cap(a.chain) >= int(a.sqDepth) {
@@ -155,27 +150,25 @@ func (a *Actor) drain() int {
 		a.drained = append(a.drained, *s)
 		a.pop()
 		taken++
-		if need > 0 {
-			a.peer.wanted = false // a want is for the submission at the head
-		}
+		a.peer.s.Admitted(need)
 		sub := &a.drained[len(a.drained)-1]
 		start := len(a.chain)
 		if err := a.appendOps(sub); err != nil {
 			if sub.fut.FailN(err, len(sub.ops())) {
 				a.stats.Ops.ResolvedByActor.Inc()
 			}
-		} else if a.peer.on {
+		} else {
 			a.stampChain(start, need)
 			peerLeft -= need
 		}
 	}
-	if a.peer.on {
-		if starved > 0 {
-			a.markBacklog()
-			peerLeft = a.appendWant(credits, peerLeft, starved)
+	if starved > 0 {
+		a.markBacklog()
+		if ask {
+			peerLeft = a.appendAsk(credits, peerLeft, starved)
 		}
-		a.appendReport(credits, peerLeft)
 	}
+	a.appendReport(credits, peerLeft)
 	if taken > 0 {
 		a.stats.Ops.Taken.Add(uint64(taken))
 		a.roomMade()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/credit"
 	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
@@ -113,7 +114,7 @@ func (a *Actor) buildWR(op *Op, pos int) verbs.SendWR {
 	if sgl == nil && op.Local.Length > 0 {
 		sgl = one[:]
 	}
-	if a.peer.on && op.Opcode.IsSend() {
+	if op.Opcode.IsSend() && a.peer.s.Headers() {
 		wr.SGL = a.withHeader(pos, sgl)
 	} else if len(sgl) > 0 {
 		n := copy(a.chainSGE[sge:sge+MaxGather], sgl)
@@ -160,10 +161,8 @@ func (a *Actor) post() {
 		if failed.fut != nil && failed.fut.FailN(a.opError(wrInfo(&a.chain[posted]), failed.fut.WRs(), err), n) {
 			a.stats.Ops.ResolvedByActor.Inc()
 		}
-		if a.peer.on {
-			// The innocent WRs keep what they took, at their new places.
-			a.peer.uses = append(a.peer.uses[:0], a.peer.uses[posted+n:]...)
-		}
+		// The innocent WRs keep what they took, at their new places.
+		a.peer.uses = append(a.peer.uses[:0], a.peer.uses[posted+n:]...)
 		rest, restOwners := a.chain[posted+n:], a.owners[posted+n:]
 		if len(rest) == 0 && posted > 0 && a.chain[posted-1].Flags&verbs.SendSignaled == 0 {
 			// The posted prefix ends unsignaled and nothing follows it: its
@@ -173,9 +172,7 @@ func (a *Actor) post() {
 			a.stats.Ops.Taken.Inc() // the poller resolves it
 			rest = []verbs.SendWR{{Opcode: verbs.OpWrite}}
 			restOwners = []*submission{{fut: s}}
-			if a.peer.on {
-				a.peer.uses = append(a.peer.uses[:0], peerUse{})
-			}
+			a.peer.uses = append(a.peer.uses[:0], peerUse{})
 		}
 		a.log.Debug("qpactor: reposting after a bad WR", "qpn", a.qp.QPN(), "wrs", len(rest), "err", err)
 		a.chain = append(a.chain[:0], rest...)
@@ -210,9 +207,9 @@ func (a *Actor) postOnce() (int, error) {
 		length := uint32(wr.Length())
 		if wr.Opcode.IsAtomic() {
 			wr.SGL[0].Addr = a.scratch.Addr + 8*slot
-		} else if a.peer.on && wr.Opcode.IsSend() {
+		} else if wr.Opcode.IsSend() && a.peer.s.Headers() {
 			a.placeHeader(i, wr, slot)
-			length -= HeaderSize // the caller's bytes
+			length -= credit.HeaderSize // the caller's bytes
 		}
 		e := &tab.entries[seq&tab.mask]
 		e.fut, e.opcode, e.length = a.owners[i].fut, wr.Opcode, length

@@ -94,7 +94,7 @@ func (a *Actor) rest(d Driver) (left bool) {
 // stays queued unwatched (watching one allocates), for a run that
 // arranged a wake-up (ring.Waker.WakeAfter) whose actor goroutine watches them.
 func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
-	if a.peer.on && a.peer.credits.Load() > a.peer.initial && a.inbox.Peek() == nil {
+	if a.peer.s.HoldsExtra() && a.inbox.Peek() == nil {
 		a.returnIdle()
 	}
 	if d != nil {
@@ -143,8 +143,7 @@ func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 // One of the two sees the other's write. (A peer's grant wakes any actor:
 // GrantPeerCredits says why.)
 func (a *Actor) sleepsOnCredits() bool {
-	return a.inbox.Peek() != nil ||
-		a.peer.on && (a.peer.report.Load() || a.peer.credits.Load() > a.peer.initial)
+	return a.inbox.Peek() != nil || a.peer.s.Pending()
 }
 
 // finished reports whether a closing actor may stop: nothing is queued, or

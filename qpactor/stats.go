@@ -61,16 +61,14 @@ func (a *Actor) countPosted(posted int) {
 		ops.ByOpcode[op&(opstats.OpcodeSlots-1)].Add(uint64(j - i))
 		i = j
 	}
-	if a.peer.on {
-		n := 0
-		for _, o := range a.owners[:posted] {
-			if o == &a.peer.reportSub {
-				n++
-			}
+	n := 0
+	for _, o := range a.owners[:posted] {
+		if o == &a.peer.reportSub {
+			n++
 		}
-		if n > 0 {
-			ops.CreditOnly.Add(uint64(n))
-		}
+	}
+	if n > 0 {
+		ops.CreditOnly.Add(uint64(n))
 	}
 }
 

@@ -154,7 +154,7 @@ func (rt *Runtime) connectSpec() verbs.ConnectSpec {
 // grants, the registration, the polling and the actor.
 func (ep *Endpoint) run(peer hello) error {
 	rt := ep.rt
-	if err := ep.actor.EnablePeerCredits(peer.Window, peer.RecvDepth, &ep.recv); err != nil {
+	if err := ep.actor.EnablePeerCredits(peer.Window, peer.RecvDepth, &ep.recv.credits); err != nil {
 		return err
 	}
 	ep.peerMsgSize = peer.MsgSize

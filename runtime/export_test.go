@@ -87,7 +87,7 @@ func Window(ep *Endpoint) (window, held int) {
 	st := ep.recv.pool.store
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return ep.recv.target, ep.recv.held
+	return ep.recv.credits.Window(), ep.recv.held
 }
 
 // CheckRecvPools returns an error when a receive pool has more credits out
@@ -150,7 +150,7 @@ func RecvStateForTest(ep *Endpoint) string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return fmt.Sprintf("window %d (want %d), %d assigned, %d owed, %d held, %d unreported, waiting %v, due %v; pool: %d posted, %d assigned, %d idle buffers, %d endpoints waiting; its actor: %d peer credits, %d pending",
-		r.target, r.want, r.assigned, r.debt, r.held, r.unreported.Load(), r.waiting, r.dueLocked(),
+		r.credits.Window(), r.credits.Wanted(), r.credits.Backed(), r.credits.Owed(), r.held, r.credits.Unreported(), r.waiting, r.credits.Due(),
 		r.pool.posted, r.pool.assigned, len(st.idle), len(st.waiting), ep.actor.PeerCredits(), ep.actor.Pending())
 }
 

@@ -2,125 +2,40 @@ package runtime
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/credit"
 	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/internal/wrid"
-	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// Receive credits.
-//
-// Every endpoint receives through its pool's shared receive queue
-// (recvpool.go), and its peer holds credits for the receives posted there
-// for it: initialWindow to begin with, then what the window grows to, up to
-// WithRecvDepth. A SEND (or WRITE_WITH_IMM) spends one. The receiver gets a
-// receive posted for it again as soon as a completion takes one (from the
-// pool, not waiting for the application to Release the message) and
-// reports it back: in the header in front of the data of its own SENDs,
-// or, when it has nothing to send and half the window its pool backs is
-// unreported, in a SEND of the header alone (a credit report). The
+// Receive credits. The protocol is internal/credit's (its doc.go is the
+// specification): each endpoint's recvSide holds a credit.Receiver, which
+// its pool (recvpool.go) keeps backed by receives posted for it, and the
+// endpoint's actor holds the credit.Sender that spends the peer's credits
+// and reports the Receiver's in the header of its SENDs. The receiver
+// scatters that header into a buffer of its own (recvSGEs), so the
 // immediate data of SENDs and WRITE_WITH_IMMs is the application's,
-// delivered whole. Data sends never take the last credit, which is kept
-// for that credit report, so two peers cannot both wait for credits only
-// the other could report. The endpoint's actor owns the peer's credits
-// beside its send-queue credits (qpactor.EnablePeerCredits): a send waits
-// in the actor's inbox, in order, until both suffice, its credit report is
-// stamped when it is posted, and the credit-only SEND is the actor's own,
-// so no report is lost to a full inbox. A SEND never meets an empty
-// receive queue, and RNR never happens in normal use. A batch may carry at
-// most WithRecvDepth less one of ops that consume the peer's receives; a
-// larger one is refused.
+// delivered whole.
 
-// The header in front of every SEND of the runtime (qpactor.HeaderSize
-// bytes; doc.go, "Wire format"), which the actor gathers from its scratch
-// and the receiver scatters into a header buffer of its own (recvSGEs):
-//
-//	0         4      5       6      8
-//	| credits | kind | flags | want |
-//
-// credits, big-endian, are the receives its sender had posted for the peer
-// since its last report (credits granted); flags bit 0 (flagBacklog) says
-// the sender had more to send than its credits allowed; want, big-endian,
-// is the window a credit-only SEND asks for (a batch needs it), or, with
-// flags bit 1 (flagReturn), the credits an idle sender gives back; 0
-// otherwise. The other flag bits are zero.
 const (
-	headerSize    = qpactor.HeaderSize
-	headerCredits = 0
-	headerKind    = 4
-	headerFlags   = 5
-	headerWant    = 6
-	recvSGEs      = 2 // a receive's scatter list: the header, then the data
+	headerSize = credit.HeaderSize
+	recvSGEs   = 2 // a receive's scatter list: the header, then the data
 )
-
-// A header's flags.
-const (
-	flagBacklog = 1 << 0 // the sender was held back by credits
-	flagReturn  = 1 << 1 // want is credits given back, not a window asked for
-)
-
-// The kinds of SEND (the header's kind byte).
-const (
-	kindMessage = 0 // data for Recv (possibly none), and immediate data if any
-	kindCredits = 1 // a credit report: the header alone, nothing for Recv
-	kindGoodbye = 2 // a credit report that also says the sender closed its end
-)
-
-// makeHeader returns the header of a SEND of kind reporting credits.
-func makeHeader(credits uint32, kind byte) (h qpactor.Header) {
-	binary.BigEndian.PutUint32(h[headerCredits:], credits)
-	h[headerKind] = kind
-	return h
-}
-
-// header is a received SEND's header.
-type header struct {
-	credits  uint32
-	kind     byte
-	backlog  bool
-	want     int
-	returned int
-}
 
 // parseHeader reads the header of a SEND of n bytes, hdr.
-func parseHeader(hdr []byte, n uint32) (header, error) {
-	if n < headerSize {
-		return header{}, fmt.Errorf("%w: a SEND of %d bytes, shorter than the %d-byte header", ErrProtocol, n, headerSize)
+func parseHeader(hdr []byte, n uint32) (credit.Fields, error) {
+	f, err := credit.Decode(hdr, n)
+	if err != nil {
+		return credit.Fields{}, fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
-	h := header{credits: binary.BigEndian.Uint32(hdr[headerCredits:]), kind: hdr[headerKind],
-		backlog: hdr[headerFlags]&flagBacklog != 0}
-	if w := int(binary.BigEndian.Uint16(hdr[headerWant:])); hdr[headerFlags]&flagReturn != 0 {
-		h.returned = w
-	} else {
-		h.want = w
-	}
-	if h.kind > kindGoodbye {
-		return header{}, fmt.Errorf("%w: a SEND of unknown kind %d", ErrProtocol, h.kind)
-	}
-	if hdr[headerFlags]&^(flagBacklog|flagReturn) != 0 {
-		return header{}, fmt.Errorf("%w: a SEND with unknown flags %#x", ErrProtocol, hdr[headerFlags])
-	}
-	return h, nil
-}
-
-// takeUnreported takes the re-posted receives not yet reported, at most
-// what one header carries; the rest stays for the next report.
-func (r *recvSide) takeUnreported() uint32 {
-	n := r.unreported.Swap(0)
-	if n > math.MaxUint32 {
-		r.unreported.Add(n - math.MaxUint32)
-		n = math.MaxUint32
-	}
-	return uint32(n)
+	return f, nil
 }
 
 // Message is a received message (Endpoint.Recv). Its bytes stay valid
@@ -209,17 +124,14 @@ type recvSide struct {
 	maxWindow int // WithRecvDepth
 	msgs      chan *msgSlot
 
-	// The window, guarded by pool.mu (recvpool.go).
-	target   int  // the window: credits the peer holds, owed and unreported
-	want     int  // what the peer asked the window to grow to
-	assigned int  // credits backed by posted receives: the peer's and unreported
-	debt     int  // credits owed back, not yet backed by a posted receive
-	held     int  // messages delivered and not released
-	waiting  bool // in pool.waiting
-	left     bool // the QP is gone (leave)
+	// Guarded by the store's mu (recvpool.go), but for what the
+	// Receiver says may be called without it.
+	credits credit.Receiver // the window the peer's credits come from
+	held    int             // messages delivered and not released
+	waiting bool            // in the store's waiting list
+	left    bool            // the QP is gone (leave)
 
-	unreported atomic.Int64 // credits granted the peer has not been told of
-	parked     atomic.Int32 // Recvs parked on msgs, whose wake-ups deliver stamps
+	parked atomic.Int32 // Recvs parked on msgs, whose wake-ups deliver stamps
 }
 
 // release gives the window back once the QP is gone: the receives it took
@@ -256,18 +168,14 @@ func (r *recvSide) release(cq verbs.CQ) {
 	}
 }
 
-// grantedLocked reports n credits the pool posted receives for; the pool's
-// lock is held. It only wakes the actor, which takes the lock itself when
-// it stamps a report. With n 0 it still asks for the report that is due: a
-// window that shrank makes the credits already unreported due.
-func (r *recvSide) grantedLocked(n int) {
+// reportLocked asks the actor for a credit report when one is due; the
+// store's lock is held. It only wakes the actor, which stamps the report
+// without the lock.
+func (r *recvSide) reportLocked() {
 	if r.left || r.ep.actor == nil {
 		return // the endpoint is gone, or not started: nothing to report
 	}
-	if n > 0 {
-		r.unreported.Add(int64(n))
-	}
-	if r.unreported.Load() > 0 && r.dueLocked() {
+	if r.credits.Due() {
 		r.ep.actor.WantReport()
 	}
 }
@@ -302,15 +210,15 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 		r.ep.fail(err, false)
 		return
 	}
-	r.ep.actor.GrantPeerCredits(int64(h.credits))
+	r.ep.actor.GrantPeerCredits(int64(h.Credits))
 	r.pool.adjust(r, h)
-	switch h.kind {
-	case kindMessage:
+	switch h.Kind {
+	case credit.KindMessage:
 		m.n, m.imm, m.hasImm = int(wc.ByteLen)-headerSize, wc.Imm, wc.Flags&verbs.WCFlagWithImm != 0
 		r.deliver(m)
-	case kindCredits:
+	case credit.KindCredits:
 		r.pool.putIdle(idx)
-	case kindGoodbye:
+	case credit.KindGoodbye:
 		r.pool.putIdle(idx)
 		r.ep.fail(ErrPeerClosed, false)
 		return
@@ -324,9 +232,9 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 //
 // Like Future.Wait, a Recv that finds no message yields the processor a
 // few dozen times before it parks (sched.YieldUntil), so that a reply
-// arriving within some tens of µs costs no park and wake-up: a SEND/Recv
-// round trip on soft took 180 µs parked and takes 15 µs so. With
-// Tuning.WaitPoll it polls the endpoint's CQ meanwhile.
+// arriving within some tens of µs costs no park and wake-up, which costs
+// more than such a round trip. With Tuning.WaitPoll it polls the endpoint's
+// CQ meanwhile.
 func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
 	if ctx == nil {
 		return Message{}, future.ErrNilContext
@@ -365,65 +273,3 @@ func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
 }
 
 func (s *msgSlot) message() Message { return Message{s: s, gen: s.gen.Load()} }
-
-// The receive side reports its credits through the actor's SENDs
-// (qpactor.CreditReporter).
-
-// Stamp takes the unreported credits into a SEND's header.
-func (r *recvSide) Stamp(msg bool) (h qpactor.Header, n uint32) {
-	n = r.takeUnreported()
-	if msg {
-		return makeHeader(n, kindMessage), n
-	}
-	return makeHeader(n, kindCredits), n
-}
-
-// Unstamp gives back the credits of a SEND that was not posted.
-func (r *recvSide) Unstamp(n uint32) { r.unreported.Add(int64(n)) }
-
-// Goodbye: a credit report that also says the connection is over.
-func (r *recvSide) Goodbye() (h qpactor.Header, n uint32) {
-	n = r.takeUnreported()
-	return makeHeader(n, kindGoodbye), n
-}
-
-// MarkBacklog flags a stamped SEND's header: its sender had more to send
-// than the peer's credits allowed.
-func (r *recvSide) MarkBacklog(h *qpactor.Header) { h[headerFlags] |= flagBacklog }
-
-// Want returns a credit report that asks the peer for a window of n.
-func (r *recvSide) Want(n int) (h qpactor.Header, stamped uint32) {
-	h, stamped = r.Stamp(false)
-	binary.BigEndian.PutUint16(h[headerWant:], uint16(min(n, math.MaxUint16)))
-	return h, stamped
-}
-
-// Return returns a credit report that gives the peer back returned
-// credits.
-func (r *recvSide) Return(returned int) (h qpactor.Header, stamped uint32) {
-	h, stamped = r.Stamp(false)
-	h[headerFlags] |= flagReturn
-	binary.BigEndian.PutUint16(h[headerWant:], uint16(min(returned, math.MaxUint16)))
-	return h, stamped
-}
-
-// ReportDue: half the window the pool backs is unreported (at least one
-// credit, and no more than the peer can spend before it needs them back).
-func (r *recvSide) ReportDue() bool {
-	r.pool.store.mu.Lock()
-	defer r.pool.store.mu.Unlock()
-	return r.dueLocked()
-}
-
-// dueLocked measures the window without the credits owed (debt): those
-// wait for a buffer, and until one comes they are neither the peer's nor
-// to be reported. Measured against the whole window, a receiver whose pool
-// ran out of buffers kept 4-5 credits unreported against a threshold of 7
-// (a window of 13, 8 of them owed), its peer held the last credit only
-// (kept for reports), and its application held 3 messages while it waited
-// for the fourth: no side could move (TestNoRNRWithManySendersOnOneReceiver,
-// 760 of 1,000 connections stuck).
-func (r *recvSide) dueLocked() bool {
-	w := r.target - r.debt
-	return r.unreported.Load() >= int64(max(1, min(w-1, (w+1)/2)))
-}

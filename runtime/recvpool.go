@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/verbsrt/verbsrt/internal/credit"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -17,36 +18,23 @@ import (
 // pool is full. The registered buffers posted to them are the runtime's
 // (recvStore): a buffer released by a message of one pool's endpoint may
 // be posted next to any pool, so that no buffer sits idle in one pool
-// while another's endpoints wait for one under the memory limit (they
-// did, with a store per pool: TestNoRNRWithManySendersOnOneReceiver). One
+// while another's endpoints wait for one under the memory limit. One
 // mutex, the store's, guards the buffers and every pool's accounting. An
 // idle endpoint then costs the pool the few receives that back its peer's
 // initial credits (initialWindow), not a receive queue of WithRecvDepth
 // buffers of its own.
 //
-// Credits are what keeps a SEND from meeting an empty SRQ (RNR): every
-// credit a peer holds is backed by a receive posted in the pool's SRQ and
-// counted for that peer's endpoint (assigned). A receive completing on an
-// endpoint takes one credit and one posted receive; the endpoint owes its
-// peer the credit back (debt) and gets it, with a receive the pool posts
-// for it, at once while buffers are idle, when one is released, or when
-// the pool grows. So the pool never has more credits out than receives
-// posted, whatever the endpoints do.
-//
-// An endpoint's window (target, credits its peer holds plus those owed or
-// unreported) starts at initialWindow and follows its peer's demand, up to
-// WithRecvDepth: a SEND whose sender had more queued than its credits
-// allowed (the header's backlog flag) grows it by one, so it doubles each
-// round trip while the sender is held back. A sender whose next batch
-// needs more than its window asks for it in a credit-only SEND (the
-// header's want field): the pool grows the window to that at once or as
-// buffers allow. A sender whose actor has been idle for 10 ms (qpactor's
-// returnAfter) gives back what it holds beyond initialWindow (the header's
-// flagReturn), which shrinks the window and frees those receives for other
-// endpoints. An endpoint never takes credits back
-// for more buffers than 2 x WithRecvDepth at once, counting the messages
-// the application holds (a slow reader slows its writer, it does not grow
-// the pool).
+// The pool keeps each endpoint's credit.Receiver backed: every credit a
+// peer holds is a receive posted in the pool's SRQ and counted for that
+// peer's endpoint (assigned). A receive completing on an endpoint takes one
+// credit and one posted receive; the credit is owed to the peer until the
+// pool posts a receive for it: at once while buffers are idle, when one
+// is released, or when the pool grows. So the pool never has more credits
+// out than receives posted, whatever the endpoints do. The window grows as
+// the Receiver asks, by what the SRQ can still back, and an endpoint
+// never takes credits back for more buffers than 2 x WithRecvDepth at
+// once, counting the messages the application holds (a slow reader slows
+// its writer, it does not grow the pool).
 
 // initialWindow is the credits a peer starts with: one for data, one kept
 // for credit reports, and one so that a request and its reply pass each
@@ -60,14 +48,10 @@ const srqMaxWR = 16384
 // poolEndpoints is the most endpoints one pool serves. An SRQ hands out
 // its receives in the order they were posted, so a message lands in the
 // buffer posted longest ago: with every idle endpoint's initialWindow
-// receives in one SRQ, each message of an active endpoint beside 5,000
-// idle pairs landed in one of 15,000 buffers (60 MiB) last touched a whole
-// cycle ago, out of every cache, where at one pair the same few buffers go
-// round. A pool of 256 endpoints cycles 768 buffers (3 MiB) while they
-// idle. bench/scale -pairs 1,5000, medians over the rounds of a run
-// (bench/README.md, "Receive pools of 256 endpoints"): SEND/Recv p50 at
-// 5,000 pairs 1.1-2.0x the 1-pair figure before, 0.8-1.3x after; p99
-// 1.6-3.0x before, 0.8-1.3x after in 4 runs of 5. Each pool's SRQ keeps
+// receives in one SRQ, each message of an active endpoint beside thousands
+// of idle ones would land in a buffer last touched a whole cycle of them
+// ago, out of every cache, where a small pool cycles a few hundred buffers
+// (bench/scale -pairs 1,5000 shows the difference). Each pool's SRQ keeps
 // srqMaxWR receives of room to grow its endpoints' windows.
 const poolEndpoints = 256
 
@@ -159,7 +143,7 @@ func (p *recvPool) join(r *recvSide) error {
 	}
 	p.assigned += initialWindow
 	p.members++
-	r.assigned, r.target, r.want = initialWindow, initialWindow, initialWindow
+	r.credits.Join(initialWindow, r.maxWindow)
 	return nil
 }
 
@@ -259,8 +243,7 @@ func (p *recvPool) consumed(r *recvSide) {
 	st.mu.Lock()
 	p.posted--
 	p.assigned--
-	r.assigned--
-	r.debt++
+	r.credits.Consumed()
 	st.mu.Unlock()
 }
 
@@ -280,67 +263,50 @@ func (p *recvPool) putIdle(idx int) {
 func (p *recvPool) serve(r *recvSide) {
 	st := p.store
 	st.mu.Lock()
-	r.grantedLocked(p.serveLocked(r))
+	p.serveLocked(r)
 	st.mu.Unlock()
 }
 
-func (p *recvPool) serveLocked(r *recvSide) int {
+// serveLocked is serve with the store's lock held. It asks the actor for
+// a credit report when one is due, even when it posted nothing: a window
+// that shrank makes the credits already unreported due.
+func (p *recvPool) serveLocked(r *recvSide) {
 	st := p.store
 	if st.closed || r.left {
-		return 0
+		return
 	}
-	if r.target < r.want {
-		// Grow only by what the SRQ can still back: a window the pool can
-		// never post for would keep the endpoint waiting for nothing.
-		if grow := min(r.want-r.target, p.availableLocked()-r.debt); grow > 0 {
-			r.target += grow
-			r.debt += grow
-		}
-	}
+	// Grow only by what the SRQ can still back.
+	r.credits.Grow(p.availableLocked())
 	// At most 2 x WithRecvDepth buffers for one endpoint, counting the
 	// messages its application holds.
-	n := min(r.debt, 2*r.maxWindow-r.assigned-r.held)
-	if n <= 0 {
-		return 0
-	}
-	if err := p.supplyLocked(n); err != nil && !errors.Is(err, ErrNoMemory) {
-		st.rt.log.Warn("verbsrt: posting shared receives failed", "err", err)
-	}
-	n = min(n, p.posted-p.assigned)
+	n := min(r.credits.Owed(), 2*r.maxWindow-r.credits.Backed()-r.held)
 	if n > 0 {
-		p.assigned += n
-		r.assigned += n
-		r.debt -= n
+		if err := p.supplyLocked(n); err != nil && !errors.Is(err, ErrNoMemory) {
+			st.rt.log.Warn("verbsrt: posting shared receives failed", "err", err)
+		}
+		n = min(n, p.posted-p.assigned)
+		if n > 0 {
+			p.assigned += n
+			r.credits.Grant(n)
+		}
+		if r.credits.Owed() > 0 && !r.waiting && r.credits.Backed()+r.held < 2*r.maxWindow {
+			r.waiting = true
+			st.waiting = append(st.waiting, r)
+		}
 	}
-	if r.debt > 0 && !r.waiting && r.assigned+r.held < 2*r.maxWindow {
-		r.waiting = true
-		st.waiting = append(st.waiting, r)
-	}
-	return max(n, 0)
+	r.reportLocked()
 }
 
-// adjust moves r's window by what its peer's SEND said: backlog grows it
-// by one, a want to that size, returned credits shrink it by as many (the
-// peer holds them no more: their receives are free for others). Nothing
-// else shrinks it: shrinking by one on every SEND without backlog (tried
-// first) kept a busy sender's window at the edge of starvation, and 16
-// callers' SEND+Wait took 35% longer (bench/README.md).
-func (p *recvPool) adjust(r *recvSide, h header) {
+// adjust moves r's window by what its peer's SEND said
+// (credit.Receiver.Adjust); the receives of credits given back are free
+// for the endpoints that wait.
+func (p *recvPool) adjust(r *recvSide, h credit.Fields) {
 	st := p.store
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	switch {
-	case h.returned > 0:
-		n := max(0, min(h.returned, r.assigned, r.target-initialWindow))
-		r.target -= n
-		r.assigned -= n
-		p.assigned -= n
-		r.want = min(r.want, r.target)
+	p.assigned -= r.credits.Adjust(h)
+	if h.Returned() > 0 {
 		st.serveWaitingLocked()
-	case h.want > 0:
-		r.want = max(r.want, min(h.want, r.maxWindow))
-	case h.backlog:
-		r.want = max(r.want, min(r.target+1, r.maxWindow))
 	}
 }
 
@@ -359,7 +325,7 @@ func (st *recvStore) released(s *msgSlot) {
 	st.mu.Lock()
 	r.held--
 	st.idle = append(st.idle, s.idx)
-	r.grantedLocked(r.pool.serveLocked(r))
+	r.pool.serveLocked(r)
 	st.serveWaitingLocked()
 	st.mu.Unlock()
 }
@@ -369,9 +335,8 @@ func (st *recvStore) released(s *msgSlot) {
 // looked at once: one its pool cannot serve now (its SRQ is full, or it
 // has no receive posted and unassigned and there is no idle buffer to
 // post) waits on at the back, and the next is looked at: another pool may
-// have receives to spare. Stopping at the first such endpoint left a pool
-// with 1,204 receives posted and unassigned while its endpoints waited
-// behind one of a full pool, for good (TestNoRNRWithManySendersOnOneReceiver).
+// have receives to spare, which the endpoints behind one of a full pool
+// would otherwise never get.
 func (st *recvStore) serveWaitingLocked() {
 	for range len(st.waiting) {
 		r := st.waiting[0]
@@ -381,9 +346,9 @@ func (st *recvStore) serveWaitingLocked() {
 			continue
 		}
 		r.waiting = false
-		// granted takes no lock of the store's and wakes the actor
-		// without waiting for it.
-		r.grantedLocked(r.pool.serveLocked(r))
+		// Asking for a report takes no lock of the store's and wakes the
+		// actor without waiting for it.
+		r.pool.serveLocked(r)
 	}
 }
 
@@ -399,8 +364,7 @@ func (p *recvPool) leave(r *recvSide) {
 	}
 	r.left = true
 	p.members--
-	p.assigned -= r.assigned
-	r.assigned, r.debt = 0, 0
+	p.assigned -= r.credits.Leave()
 	for i, w := range st.waiting {
 		if w == r {
 			st.waiting = append(st.waiting[:i], st.waiting[i+1:]...)
