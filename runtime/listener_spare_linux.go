@@ -50,12 +50,12 @@ func (s *spareFD) refuse(ln net.Listener, acceptErr error, log *slog.Logger) {
 	s.release()
 	defer s.reserve()
 	fd := -1
-	rc.Read(func(lfd uintptr) bool {
-		// Non-blocking, once: no client waiting (EAGAIN) is no one to tell.
+	cerr := rc.Control(func(lfd uintptr) {
+		// The listener's socket is non-blocking: no client waiting
+		// (EAGAIN) is no one to tell.
 		fd, _, err = syscall.Accept4(int(lfd), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
-		return true
 	})
-	if err != nil || fd < 0 {
+	if cerr != nil || err != nil || fd < 0 {
 		return
 	}
 	defer syscall.Close(fd)
