@@ -507,3 +507,110 @@ func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 	ln.Close()
 	accepted.Wait()
 }
+
+// TestListenerCloseEndsWhatNoAcceptTook: Dials complete while nobody calls
+// Accept (the listener handshakes on its own); Close then closes those
+// endpoints (their clients see the goodbye: ErrPeerClosed) and the
+// connections still in their handshake (a silent client reads EOF), and
+// every Accept, and a second Close, fail with an error matching ErrClosed
+// and net.ErrClosed. goleak (TestMain) checks that no goroutine of the
+// listener is left.
+func TestListenerCloseEndsWhatNoAcceptTook(t *testing.T) {
+	rt := newRuntime(t)
+	ctx := ctxT(t)
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []*runtime.Endpoint
+	for range 3 {
+		ep, err := rt.Dial(ctx, ln.Addr().String())
+		if err != nil {
+			t.Fatalf("Dial with nobody in Accept: %v", err)
+		}
+		eps = append(eps, ep)
+	}
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	blocked := make(chan error, 1)
+	go func() {
+		ep, err := ln.Accept(context.Background())
+		if err == nil { // it took one before Close: its client sees the goodbye all the same
+			ep.Close(ctx)
+		}
+		blocked <- err
+	}()
+	if err := ln.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := <-blocked; err != nil && (!errors.Is(err, runtime.ErrClosed) || !errors.Is(err, net.ErrClosed)) {
+		t.Errorf("Accept blocked at Close: %v, want an endpoint or ErrClosed and net.ErrClosed", err)
+	}
+	_, acceptErr := ln.Accept(ctx)
+	for _, err := range []error{acceptErr, ln.Close()} {
+		if !errors.Is(err, runtime.ErrClosed) || !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept or Close after Close: %v, want ErrClosed and net.ErrClosed", err)
+		}
+	}
+	for i, ep := range eps {
+		select {
+		case <-ep.Done():
+			if !errors.Is(ep.Err(), runtime.ErrPeerClosed) {
+				t.Errorf("client %d: %v, want ErrPeerClosed", i, ep.Err())
+			}
+		case <-ctx.Done():
+			t.Fatalf("client %d still connected after its listener closed without accepting it", i)
+		}
+	}
+	silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := silent.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a silent client's read after Close: %d bytes, %v; want EOF", n, err)
+	}
+}
+
+// TestListenerStopsAcceptingWhenNobodyAccepts: with nobody in Accept, the
+// listener makes at most ListenUnaccepted endpoints, as a TCP listener
+// holds at most its backlog, and the next Dial waits; Accept then takes
+// them all, and the waiting Dial connects.
+func TestListenerStopsAcceptingWhenNobodyAccepts(t *testing.T) {
+	rt := newRuntime(t)
+	ctx := ctxT(t)
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var wg sync.WaitGroup
+	for i := range runtime.ListenUnaccepted {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := rt.Dial(ctx, ln.Addr().String()); err != nil {
+				t.Errorf("Dial %d, within the listener's backlog: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	// One more waits: its context ends first.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if ep, err := rt.Dial(short, ln.Addr().String()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Dial past the backlog with nobody in Accept: %v, %v; want it to wait", ep, err)
+	}
+	next := make(chan error, 1)
+	go func() {
+		_, err := rt.Dial(ctx, ln.Addr().String())
+		next <- err
+	}()
+	for i := range runtime.ListenUnaccepted + 1 {
+		if _, err := ln.Accept(ctx); err != nil {
+			t.Fatalf("Accept %d: %v", i, err)
+		}
+	}
+	if err := <-next; err != nil {
+		t.Errorf("Dial once Accept took the backlog: %v", err)
+	}
+}
