@@ -614,3 +614,36 @@ func TestListenerStopsAcceptingWhenNobodyAccepts(t *testing.T) {
 		t.Errorf("Dial once Accept took the backlog: %v", err)
 	}
 }
+
+// TestDialSaysTheListenerIsOutOfMemory: a listener whose runtime cannot
+// give a connection its receive buffers (WithMemoryLimit) refuses the
+// client with the cause, and Dial fails with ErrRefused and ErrNoMemory
+// naming the option, instead of a protocol error or a timeout.
+func TestDialSaysTheListenerIsOutOfMemory(t *testing.T) {
+	fabric := soft.New(soft.Config{Devices: 2})
+	t.Cleanup(func() { fabric.Close() })
+	srvRT := newRuntime(t, runtime.WithProvider(fabric), runtime.WithDevice("soft0"), runtime.WithMemoryLimit(8<<20))
+	cliRT := newRuntime(t, runtime.WithProvider(fabric), runtime.WithDevice("soft1"))
+	ctx := ctxT(t)
+	ln, err := srvRT.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			if _, err := ln.Accept(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	alloc(t, srvRT, 4<<20) // the whole limit, in two chunks
+	alloc(t, srvRT, 4<<20)
+	ep, err := cliRT.Dial(ctx, ln.Addr().String())
+	if !errors.Is(err, runtime.ErrRefused) || !errors.Is(err, runtime.ErrNoMemory) || !strings.Contains(err.Error(), "WithMemoryLimit") {
+		if err == nil {
+			ep.Close(ctx)
+		}
+		t.Fatalf("Dial to a listener out of memory: %v, want ErrRefused and ErrNoMemory naming WithMemoryLimit", err)
+	}
+}
