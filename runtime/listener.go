@@ -85,10 +85,11 @@ type Listener struct {
 	wg       sync.WaitGroup // the handshakes' goroutines
 	spare    spareFD        // a descriptor in reserve (listener_spare*.go)
 
-	mu       sync.Mutex
-	admitted int       // connections with a goroutine; guarded by mu
-	silent   list.List // of *pendingConn still reading their hello, oldest first; guarded by mu
-	left     chan struct{}
+	mu          sync.Mutex
+	maxAdmitted int       // listenAdmitted (tests lower it); guarded by mu
+	admitted    int       // connections with a goroutine; guarded by mu
+	silent      list.List // of *pendingConn still reading their hello, oldest first; guarded by mu
+	left        chan struct{}
 }
 
 // pendingConn is an accepted connection whose handshake runs.
@@ -126,6 +127,7 @@ func (rt *Runtime) Listen(addr string) (*Listener, error) {
 	l.slots = make(chan struct{}, listenSlots)
 	l.loopDone = make(chan struct{})
 	l.left = make(chan struct{}, 1)
+	l.maxAdmitted = listenAdmitted
 	l.spare.reserve()
 	return rt.addListener(l)
 }
@@ -320,7 +322,7 @@ func (l *Listener) admit() bool {
 	for {
 		var wait time.Duration
 		l.mu.Lock()
-		if l.admitted < listenAdmitted {
+		if l.admitted < l.maxAdmitted {
 			l.admitted++
 			l.mu.Unlock()
 			return true

@@ -4,3 +4,11 @@ package runtime
 // has taken before it stops accepting: its handshake slots and its queue
 // of ready endpoints.
 const ListenUnaccepted = listenSlots + listenBacklog
+
+// SetListenAdmitted sets how many connections l admits at once
+// (listenAdmitted), before its first client.
+func SetListenAdmitted(l *Listener, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.maxAdmitted = n
+}

@@ -647,3 +647,50 @@ func TestDialSaysTheListenerIsOutOfMemory(t *testing.T) {
 		t.Fatalf("Dial to a listener out of memory: %v, want ErrRefused and ErrNoMemory naming WithMemoryLimit", err)
 	}
 }
+
+// TestSilentClientsAreCutOffWhenTheListenerIsFull: when as many clients as
+// the listener admits at once connect and say nothing, a real client is
+// not held up until their handshakes time out (5 s): the oldest silent
+// client is cut off to make room for it, and counted.
+func TestSilentClientsAreCutOffWhenTheListenerIsFull(t *testing.T) {
+	rt := newRuntime(t)
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const admitted = 8
+	runtime.SetListenAdmitted(ln, admitted)
+	var silent []net.Conn
+	for range admitted {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		silent = append(silent, c)
+	}
+	go func() {
+		for {
+			if _, err := ln.Accept(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	// Well inside the handshake's timeout, which a Dial waiting for a
+	// silent client to time out would reach.
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	ep, err := rt.Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatalf("Dial with the listener full of silent clients: %v", err)
+	}
+	ep.Close(ctx)
+	if n := ln.FailedHandshakes(); n < 1 {
+		t.Errorf("FailedHandshakes: %d, want the silent clients cut off", n)
+	}
+	silent[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := silent[0].Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the oldest silent client reads %v, want EOF: cut off", err)
+	}
+}
