@@ -51,6 +51,7 @@ func (rt *Runtime) Dial(ctx context.Context, addr string) (*Endpoint, error) {
 		return nil, err
 	}
 	ep.watch.link = &tcpLink{c: c} // released with the endpoint from now on
+	hs.keepAlive()
 	err = writeLine(c, marshalLine(rt.helloOf(ep)))
 	var peer hello
 	if err == nil {
@@ -86,13 +87,19 @@ type handshake struct {
 func (rt *Runtime) beginHandshake(ctx context.Context, c net.Conn, deadline time.Time) *handshake {
 	c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	if tc, ok := c.(*net.TCPConn); ok {
+	return &handshake{rt: rt, ctx: ctx, c: c, br: bufio.NewReaderSize(c, maxHelloLine), stop: stop}
+}
+
+// keepAlive sets the keepalive of the connection that becomes the
+// endpoint's link: once there is an endpoint, so that a client that never
+// gets one costs the listener no system call for it.
+func (hs *handshake) keepAlive() {
+	if tc, ok := hs.c.(*net.TCPConn); ok {
 		if err := tc.SetKeepAliveConfig(linkKeepAlive); err != nil {
 			// Still connected; only a vanished host goes unnoticed longer.
-			rt.log.Warn("verbsrt: TCP keepalive for the link to the peer", "err", err)
+			hs.rt.log.Warn("verbsrt: TCP keepalive for the link to the peer", "err", err)
 		}
 	}
-	return &handshake{rt: rt, ctx: ctx, c: c, br: bufio.NewReaderSize(c, maxHelloLine), stop: stop}
 }
 
 // abort ends a handshake that has no endpoint yet.
@@ -159,6 +166,11 @@ func (hs *handshake) finish(ep *Endpoint, err error) (*Endpoint, error) {
 		hs.rt.abandon(ep)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			// The connection's deadline, which is ctx's, fired before
+			// ctx's own timer said so.
+			return nil, context.DeadlineExceeded
 		}
 		return nil, err
 	}

@@ -429,6 +429,7 @@ func (l *Listener) handshake(pc *pendingConn) {
 		return
 	}
 	ep.watch.link = &tcpLink{c: c}
+	hs.keepAlive()
 	err = hs.connect(ep, peer)
 	if err == nil {
 		err = writeLine(c, marshalLine(rt.helloOf(ep)))
