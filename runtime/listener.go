@@ -198,7 +198,7 @@ func (l *Listener) Close() error {
 	l.wg.Wait() // l.ctx ended every handshake's exchange
 	l.spare.release()
 	var wg sync.WaitGroup
-	for {
+	for drained := false; !drained; {
 		select {
 		case ep := <-l.ready:
 			wg.Add(1)
@@ -206,10 +206,9 @@ func (l *Listener) Close() error {
 				defer wg.Done()
 				ep.Close(context.Background())
 			}()
-			continue
 		default:
+			drained = true
 		}
-		break
 	}
 	wg.Wait()
 	return err
@@ -259,7 +258,7 @@ func (l *Listener) acceptCMLoop(ctx context.Context) (*Endpoint, error) {
 			}
 			return nil, err
 		}
-		l.handshakeFailed(l.cm.Addr().String(), err)
+		l.handshakeFailed("(a connection request)", err)
 	}
 }
 
