@@ -40,8 +40,8 @@ func unmarshalCMHello(b []byte) (hello, error) {
 	}
 	h := hello{Version: int(binary.BigEndian.Uint16(b[4:])), Window: int(binary.BigEndian.Uint16(b[6:])),
 		RecvDepth: int(binary.BigEndian.Uint32(b[8:])), MsgSize: int(binary.BigEndian.Uint32(b[12:]))}
-	if h.Version != helloVersion || h.Window < 2 || h.RecvDepth < h.Window || h.MsgSize < 1 || h.RecvDepth > 1<<16 || h.MsgSize > 1<<30 {
-		return hello{}, fmt.Errorf("%w: unexpected hello %+v", ErrProtocol, h)
+	if err := h.check(); err != nil {
+		return hello{}, err
 	}
 	return h, nil
 }
@@ -72,7 +72,9 @@ func (rt *Runtime) ListenCM(addr string) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rt.addListener(&Listener{rt: rt, cm: l})
+	ln := rt.newListener()
+	ln.cm = l
+	return rt.addListener(ln)
 }
 
 // DialCM connects to a ListenCM listener at addr ("ip:port") through the
@@ -123,26 +125,26 @@ func (rt *Runtime) connectedCM(ep *Endpoint, err error) (*Endpoint, error) {
 
 // acceptCM takes the next connection request and accepts it with a new
 // endpoint; a request that is not a verbsrt hello, or that reached another
-// device, is rejected.
-func (l *Listener) acceptCM(ctx context.Context) (*Endpoint, error) {
+// device, is rejected. fatal says that the error is the listener's (closed,
+// ctx ended), not one request's.
+func (l *Listener) acceptCM(ctx context.Context) (ep *Endpoint, fatal bool, err error) {
 	rt := l.rt
 	conn, err := l.cm.Accept(ctx)
 	if err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	peer, err := unmarshalCMHello(conn.PeerData())
 	if err == nil && conn.Device() != rt.device() {
 		err = verbs.Errorf("rdma_accept", verbs.ErrInvalidArgument,
 			"the request arrived on device %s; this runtime is on %s", conn.Device(), rt.device())
 	}
-	var ep *Endpoint
 	if err == nil {
 		ep, err = rt.newEndpoint()
 	}
 	if err != nil {
 		conn.Reject(nil)
 		conn.Close()
-		return nil, err
+		return nil, false, err
 	}
 	ep.watch.link = newCMLink(conn)
 	// The QP reaches RTS before the accept leaves, and the peer's only
@@ -151,5 +153,6 @@ func (l *Listener) acceptCM(ctx context.Context) (*Endpoint, error) {
 	if err = conn.Accept(ctx, ep.qp, rt.connectSpec(), rt.hello().marshalCM()); err == nil {
 		err = ep.run(peer)
 	}
-	return rt.connectedCM(ep, err)
+	ep, err = rt.connectedCM(ep, err)
+	return ep, err != nil && ctx.Err() != nil, err
 }

@@ -33,7 +33,12 @@
 //   - Listen and Dial: a TCP connection carries the handshake below, then
 //     stays open, silent, for the endpoint's life: its end tells the
 //     endpoint that the peer is gone; any provider. The soft provider
-//     reaches only runtimes of the same process (its device is in memory).
+//     reaches only runtimes of the same process (its device is in memory),
+//     and of the same soft.Provider: the runtimes made without
+//     WithProvider share one. The listener handshakes with many clients
+//     at once, within a few seconds each, so a client that connects and
+//     says nothing holds up no other; Accept returns only endpoints whose
+//     handshake completed.
 //   - ListenCM and DialCM: the provider's connection manager (rdma_cm on the
 //     ibv provider) resolves the address to a device and path, carries the
 //     hello in its private data and moves both QPs to RTS; no TCP. The
@@ -157,11 +162,21 @@
 //     LID and GID that ibv_rc_pingpong exchanges, plus the largest window
 //     of receive credits the side grants, the credits the peer starts with
 //     and the largest message the side accepts (its data, without the
-//     header below). Each then moves its QP to RTS and writes the line "ready",
-//     and waits for the peer's before it returns, so neither side sends to
-//     a QP not yet ready to receive. Nothing more is written: each side
-//     keeps the connection open until its endpoint closes (after the
-//     goodbye's acknowledgement) or its process ends.
+//     header below). The dialer writes first; the listener reads the
+//     dialer's hello before it makes an endpoint, and answers with its
+//     own. A line is at most 512 bytes, and a hello is refused unless
+//     qpn is 2 to 2^24-1, psn below 2^24, gid an IPv6 address's text,
+//     recv_depth 2 to 65536, window 2 to recv_depth and msg_size 1 to
+//     2^30; so is one that names the reader's own QP. Each side then moves
+//     its QP to RTS and writes the line "ready", and waits for the peer's
+//     before it returns, so neither side sends to a QP not yet ready to
+//     receive. A side that will not connect writes, in place of its hello
+//     or of its "ready", a refusal: {"version":3,"error":"text",
+//     "cause":"name"}, the cause one of no_memory, emfile, enfile,
+//     enomem, protocol and events_lost, or absent (ErrRefused). Nothing
+//     more is written: each side keeps the connection open until its
+//     endpoint closes (after the goodbye's acknowledgement) or its
+//     process ends.
 //   - Through the connection manager, the hello is 16 bytes of private
 //     data in the connect request and in the accept: "VRTH", the version
 //     (2 bytes), the initial credits (2 bytes), the largest window (4

@@ -205,9 +205,6 @@ func (ep *Endpoint) Runtime() *Runtime { return ep.rt }
 // the message size its runtime accepts (WithMessageSize on its side).
 func (ep *Endpoint) PeerMessageSize() int { return ep.peerMsgSize }
 
-// QPN returns the endpoint's QP number.
-func (ep *Endpoint) QPN() uint32 { return ep.qp.QPN() }
-
 // failed returns a future failed with err, the failure of op (of a batch
 // of that many ops, 0 alone) before it reached the actor's queue.
 func (ep *Endpoint) failed(op *qpactor.Op, batch int, err error) Future {

@@ -177,3 +177,10 @@ func WithRNRRetry(n uint8) Option { return func(c *config) { c.rnrRetry = n } }
 // WithParkedActors makes an idle endpoint's actor park its goroutine,
 // locked to its OS thread, instead of ending it.
 func WithParkedActors() Option { return func(c *config) { c.parkActors = true } }
+
+// QPN returns the endpoint's QP number.
+func (ep *Endpoint) QPN() uint32 { return ep.qp.QPN() }
+
+// FailedHandshakes returns how many connections l dropped because their
+// handshake failed.
+func (l *Listener) FailedHandshakes() uint64 { return l.failed.Load() }

@@ -30,9 +30,13 @@ func defaults() config {
 		rnrRetry: 7, tuning: DefaultTuning()}
 }
 
-// WithProvider selects the verbs provider (default: a soft provider of one
-// device, made for this runtime). Runtimes that should reach each other
-// over the soft provider must share one.
+// WithProvider selects the verbs provider (default: the process's soft
+// fabric of one device, shared by every runtime made without
+// WithProvider). Runtimes that should reach each other over the soft
+// provider must share one: two soft.Providers are separate fabrics that
+// give their devices the same GIDs and their QPs the same numbers, and a
+// Dial from one to the other is refused (ErrProtocol) when it would
+// connect a QP to itself.
 func WithProvider(p verbs.Provider) Option { return func(c *config) { c.provider = p } }
 
 // WithDevice selects the device by name (default: the provider's first).

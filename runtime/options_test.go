@@ -69,8 +69,8 @@ func TestTuningComposes(t *testing.T) {
 	m.Release()
 }
 
-// TestClosedMatchesNetErrClosed: what a closed endpoint or runtime
-// returns matches net.ErrClosed as well as runtime.ErrClosed, as
+// TestClosedMatchesNetErrClosed: what a closed endpoint, listener or
+// runtime returns matches net.ErrClosed as well as runtime.ErrClosed, as
 // the standard library's closed connections do.
 func TestClosedMatchesNetErrClosed(t *testing.T) {
 	rt, cli, _ := pair(t)
@@ -81,6 +81,14 @@ func TestClosedMatchesNetErrClosed(t *testing.T) {
 	}
 	_, err := cli.Write(ctx, buf.Local(), refOf(t, alloc(t, rt, 8))).Wait(ctx)
 	wantClosed(t, "Write on a closed endpoint", err)
+
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	_, err = ln.Accept(ctx)
+	wantClosed(t, "Accept on a closed listener", err)
 
 	other := newRuntime(t)
 	if err := other.Close(ctx); err != nil {

@@ -64,8 +64,10 @@ type Runtime struct {
 	counters   counters // for Stats (stats.go)
 }
 
-// New opens a device and starts the runtime's pollers. Without options it
-// runs on a soft provider of its own.
+// New opens a device and starts the runtime's pollers. Without
+// WithProvider it runs on the process's default soft fabric, which every
+// runtime made without WithProvider shares (so that they reach each other
+// through Listen and Dial) and which lives while one of them does.
 func New(opts ...Option) (*Runtime, error) {
 	cfg := defaults()
 	for _, o := range opts {

@@ -22,7 +22,8 @@ type Stats struct {
 	GID        verbs.GID // the GID its endpoints use, the one the handshake tells the peer
 	ArenaBytes int       // registered memory the runtime has mapped for Alloc, receive buffers and scratch
 
-	Endpoints int // connected endpoints
+	Endpoints        int    // connected endpoints
+	FailedHandshakes uint64 // clients the listeners dropped because their handshake failed (garbage, silence, an out-of-range hello)
 
 	// Posting, counted by the actors once per drain.
 	PostCalls   uint64                   // PostSend calls (doorbells)
@@ -71,8 +72,9 @@ type LatencyHist struct {
 // counters are the runtime's own: events, and the totals of endpoints that
 // closed, so that counters never go back.
 type counters struct {
-	events  [32]atomic.Uint64
-	retired Stats // counters only; guarded by Runtime.mu
+	events           [32]atomic.Uint64
+	handshakesFailed atomic.Uint64 // by every listener, closed ones too
+	retired          Stats         // counters only; guarded by Runtime.mu
 }
 
 // retire folds the final counters of ep, which is closed, into the
@@ -131,6 +133,7 @@ func (rt *Runtime) Stats() Stats {
 			s.Completions[i] += ps.Completions[i].Load()
 		}
 	}
+	s.FailedHandshakes = rt.counters.handshakesFailed.Load()
 	for i := range s.AsyncEvents {
 		s.AsyncEvents[i] = rt.counters.events[i].Load()
 	}

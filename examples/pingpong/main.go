@@ -88,8 +88,8 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "  local address:  QPN 0x%06x (client)\n", cli.QPN())
-	fmt.Fprintf(out, "  remote address: QPN 0x%06x (server)\n", srv.QPN())
+	fmt.Fprintf(out, "  local address:  QPN 0x%06x (client)\n", cli.LocalAddr().(runtime.Addr).QPN)
+	fmt.Fprintf(out, "  remote address: QPN 0x%06x (server)\n", srv.LocalAddr().(runtime.Addr).QPN)
 
 	tx, err := rt.Alloc(cfg.size)
 	if err != nil {

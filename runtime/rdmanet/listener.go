@@ -2,10 +2,8 @@ package rdmanet
 
 import (
 	"context"
-	"errors"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/verbsrt/verbsrt/runtime"
 )
@@ -30,34 +28,22 @@ func Listen(rt *runtime.Runtime, addr string) (*Listener, error) {
 }
 
 // Accept waits for the next connection. A client whose handshake fails (a
-// wrong protocol, a peer that hung up, a timeout) is dropped and Accept
-// waits for the next, as a TCP listener never returns a failed handshake:
-// servers such as net/http and gRPC stop serving on Accept's first error
-// that is not temporary. After Close it returns an error matching
-// net.ErrClosed.
+// wrong protocol, a peer that hung up, a timeout) never reaches it: the
+// runtime's listener handshakes with many clients at once and hands on
+// only the connections made (runtime.Listener.Accept), as a TCP listener
+// never returns a failed handshake. It fails only after Close, with an
+// error matching net.ErrClosed, on which servers such as net/http and
+// gRPC stop serving.
 func (l *Listener) Accept() (net.Conn, error) {
-	var backoff time.Duration
-	for {
-		ep, err := l.ln.Accept(l.ctx)
-		if err == nil {
-			return NewConn(ep), nil
-		}
-		if l.ctx.Err() != nil || errors.Is(err, net.ErrClosed) || errors.Is(err, runtime.ErrClosed) {
-			return nil, &net.OpError{Op: "accept", Net: network, Addr: l.ln.Addr(), Err: net.ErrClosed}
-		}
-		// A failure that repeats (out of file descriptors, the arena
-		// full) must not spin: back off as net/http does on a
-		// temporary error, 1 ms doubling to 100 ms, reset by a success.
-		backoff = min(max(2*backoff, time.Millisecond), 100*time.Millisecond)
-		select {
-		case <-time.After(backoff):
-		case <-l.ctx.Done():
-		}
+	ep, err := l.ln.Accept(l.ctx)
+	if err != nil {
+		return nil, &net.OpError{Op: "accept", Net: network, Addr: l.ln.Addr(), Err: net.ErrClosed}
 	}
+	return NewConn(ep), nil
 }
 
 // Close stops listening; a blocked Accept returns. Conns already accepted
-// stay open.
+// stay open; connections still in their handshake are closed.
 func (l *Listener) Close() error {
 	first := false
 	l.once.Do(func() {
