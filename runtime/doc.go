@@ -180,8 +180,8 @@
 //   - Through the connection manager, the hello is 16 bytes of private
 //     data in the connect request and in the accept: "VRTH", the version
 //     (2 bytes), the initial credits (2 bytes), the largest window (4
-//     bytes) and the largest message (4 bytes), big-endian. The QP numbers, PSNs and path
-//     are the connection manager's.
+//     bytes) and the largest message (4 bytes), big-endian. The QP
+//     numbers, PSNs and path are the connection manager's.
 //   - On the connection, every SEND (and SEND_WITH_IMM) starts with an
 //     8-byte header: the receive credits its sender granted since its
 //     last report (4 bytes, big-endian), the kind (1 byte: 0 a message, 1
@@ -189,15 +189,17 @@
 //     (1 byte: bit 0, the sender was held back by credits, which grows the
 //     window by one; bit 1, the next field returns credits) and 2 bytes,
 //     big-endian: the window a credit report asks for (a batch that needs
-//     it), or the credits it gives back, or 0. The message's data follows the header; a credit
-//     report and the goodbye are the header alone and never reach Recv. A
+//     it), or the credits it gives back, or 0. The message's data follows
+//     the header; a credit report and the goodbye are the header alone
+//     and never reach Recv. A
 //     SEND holds at most 8 + msg_size bytes (the receiver's msg_size). The
 //     immediate data of a SEND_WITH_IMM or a WRITE_WITH_IMM is the
 //     application's, untouched.
-//     (Version 1 carried the credits and the kind in the immediate data of
-//     every SEND, which left none to the application; version 2 had fixed
-//     windows of recv_depth, each endpoint with receives of its own.)
 //
-// Nothing is global: each Runtime has its own device context, arena,
-// pollers and worker pool, and Close stops them all.
+// Each Runtime has its own device context, arena, pollers and worker
+// pool, and Close stops them all. What the runtimes of one process share
+// is what they compete for, the process's cores: how many locked
+// goroutines spin, how long waiters poll, and the measured cost of waking
+// a parked goroutine are process-wide (and so is the default soft fabric
+// of runtimes made without WithProvider).
 package runtime
