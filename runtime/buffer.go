@@ -26,7 +26,8 @@ type Buffer struct {
 	a     *allocator
 	ch    *chunk     // the arena chunk of the block (nil for Register's memory)
 	off   int        // the block's offset in ch
-	class int        // the block's size class
+	class int        // the block's size class (largeClass: a mapping of its own)
+	app   bool       // handed out by Runtime.Alloc, not taken by the runtime for itself
 	mr    verbs.MR   // Register's own registration (nil for arena blocks)
 	mu    sync.Mutex // freed and exps
 	freed bool       // Free began: no exposure may be added
@@ -156,7 +157,7 @@ func (b *Buffer) giveBack() {
 		}
 		return
 	}
-	b.a.free(b.ch, b.off, b.class)
+	b.a.free(b)
 }
 
 // Local is a byte range of a Buffer: the local memory of an operation

@@ -143,7 +143,11 @@
 //     Then callback still running; the memory is unmapped once nothing
 //     reaches it. Operations then fail with ErrClosed.
 //   - The arena grows 4 MiB at a time up to WithMemoryLimit; past it,
-//     Alloc, Dial and Accept fail with ErrNoMemory naming the option.
+//     Alloc, Dial and Accept fail with ErrNoMemory naming the option (for
+//     Dial and Accept, with how much is mapped and how much of it the
+//     application's Buffers hold). Alloc rounds a block smaller than
+//     4 MiB up to a power of two and a larger one up to a page, and the
+//     limit counts what it rounded to (Runtime.Alloc).
 //
 // # Wire format
 //

@@ -80,6 +80,9 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	}
 	ep.recv.ep = ep
 	pool, err := rt.joinRecvPool(&ep.recv)
+	if errors.Is(err, errLimit) {
+		return nil, rt.alloc.exhausted("no memory for a new endpoint's receive buffers")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +99,9 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	}
 	if err := ep.setup(); err != nil {
 		ep.release()
+		if errors.Is(err, errLimit) {
+			return nil, rt.alloc.exhausted("no memory for a new endpoint's scratch")
+		}
 		return nil, err
 	}
 	return ep, nil
@@ -120,7 +126,7 @@ func (ep *Endpoint) setup() error {
 	// the provider rounded that up to (256 asks, 511 granted): its shadow
 	// and scratch are sized by it.
 	depth := min(attr.Cap.MaxSendWR, rt.cfg.sqDepth)
-	if ep.scrat, err = rt.Alloc(qpactor.ScratchSize(depth)); err != nil {
+	if ep.scrat, err = rt.allocOwn(qpactor.ScratchSize(depth)); err != nil {
 		return err
 	}
 	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: wrid.ActorID(rt.nextID.Inc()), SendDepth: depth,

@@ -186,11 +186,30 @@ func pickGID(c verbs.Context, port verbs.PortAttr, index int) (uint8, verbs.GID,
 // Alloc returns n bytes of zeroed, registered memory from the runtime's
 // arena, which grows on demand up to WithMemoryLimit. No peer can reach it
 // until it is exposed (Buffer.Expose).
+//
+// The arena takes more than n bytes, and counts them against the limit:
+// below 4 MiB (the arena's chunk, or the limit when smaller), n rounded up
+// to a power of two, at least 64 bytes (Alloc(3000) takes 4 KiB); from
+// there, a mapping of its own of n rounded up to a whole page. What is
+// freed is kept for later Allocs (and the runtime's own buffers), not
+// unmapped, until the runtime closes. The runtime's endpoints take their
+// receive buffers and scratch from the same arena, so Buffers the
+// application holds near the limit make Dial and Accept fail with
+// ErrNoMemory, saying how much is mapped and by what.
 func (rt *Runtime) Alloc(n int) (*Buffer, error) {
 	if rt.isClosed() {
 		return nil, ErrClosed
 	}
-	return rt.alloc.alloc(n)
+	return rt.alloc.alloc(n, true)
+}
+
+// allocOwn is Alloc for the runtime's own memory (receive buffers,
+// scratch), which is not counted as the application's.
+func (rt *Runtime) allocOwn(n int) (*Buffer, error) {
+	if rt.isClosed() {
+		return nil, ErrClosed
+	}
+	return rt.alloc.alloc(n, false)
 }
 
 // Register registers memory of the application's own for the runtime's
