@@ -21,11 +21,18 @@ import (
 // mapping of its own, of the size asked for rounded up to a page only (a
 // power of two would map up to twice what was asked, against the limit).
 //
-// A chunk is unmapped only once the runtime is closed and no Buffer or
-// Message that could reach it is left (runtime.AddCleanup): a slice the
-// application still holds never points into unmapped memory while its
-// Buffer or Message is reachable, and touching it after Close does not
-// fault. Its registration ends at Close: the device no longer reaches it.
+// A chunk is never unmapped: a slice of it (Buffer.Bytes, Message.Bytes)
+// is plain memory to Go, which cannot tell when the application drops
+// it, so no point in time is safe to unmap at. Its registration ends at
+// Close: the device no longer reaches it. Its contents stay while the
+// runtime is open or a Buffer or Message that could reach it is left;
+// once neither holds (runtime.AddCleanup on the chunk), its pages go back
+// to the system (verbs.Arena.Retire) and its addresses stay mapped,
+// reading zeros, for the rest of the process: a slice the application
+// kept past its Buffer or Message reads and writes without faulting, and
+// aliases no other memory, since the range is never handed out again.
+// A process that opens and closes runtimes keeps the address space of
+// their arenas, not their memory.
 
 // chunkSize is the size of the arena's chunks (or the memory limit, when
 // smaller).
@@ -195,7 +202,7 @@ func (a *allocator) mapChunk(size int) (*chunk, error) {
 		return nil, fmt.Errorf("registering %d bytes: %w", size, err)
 	}
 	ch := &chunk{arena: ar, mem: ar.Bytes(), mr: mr}
-	goruntime.AddCleanup(ch, func(ar *verbs.Arena) { ar.Close() }, ar)
+	goruntime.AddCleanup(ch, func(ar *verbs.Arena) { ar.Retire() }, ar)
 	a.bytesMapped += size
 	a.chunks = append(a.chunks, ch)
 	return ch, nil
@@ -262,7 +269,8 @@ func (a *allocator) register(mem []byte) (*Buffer, error) {
 }
 
 // close forgets the chunks once the device context is closed (which ended
-// their registrations): each is unmapped when nothing reaches it any more.
+// their registrations): each gives its pages back when nothing reaches it
+// any more.
 func (a *allocator) close() {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -44,8 +44,12 @@ func (b *Buffer) usedAfterFree(call string) {
 	panic(fmt.Errorf("verbsrt: Buffer.%s: %s: %w", call, b.describe(), ErrFreed))
 }
 
-// Bytes returns the buffer's memory. The slice is valid until Free; a
-// buffer used after Free panics (with an error matching ErrFreed).
+// Bytes returns the buffer's memory. The slice holds the buffer's
+// contents until Free (a buffer used after Free panics, with an error
+// matching ErrFreed). It never faults: kept past the runtime's Close and
+// past the last reference to the Buffer (without Free), it stays mapped
+// and reads zeros once its memory went back to the system; see the
+// package documentation ("Memory").
 func (b *Buffer) Bytes() []byte {
 	if b.hold.Closed() {
 		b.usedAfterFree("Bytes")

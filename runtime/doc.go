@@ -135,18 +135,26 @@
 //     its endpoint or runtime closed; Release gives it back once.
 //   - After Free (or Release), Bytes and the other accessors panic with an
 //     error matching ErrFreed, which recover can catch. A slice taken from
-//     Bytes is the application's responsibility: it must not be used after
-//     Free.
-//   - Runtime.Close ends every registration (no device reaches the memory
-//     any more), but keeps the arena mapped while a Buffer or Message that
-//     reaches it is reachable, so a slice of it never faults, even in a
-//     Then callback still running; the memory is unmapped once nothing
-//     reaches it. Operations then fail with ErrClosed.
+//     Bytes must not be used after Free or Release: the block may belong
+//     to another Buffer or message by then.
+//   - No slice Bytes returned ever faults, whatever the application does:
+//     the arena is never unmapped, since Go cannot tell when a slice into
+//     memory outside its heap is dropped. Runtime.Close ends every
+//     registration (no device reaches the memory any more); the arena's
+//     contents stay while a Buffer or Message that reaches them is
+//     reachable, even in a Then callback still running. Once the runtime
+//     is closed and none is left, the arena's pages go back to the system
+//     and its addresses stay mapped for the rest of the process: a slice
+//     kept past its Buffer or Message (never freed) then reads zeros, and
+//     writes to it reach nothing else, as no memory is ever mapped there
+//     again. A process that opens and closes many runtimes keeps their
+//     arenas' address space, not their memory. Operations after Close
+//     fail with ErrClosed.
 //   - The arena grows 4 MiB at a time up to WithMemoryLimit; past it,
 //     Alloc, Dial and Accept fail with ErrNoMemory naming the option (for
 //     Dial and Accept, with how much is mapped and how much of it the
-//     application's Buffers hold). Alloc rounds a block smaller than
-//     4 MiB up to a power of two and a larger one up to a page, and the
+//     application's Buffers hold). Alloc rounds a block up to a power of
+//     two while that is below 4 MiB, a larger one up to a page, and the
 //     limit counts what it rounded to (Runtime.Alloc).
 //
 // # Wire format

@@ -188,11 +188,12 @@ func pickGID(c verbs.Context, port verbs.PortAttr, index int) (uint8, verbs.GID,
 // until it is exposed (Buffer.Expose).
 //
 // The arena takes more than n bytes, and counts them against the limit:
-// below 4 MiB (the arena's chunk, or the limit when smaller), n rounded up
-// to a power of two, at least 64 bytes (Alloc(3000) takes 4 KiB); from
-// there, a mapping of its own of n rounded up to a whole page. What is
-// freed is kept for later Allocs (and the runtime's own buffers), not
-// unmapped, until the runtime closes. The runtime's endpoints take their
+// while that power of two is smaller than the arena's chunk (4 MiB, or
+// the limit when smaller), n rounded up to a power of two, at least 64
+// bytes (Alloc(3000) takes 4 KiB); beyond, a mapping of its own of n
+// rounded up to a whole page (Alloc(600 MiB) takes 600 MiB). What is
+// freed stays mapped and counted, for later Allocs (and the runtime's
+// own buffers). The runtime's endpoints take their
 // receive buffers and scratch from the same arena, so Buffers the
 // application holds near the limit make Dial and Accept fail with
 // ErrNoMemory, saying how much is mapped and by what.
