@@ -139,3 +139,96 @@ func TestFlushedOperationsMatchTheCause(t *testing.T) {
 		wantCause(t, ctx, cli, runtime.ErrClosed, fs)
 	})
 }
+
+// TestKilledPeerIsLostWhicheverSignalFirst: a peer whose process dies ends
+// the endpoint with ErrPeerLost whether the endpoint first sees an
+// operation fail (REM_ACCESS_ERR when the dying kernel tore the peer's
+// memory regions down first, RETRY_EXC_ERR when its QP went first) or
+// first sees the link beside the QP close; the failed operations match
+// ErrPeerLost too. A live peer that refuses an operation still ends it
+// with ErrConnFailed. The dying peer is staged with the test hooks (its
+// endpoint muted, then its QP or memory regions, then its link), so each
+// order is forced, not raced.
+func TestKilledPeerIsLostWhicheverSignalFirst(t *testing.T) {
+	// opFirst: the operation fails, while the peer's link is still open;
+	// then the peer's kernel closes the link.
+	opFirst := func(t *testing.T, tearDown func(srv *runtime.Endpoint, exp *runtime.Exposure), want error, reset bool) {
+		rt, cli, srv := pair(t)
+		ctx := ctxT(t)
+		runtime.SetVerdictWaitForTest(cli, time.Hour) // only the link decides
+		exp, err := alloc(t, rt, 64).Expose(runtime.RemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.MuteForTest(srv)
+		tearDown(srv, exp)
+		_, opErr := cli.Write(ctx, alloc(t, rt, 64).Local(), exp.RemoteRef()).Wait(ctx)
+		if !errors.Is(opErr, want) {
+			t.Fatalf("the WRITE to the dying peer: %v, want %v", opErr, want)
+		}
+		select {
+		case <-cli.Done():
+			t.Fatalf("the endpoint ended (%v) before its link said whether the peer is alive", cli.Err())
+		default:
+		}
+		if err := runtime.DropLinkForTest(srv, reset); err != nil {
+			t.Fatal(err)
+		}
+		<-cli.Done()
+		if !errors.Is(cli.Err(), runtime.ErrPeerLost) {
+			t.Errorf("the endpoint's Err: %v, want ErrPeerLost", cli.Err())
+		}
+		if !errors.Is(opErr, runtime.ErrPeerLost) || !errors.Is(opErr, want) {
+			t.Errorf("the WRITE's error: %v, want ErrPeerLost and %v", opErr, want)
+		}
+	}
+	revoke := func(_ *runtime.Endpoint, exp *runtime.Exposure) { exp.Close() }
+	destroyQP := func(srv *runtime.Endpoint, _ *runtime.Exposure) {
+		if err := srv.QP().Modify(&verbs.QPAttr{State: verbs.QPStateErr}, verbs.QPAttrState); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("REM_ACCESS_ERR first", func(t *testing.T) { opFirst(t, revoke, verbs.ErrRemoteAccess, false) })
+	t.Run("RETRY_EXC_ERR first", func(t *testing.T) { opFirst(t, destroyQP, verbs.ErrRetryExceeded, true) })
+
+	t.Run("link first", func(t *testing.T) {
+		rt, cli, srv := pair(t)
+		ctx := ctxT(t)
+		ref := refOf(t, alloc(t, rt, 64))
+		runtime.MuteForTest(srv)
+		destroyQP(srv, nil) // the WRITE below stays in flight, retried
+		f := cli.Write(ctx, alloc(t, rt, 64).Local(), ref)
+		for cli.Actor().Outstanding() == 0 && f.Err() == runtime.ErrPending {
+			time.Sleep(time.Millisecond)
+		}
+		if err := runtime.DropLinkForTest(srv, false); err != nil {
+			t.Fatal(err)
+		}
+		<-cli.Done()
+		if !errors.Is(cli.Err(), runtime.ErrPeerLost) {
+			t.Errorf("the endpoint's Err: %v, want ErrPeerLost", cli.Err())
+		}
+		if _, err := f.Wait(ctx); !errors.Is(err, runtime.ErrPeerLost) {
+			t.Errorf("the WRITE in flight: %v, want ErrPeerLost", err)
+		}
+	})
+
+	t.Run("live peer refuses", func(t *testing.T) {
+		rt, cli, srv := pair(t)
+		ctx := ctxT(t)
+		exp, err := alloc(t, rt, 64).Expose(runtime.RemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp.Close()
+		_, opErr := cli.Write(ctx, alloc(t, rt, 64).Local(), exp.RemoteRef()).Wait(ctx)
+		<-cli.Done()
+		if !errors.Is(cli.Err(), runtime.ErrConnFailed) || !errors.Is(opErr, runtime.ErrConnFailed) || !errors.Is(opErr, verbs.ErrRemoteAccess) {
+			t.Errorf("a WRITE a live peer refused: %v, the endpoint's Err %v; want ErrConnFailed and REM_ACCESS_ERR", opErr, cli.Err())
+		}
+		<-srv.Done() // the peer ends too, and says why
+		if srv.Err() == nil {
+			t.Error("the peer's endpoint did not end")
+		}
+	})
+}

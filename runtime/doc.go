@@ -50,7 +50,10 @@
 //
 //   - its process killed: at once, when its kernel ends the connection the
 //     endpoint keeps beside the QP (it closes the handshake's TCP
-//     connection, or disconnects the rdma_cm one);
+//     connection, or disconnects the rdma_cm one), also when an operation
+//     in flight fails first (the dying kernel answers REM_ACCESS_ERR or
+//     nothing): over TCP the endpoint then waits for that connection to
+//     say whether the peer is alive (Endpoint.Done);
 //   - its host unreachable: within 10 s of its last sign of life on an
 //     endpoint of Dial or Listen, whose TCP connection has keepalive (a
 //     probe after 5 s of silence, then every second; the fifth unanswered
@@ -171,9 +174,13 @@
 //     and the largest message the side accepts (its data, without the
 //     header below). Each then moves its QP to RTS and writes the line "ready",
 //     and waits for the peer's before it returns, so neither side sends to
-//     a QP not yet ready to receive. Nothing more is written: each side
-//     keeps the connection open until its endpoint closes (after the
-//     goodbye's acknowledgement) or its process ends.
+//     a QP not yet ready to receive. Each side keeps the connection open
+//     until its endpoint is over (closed, after the goodbye's
+//     acknowledgement, or failed) or its process ends; the only line
+//     written after "ready" is "bye", by an endpoint that ends the
+//     connection itself, just before it does (it may half-close first and
+//     read the peer's "bye"). A connection that ends without it was ended
+//     by the peer's kernel: its process died. Other bytes are skipped.
 //   - Through the connection manager, the hello is 16 bytes of private
 //     data in the connect request and in the accept: "VRTH", the version
 //     (2 bytes), the initial credits (2 bytes), the largest window (4

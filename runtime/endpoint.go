@@ -458,12 +458,13 @@ func (ep *Endpoint) fail(err error, lost bool) {
 // error state, what was outstanding comes back flushed, and later
 // operations fail at once. Err then matches ErrConnFailed and the failure
 // (errors.Is(err, verbs.ErrRetryExceeded) for a peer that stopped
-// answering, ...).
+// answering, ...), unless the link beside the QP says the peer died
+// (ErrPeerLost; peerlink.go).
 func (ep *Endpoint) wcFailed(wc *verbs.WC) {
 	if ep.closing.Load() || ep.Err() != nil {
 		return // Close's own doing, or the endpoint is over already
 	}
-	ep.fail(&connFailed{cause: wc.Err().(*verbs.WCError)}, false)
+	ep.connFailedFor(wc.Status, &connFailed{cause: wc.Err().(*verbs.WCError)})
 }
 
 // pollFailed is the target's PollFailed: an endpoint whose CQ cannot be
@@ -495,7 +496,15 @@ func (ep *Endpoint) finish(err error) {
 // connection, or rdma_cm's). An operation in flight then fails with what
 // the peer's device answered while that kernel tore the process's objects
 // down, newest first: REM_ACCESS_ERR for a READ or WRITE that reached an
-// exposure already gone, a flush or RETRY_EXC_ERR otherwise. A peer whose host stops answering is noticed
+// exposure already gone, a flush or RETRY_EXC_ERR otherwise. Err is
+// ErrPeerLost whichever the endpoint sees first, that failure or the end
+// of the connection, and those operations' errors match it too: an
+// operation failing with a status a dead peer can cause ends the endpoint
+// only once the connection beside the QP says whether the peer is alive
+// (a live peer's endpoint hangs up with a word, "bye", a dead one's kernel
+// without; no answer within a second leaves ErrConnFailed). Through
+// rdma_cm, which carries no such word, the first signal decides.
+// A peer whose host stops answering is noticed
 // within 10 s of its last sign of life on a TCP-handshake endpoint (TCP
 // keepalive), and through rdma_cm only by the endpoint's own traffic (an
 // operation fails with RETRY_EXC_ERR after about half a second).
