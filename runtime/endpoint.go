@@ -510,13 +510,16 @@ func (ep *Endpoint) finish(err error) {
 // operation fails with RETRY_EXC_ERR after about half a second).
 func (ep *Endpoint) Done() <-chan struct{} { return ep.over }
 
-// Err returns nil while the endpoint is open, then why it is over.
+// Err returns nil while the endpoint is open, then why it is over. Once an
+// operation failed the connection, Err reports it (ErrConnFailed) at once,
+// also while the endpoint waits for its link to say whether the peer died
+// (Done above): Done then closes with the final Err, ErrPeerLost if so.
 func (ep *Endpoint) Err() error {
 	select {
 	case <-ep.over:
 		return ep.overErr
 	default:
-		return nil
+		return ep.watch.pendingErr()
 	}
 }
 

@@ -200,6 +200,14 @@ func (ep *Endpoint) connFailedFor(status verbs.WCStatus, err error) {
 	}
 }
 
+// pendingErr is the failure of an operation waiting for the link's
+// verdict, or nil.
+func (w *peerWatch) pendingErr() error {
+	w.vmu.Lock()
+	defer w.vmu.Unlock()
+	return w.pending
+}
+
 // verdictLate ends an endpoint whose peer did not say in time whether it
 // is alive: the failed operation's ErrConnFailed stands.
 func (ep *Endpoint) verdictLate() {
