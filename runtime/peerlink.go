@@ -173,8 +173,9 @@ func (ep *Endpoint) connFailedFor(status verbs.WCStatus, err error) {
 	w.vmu.Lock()
 	switch {
 	case w.ended == linkDied:
+		how := w.how
 		w.vmu.Unlock()
-		ep.fail(fmt.Errorf("%w: %s", ErrPeerLost, w.how), false)
+		ep.fail(fmt.Errorf("%w: %s", ErrPeerLost, how), false)
 		return
 	case w.ended == linkByed || w.link == nil || !peerStatus(status) || w.pending != nil || ep.failErr.Load() != nil:
 		w.vmu.Unlock()
