@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/bits"
+	"os"
 	goruntime "runtime"
 	"sync"
 
@@ -14,15 +15,24 @@ import (
 // a time, up to the limit WithMemoryLimit sets. Each chunk is mapped
 // outside the Go heap and registered for local access only, so no key a
 // peer holds reaches it; remote access is granted per exposure
-// (Buffer.ExposeRange). Blocks are powers of two from 64 bytes, handed
-// out from free lists per size class over a bump pointer in the newest
-// chunk; a block larger than a chunk is a chunk of its own.
+// (Buffer.ExposeRange). Blocks smaller than a chunk are powers of two
+// from 64 bytes, handed out from free lists per size class over a bump
+// pointer in the newest chunk; a block of a chunk's size or more is a
+// mapping of its own, of the size asked for rounded up to a page only (a
+// power of two would map up to twice what was asked, against the limit).
 //
-// A chunk is unmapped only once the runtime is closed and no Buffer or
-// Message that could reach it is left (runtime.AddCleanup): a slice the
-// application still holds never points into unmapped memory while its
-// Buffer or Message is reachable, and touching it after Close does not
-// fault. Its registration ends at Close: the device no longer reaches it.
+// A chunk is never unmapped: a slice of it (Buffer.Bytes, Message.Bytes)
+// is plain memory to Go, which cannot tell when the application drops
+// it, so no point in time is safe to unmap at. Its registration ends at
+// Close: the device no longer reaches it. Its contents stay while the
+// runtime is open or a Buffer or Message that could reach it is left;
+// once neither holds (runtime.AddCleanup on the chunk), its pages go back
+// to the system (verbs.Arena.Retire) and its addresses stay mapped,
+// reading zeros, for the rest of the process: a slice the application
+// kept past its Buffer or Message reads and writes without faulting, and
+// aliases no other memory, since the range is never handed out again.
+// A process that opens and closes runtimes keeps the address space of
+// their arenas, not their memory.
 
 // chunkSize is the size of the arena's chunks (or the memory limit, when
 // smaller).
@@ -63,7 +73,21 @@ type allocator struct {
 	cur         *chunk // the chunk the bump pointer is in
 	next        int
 	freeLists   [48][]block // by class: block size minBlock << class
+	freeLarge   []*chunk    // the free blocks that are mappings of their own
+	// appBytes and appBuffers are the bytes (as mapped: rounded up) and
+	// the number of the blocks Runtime.Alloc handed out and the
+	// application has not freed, for the error of an endpoint that finds
+	// the limit reached.
+	appBytes, appBuffers int
 }
+
+// errLimit is the arena's error when a chunk would take it past its
+// limit: ErrNoMemory, told apart from the other shortages (a full shared
+// receive queue) that match it too.
+var errLimit = fmt.Errorf("%w: the memory limit is reached", ErrNoMemory)
+
+// largeClass is the class of a block that is a mapping of its own.
+const largeClass = -1
 
 func classOf(n int) int {
 	if n <= minBlock {
@@ -72,8 +96,9 @@ func classOf(n int) int {
 	return bits.Len(uint(n-1)) - 6
 }
 
-// alloc returns a zeroed buffer of n bytes.
-func (a *allocator) alloc(n int) (*Buffer, error) {
+// alloc returns a zeroed buffer of n bytes; app says whether it is the
+// application's (Runtime.Alloc) or the runtime's own.
+func (a *allocator) alloc(n int, app bool) (*Buffer, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("verbsrt: Alloc(%d): the size must be positive: %w", n, verbs.ErrInvalidArgument)
 	}
@@ -82,13 +107,23 @@ func (a *allocator) alloc(n int) (*Buffer, error) {
 	}
 	c := classOf(n)
 	size := minBlock << c
+	if size >= a.chunk {
+		c, size = largeClass, pageUp(n)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
 		return nil, ErrClosed
 	}
 	var blk block
-	if l := a.freeLists[c]; len(l) > 0 {
+	if c == largeClass {
+		ch, err := a.takeLarge(size)
+		if err != nil {
+			return nil, fmt.Errorf("verbsrt: Alloc(%d): %w", n, err)
+		}
+		blk = block{ch: ch}
+		size = len(ch.mem)
+	} else if l := a.freeLists[c]; len(l) > 0 {
 		blk = l[len(l)-1]
 		a.freeLists[c] = l[:len(l)-1]
 		clear(blk.ch.mem[blk.off : blk.off+n]) // a fresh block is zero already
@@ -98,20 +133,46 @@ func (a *allocator) alloc(n int) (*Buffer, error) {
 			return nil, fmt.Errorf("verbsrt: Alloc(%d): %w", n, err)
 		}
 	}
-	b := &Buffer{a: a, ch: blk.ch, off: blk.off, class: c, mem: blk.ch.mem[blk.off : blk.off+n : blk.off+n],
+	if app {
+		a.appBytes += size
+		a.appBuffers++
+	}
+	b := &Buffer{a: a, ch: blk.ch, off: blk.off, class: c, app: app, mem: blk.ch.mem[blk.off : blk.off+n : blk.off+n],
 		addr: blk.ch.mr.Addr() + uint64(blk.off), lkey: blk.ch.mr.LKey()}
 	b.hold.Init(b.giveBack)
 	return b, nil
 }
 
-// bump carves a block of size bytes from the newest chunk, mapping a new
-// one when it has no room. Blocks are aligned to their size (up to a page),
-// so 8-byte words of a buffer are aligned for atomics.
-func (a *allocator) bump(size int) (block, error) {
-	if size >= a.chunk {
-		ch, err := a.mapChunk(size)
-		return block{ch: ch}, err
+// pageUp rounds n up to a whole page.
+func pageUp(n int) int {
+	page := os.Getpagesize()
+	return (n + page - 1) &^ (page - 1)
+}
+
+// takeLarge returns a zeroed mapping of its own of at least size bytes
+// (a multiple of the page): the smallest free one that fits and maps no
+// more than twice that, else a new one.
+func (a *allocator) takeLarge(size int) (*chunk, error) {
+	best := -1
+	for i, ch := range a.freeLarge {
+		if l := len(ch.mem); l >= size && l <= 2*size && (best < 0 || l < len(a.freeLarge[best].mem)) {
+			best = i
+		}
 	}
+	if best < 0 {
+		return a.mapChunk(size)
+	}
+	ch := a.freeLarge[best]
+	a.freeLarge = append(a.freeLarge[:best], a.freeLarge[best+1:]...)
+	clear(ch.mem)
+	return ch, nil
+}
+
+// bump carves a block of size bytes (a power of two smaller than a chunk)
+// from the newest chunk, mapping a new one when it has no room. Blocks are
+// aligned to their size (up to a page), so 8-byte words of a buffer are
+// aligned for atomics.
+func (a *allocator) bump(size int) (block, error) {
 	align := min(size, 4096)
 	off := (a.next + align - 1) &^ (align - 1)
 	if a.cur == nil || off+size > len(a.cur.mem) {
@@ -129,7 +190,7 @@ func (a *allocator) bump(size int) (block, error) {
 func (a *allocator) mapChunk(size int) (*chunk, error) {
 	if a.bytesMapped+size > a.limit {
 		return nil, fmt.Errorf("registered memory would exceed its limit of %d bytes (%d mapped, %d more needed; WithMemoryLimit raises it): %w",
-			a.limit, a.bytesMapped, size, ErrNoMemory)
+			a.limit, a.bytesMapped, size, errLimit)
 	}
 	ar, err := verbs.NewArena(size)
 	if err != nil {
@@ -141,18 +202,30 @@ func (a *allocator) mapChunk(size int) (*chunk, error) {
 		return nil, fmt.Errorf("registering %d bytes: %w", size, err)
 	}
 	ch := &chunk{arena: ar, mem: ar.Bytes(), mr: mr}
-	goruntime.AddCleanup(ch, func(ar *verbs.Arena) { ar.Close() }, ar)
+	goruntime.AddCleanup(ch, func(ar *verbs.Arena) { ar.Retire() }, ar)
 	a.bytesMapped += size
 	a.chunks = append(a.chunks, ch)
 	return ch, nil
 }
 
 // free returns a freed buffer's block.
-func (a *allocator) free(ch *chunk, off, class int) {
+func (a *allocator) free(b *Buffer) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.closed {
-		a.freeLists[class] = append(a.freeLists[class], block{ch: ch, off: off})
+	if b.app {
+		a.appBuffers--
+		if b.class == largeClass {
+			a.appBytes -= len(b.ch.mem)
+		} else {
+			a.appBytes -= minBlock << b.class
+		}
+	}
+	switch {
+	case a.closed:
+	case b.class == largeClass:
+		a.freeLarge = append(a.freeLarge, b.ch)
+	default:
+		a.freeLists[b.class] = append(a.freeLists[b.class], block{ch: b.ch, off: b.off})
 	}
 }
 
@@ -196,13 +269,15 @@ func (a *allocator) register(mem []byte) (*Buffer, error) {
 }
 
 // close forgets the chunks once the device context is closed (which ended
-// their registrations): each is unmapped when nothing reaches it any more.
+// their registrations): each gives its pages back when nothing reaches it
+// any more.
 func (a *allocator) close() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.closed = true
 	a.chunks, a.cur = nil, nil
 	a.freeLists = [48][]block{}
+	a.freeLarge = nil
 }
 
 // mapped returns the bytes of registered memory the arena has mapped.
@@ -210,4 +285,18 @@ func (a *allocator) mapped() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.bytesMapped
+}
+
+// exhausted is the error of what (a new endpoint's receive buffers and
+// scratch) when the arena reached its limit: in the terms of the memory
+// limit and of what holds the memory mapped, not of the block sizes the
+// runtime asked its arena for. It matches ErrNoMemory.
+func (a *allocator) exhausted(what string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return fmt.Errorf("verbsrt: %s: the runtime's registered memory has no room left under its limit of %d bytes "+
+		"(WithMemoryLimit raises it; the arena grows %d bytes at a time): %d bytes mapped, %d of them in %d Buffers "+
+		"the application allocated and has not freed (Alloc rounds each up), the rest in receive buffers, "+
+		"endpoints' scratch and free blocks: %w",
+		what, a.limit, a.chunk, a.bytesMapped, a.appBytes, a.appBuffers, ErrNoMemory)
 }

@@ -26,7 +26,8 @@ type Buffer struct {
 	a     *allocator
 	ch    *chunk     // the arena chunk of the block (nil for Register's memory)
 	off   int        // the block's offset in ch
-	class int        // the block's size class
+	class int        // the block's size class (largeClass: a mapping of its own)
+	app   bool       // handed out by Runtime.Alloc, not taken by the runtime for itself
 	mr    verbs.MR   // Register's own registration (nil for arena blocks)
 	mu    sync.Mutex // freed and exps
 	freed bool       // Free began: no exposure may be added
@@ -43,8 +44,12 @@ func (b *Buffer) usedAfterFree(call string) {
 	panic(fmt.Errorf("verbsrt: Buffer.%s: %s: %w", call, b.describe(), ErrFreed))
 }
 
-// Bytes returns the buffer's memory. The slice is valid until Free; a
-// buffer used after Free panics (with an error matching ErrFreed).
+// Bytes returns the buffer's memory. The slice holds the buffer's
+// contents until Free (a buffer used after Free panics, with an error
+// matching ErrFreed). It never faults: kept past the runtime's Close and
+// past the last reference to the Buffer (without Free), it stays mapped
+// and reads zeros once its memory went back to the system; see the
+// package documentation ("Memory").
 func (b *Buffer) Bytes() []byte {
 	if b.hold.Closed() {
 		b.usedAfterFree("Bytes")
@@ -156,7 +161,7 @@ func (b *Buffer) giveBack() {
 		}
 		return
 	}
-	b.a.free(b.ch, b.off, b.class)
+	b.a.free(b)
 }
 
 // Local is a byte range of a Buffer: the local memory of an operation

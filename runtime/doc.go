@@ -55,7 +55,10 @@
 //
 //   - its process killed: at once, when its kernel ends the connection the
 //     endpoint keeps beside the QP (it closes the handshake's TCP
-//     connection, or disconnects the rdma_cm one);
+//     connection, or disconnects the rdma_cm one), also when an operation
+//     in flight fails first (the dying kernel answers REM_ACCESS_ERR or
+//     nothing): over TCP the endpoint then waits for that connection to
+//     say whether the peer is alive (Endpoint.Done);
 //   - its host unreachable: within 10 s of its last sign of life on an
 //     endpoint of Dial or Listen, whose TCP connection has keepalive (a
 //     probe after 5 s of silence, then every second; the fifth unanswered
@@ -140,15 +143,27 @@
 //     its endpoint or runtime closed; Release gives it back once.
 //   - After Free (or Release), Bytes and the other accessors panic with an
 //     error matching ErrFreed, which recover can catch. A slice taken from
-//     Bytes is the application's responsibility: it must not be used after
-//     Free.
-//   - Runtime.Close ends every registration (no device reaches the memory
-//     any more), but keeps the arena mapped while a Buffer or Message that
-//     reaches it is reachable, so a slice of it never faults, even in a
-//     Then callback still running; the memory is unmapped once nothing
-//     reaches it. Operations then fail with ErrClosed.
+//     Bytes must not be used after Free or Release: the block may belong
+//     to another Buffer or message by then.
+//   - No slice Bytes returned ever faults, whatever the application does:
+//     the arena is never unmapped, since Go cannot tell when a slice into
+//     memory outside its heap is dropped. Runtime.Close ends every
+//     registration (no device reaches the memory any more); the arena's
+//     contents stay while a Buffer or Message that reaches them is
+//     reachable, even in a Then callback still running. Once the runtime
+//     is closed and none is left, the arena's pages go back to the system
+//     and its addresses stay mapped for the rest of the process: a slice
+//     kept past its Buffer or Message (never freed) then reads zeros, and
+//     writes to it reach nothing else, as no memory is ever mapped there
+//     again. A process that opens and closes many runtimes keeps their
+//     arenas' address space, not their memory. Operations after Close
+//     fail with ErrClosed.
 //   - The arena grows 4 MiB at a time up to WithMemoryLimit; past it,
-//     Alloc, Dial and Accept fail with ErrNoMemory naming the option.
+//     Alloc, Dial and Accept fail with ErrNoMemory naming the option (for
+//     Dial and Accept, with how much is mapped and how much of it the
+//     application's Buffers hold). Alloc rounds a block up to a power of
+//     two while that is below 4 MiB, a larger one up to a page, and the
+//     limit counts what it rounded to (Runtime.Alloc).
 //
 // # Wire format
 //
@@ -173,10 +188,14 @@
 //     receive. A side that will not connect writes, in place of its hello
 //     or of its "ready", a refusal: {"version":3,"error":"text",
 //     "cause":"name"}, the cause one of no_memory, emfile, enfile,
-//     enomem, protocol and events_lost, or absent (ErrRefused). Nothing
-//     more is written: each side keeps the connection open until its
-//     endpoint closes (after the goodbye's acknowledgement) or its
-//     process ends.
+//     enomem, protocol and events_lost, or absent (ErrRefused). Each side
+//     keeps the connection open until its endpoint is over (closed, after
+//     the goodbye's acknowledgement, or failed) or its process ends; the
+//     only line written after "ready" is "bye", by an endpoint that ends
+//     the connection itself, just before it does (it may half-close first
+//     and read the peer's "bye"). A connection that ends without it was
+//     ended by the peer's kernel: its process died. Other bytes are
+//     skipped.
 //   - Through the connection manager, the hello is 16 bytes of private
 //     data in the connect request and in the accept: "VRTH", the version
 //     (2 bytes), the initial credits (2 bytes), the largest window (4

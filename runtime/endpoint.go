@@ -80,6 +80,9 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	}
 	ep.recv.ep = ep
 	pool, err := rt.joinRecvPool(&ep.recv)
+	if errors.Is(err, errLimit) {
+		return nil, rt.alloc.exhausted("no memory for a new endpoint's receive buffers")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +99,9 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	}
 	if err := ep.setup(); err != nil {
 		ep.release()
+		if errors.Is(err, errLimit) {
+			return nil, rt.alloc.exhausted("no memory for a new endpoint's scratch")
+		}
 		return nil, err
 	}
 	return ep, nil
@@ -120,7 +126,7 @@ func (ep *Endpoint) setup() error {
 	// the provider rounded that up to (256 asks, 511 granted): its shadow
 	// and scratch are sized by it.
 	depth := min(attr.Cap.MaxSendWR, rt.cfg.sqDepth)
-	if ep.scrat, err = rt.Alloc(qpactor.ScratchSize(depth)); err != nil {
+	if ep.scrat, err = rt.allocOwn(qpactor.ScratchSize(depth)); err != nil {
 		return err
 	}
 	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: wrid.ActorID(rt.nextID.Inc()), SendDepth: depth,
@@ -449,12 +455,13 @@ func (ep *Endpoint) fail(err error, lost bool) {
 // error state, what was outstanding comes back flushed, and later
 // operations fail at once. Err then matches ErrConnFailed and the failure
 // (errors.Is(err, verbs.ErrRetryExceeded) for a peer that stopped
-// answering, ...).
+// answering, ...), unless the link beside the QP says the peer died
+// (ErrPeerLost; peerlink.go).
 func (ep *Endpoint) wcFailed(wc *verbs.WC) {
 	if ep.closing.Load() || ep.Err() != nil {
 		return // Close's own doing, or the endpoint is over already
 	}
-	ep.fail(&connFailed{cause: wc.Err().(*verbs.WCError)}, false)
+	ep.connFailedFor(wc.Status, &connFailed{cause: wc.Err().(*verbs.WCError)})
 }
 
 // pollFailed is the target's PollFailed: an endpoint whose CQ cannot be
@@ -486,19 +493,30 @@ func (ep *Endpoint) finish(err error) {
 // connection, or rdma_cm's). An operation in flight then fails with what
 // the peer's device answered while that kernel tore the process's objects
 // down, newest first: REM_ACCESS_ERR for a READ or WRITE that reached an
-// exposure already gone, a flush or RETRY_EXC_ERR otherwise. A peer whose host stops answering is noticed
+// exposure already gone, a flush or RETRY_EXC_ERR otherwise. Err is
+// ErrPeerLost whichever the endpoint sees first, that failure or the end
+// of the connection, and those operations' errors match it too: an
+// operation failing with a status a dead peer can cause ends the endpoint
+// only once the connection beside the QP says whether the peer is alive
+// (a live peer's endpoint hangs up with a word, "bye", a dead one's kernel
+// without; no answer within a second leaves ErrConnFailed). Through
+// rdma_cm, which carries no such word, the first signal decides.
+// A peer whose host stops answering is noticed
 // within 10 s of its last sign of life on a TCP-handshake endpoint (TCP
 // keepalive), and through rdma_cm only by the endpoint's own traffic (an
 // operation fails with RETRY_EXC_ERR after about half a second).
 func (ep *Endpoint) Done() <-chan struct{} { return ep.over }
 
-// Err returns nil while the endpoint is open, then why it is over.
+// Err returns nil while the endpoint is open, then why it is over. Once an
+// operation failed the connection, Err reports it (ErrConnFailed) at once,
+// also while the endpoint waits for its link to say whether the peer died
+// (Done above): Done then closes with the final Err, ErrPeerLost if so.
 func (ep *Endpoint) Err() error {
 	select {
 	case <-ep.over:
 		return ep.overErr
 	default:
-		return nil
+		return ep.watch.pendingErr()
 	}
 }
 

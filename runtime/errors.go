@@ -47,7 +47,9 @@ var (
 	ErrPeerClosed = errors.New("verbsrt: peer closed the connection")
 	// ErrPeerLost is an endpoint's Err, and the error of what was still
 	// pending on it and of Recv, once its peer went away without closing:
-	// its process died or its device or host became unreachable.
+	// its process died or its device or host became unreachable. A peer
+	// whose process died is lost also when an operation of the endpoint
+	// failed first (Endpoint.Done).
 	ErrPeerLost = errors.New("verbsrt: peer gone")
 	// ErrConnFailed is an endpoint's Err, and the error of the operations
 	// refused after it, once an operation failed on the wire: RC moved the

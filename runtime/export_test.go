@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
@@ -53,20 +54,41 @@ const PeerSilenceBound = peerSilenceBound
 // provider's responder ignores the peer's requests, as for a destroyed QP:
 // they end in RETRY_EXC_ERR); and its kernel closes the handshake's TCP
 // connection, with a reset when reset is set (a socket closed with unread
-// data), else with a FIN. ep itself is left for its runtime's Close.
+// data), else with a FIN, without the "bye" of an endpoint that ends it.
+// ep itself is left for its runtime's Close.
 func KillForTest(ep *Endpoint, reset bool) error {
+	MuteForTest(ep)
+	ep.toError()
+	return DropLinkForTest(ep, reset)
+}
+
+// MuteForTest is the first moment of ep's process's death: ep no longer
+// reacts to anything (its watcher, its failures), while its QP and memory
+// regions are left to the test to tear down.
+func MuteForTest(ep *Endpoint) { ep.closing.Store(true) }
+
+// DropLinkForTest is the dying process's kernel closing ep's handshake
+// TCP connection: a reset when reset is set, else a FIN, and no "bye".
+func DropLinkForTest(ep *Endpoint, reset bool) error {
 	link, ok := ep.watch.link.(*tcpLink)
 	if !ok {
 		return fmt.Errorf("endpoint %#x has no TCP link", ep.QPN())
 	}
-	ep.closing.Store(true) // its own watcher is the dead process's
-	ep.toError()
 	if reset {
 		if err := link.c.(*net.TCPConn).SetLinger(0); err != nil {
 			return err
 		}
 	}
 	return link.c.Close()
+}
+
+// SetVerdictWaitForTest sets how long ep, once an operation failed with a
+// status a dead peer can cause, waits for its link to say whether the
+// peer is alive (verdictWait).
+func SetVerdictWaitForTest(ep *Endpoint, d time.Duration) {
+	ep.watch.vmu.Lock()
+	ep.watch.wait = d
+	ep.watch.vmu.Unlock()
 }
 
 // LinkConnForTest returns the handshake's TCP connection that ep keeps

@@ -294,9 +294,14 @@ func TestTouchAfterCloseInChild(t *testing.T) {
 	}
 }
 
-// TestArenaUnmappedWhenUnreachable: after Close, the arena's memory is
-// unmapped once no Buffer reaches it (and not before).
-func TestArenaUnmappedWhenUnreachable(t *testing.T) {
+// TestArenaReleasedWhenUnreachable: after Close, the arena's memory keeps
+// its contents while a Buffer reaches it, and goes back to the system
+// once none does; its addresses stay mapped, so a slice kept past the
+// Buffer reads zeros instead of faulting.
+func TestArenaReleasedWhenUnreachable(t *testing.T) {
+	if goruntime.GOOS != "linux" {
+		t.Skip("the arena's pages are dropped (and read zeros) on Linux only")
+	}
 	rt, err := runtime.New()
 	if err != nil {
 		t.Fatal(err)
@@ -306,23 +311,109 @@ func TestArenaUnmappedWhenUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := runtime.ArenaRef(buf).Addr
+	kept := buf.Bytes()
+	kept[0] = 1
 	rt.Close(context.Background())
 	rt = nil
 	for range 3 {
 		goruntime.GC()
 	}
-	if !mapped(t, addr) {
-		t.Fatal("the arena was unmapped while a Buffer still reached it")
+	if !mapped(t, addr) || buf.Bytes()[0] != 1 {
+		t.Fatal("the arena lost its contents while a Buffer still reached it")
 	}
-	buf.Bytes()[0] = 1
 	buf = nil
 	deadline := time.Now().Add(10 * time.Second)
-	for mapped(t, addr) {
+	for kept[0] != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the arena is still mapped 10 s after its last Buffer became unreachable")
+			t.Fatal("the arena still holds its pages 10 s after its last Buffer became unreachable")
 		}
 		goruntime.GC()
 		time.Sleep(10 * time.Millisecond)
+	}
+	if !mapped(t, addr) {
+		t.Fatal("the arena was unmapped under a slice of it")
+	}
+	kept[1] = 2
+}
+
+func init() { children["keptslice"] = keptSliceChild }
+
+// keptSliceChild keeps a slice of a Buffer's Bytes and one of a received
+// Message's Bytes, drops the Buffer and the Message without Free or
+// Release, closes both runtimes, and touches the slices once their
+// memory went back to the system (they read zeros then).
+func keptSliceChild() int {
+	ctx := context.Background()
+	fabric := soft.New(soft.Config{Devices: 2})
+	rtA, errA := runtime.New(runtime.WithProvider(fabric), runtime.WithDevice("soft0"))
+	rtB, errB := runtime.New(runtime.WithProvider(fabric), runtime.WithDevice("soft1"))
+	if err := errors.Join(errA, errB); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	s, ms, err := keptSlices(ctx, rtA, rtB)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	rtA.Close(ctx)
+	rtB.Close(ctx)
+	fabric.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for s[0] != 0 || ms[0] != 0 {
+		if time.Now().After(deadline) {
+			fmt.Println("the arenas hold their pages 20 s after the last Buffer and Message became unreachable")
+			return 1
+		}
+		goruntime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	s[1], ms[1] = 1, 2
+	fmt.Println("kept slices after Close and GC:", s[0], s[1], ms[0], ms[1])
+	return 0
+}
+
+// keptSlices returns the Bytes of a Buffer of rtA and of a Message rtB
+// received, both filled with 0x5a, and drops the Buffer and the Message.
+func keptSlices(ctx context.Context, rtA, rtB *runtime.Runtime) (buf, msg []byte, err error) {
+	cli, srv, err := runtime.Pipe(ctx, rtA, rtB)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := rtA.Alloc(64)
+	if err != nil {
+		return nil, nil, err
+	}
+	fill(b.Bytes(), 0x5a)
+	if _, err := cli.Send(ctx, b.Local()).Wait(ctx); err != nil {
+		return nil, nil, err
+	}
+	m, err := srv.Recv(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b.Bytes(), m.Bytes(), nil
+}
+
+// TestKeptSliceAfterCloseInChild runs keptSliceChild in a process of its
+// own: a slice of Buffer.Bytes or Message.Bytes kept past its Buffer or
+// Message, its runtime's Close and a collection must read and write
+// without faulting (before, "unexpected fault address", SIGSEGV).
+func TestKeptSliceAfterCloseInChild(t *testing.T) {
+	if goruntime.GOOS != "linux" {
+		t.Skip("the arena's pages are dropped (and read zeros) on Linux only")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=keptslice")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	err := cmd.Run()
+	t.Logf("child's output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("child: %v; stderr:\n%s", err, stderr.String())
+	}
+	if want := "kept slices after Close and GC: 0 1 0 2"; !strings.Contains(out.String(), want) {
+		t.Errorf("child's output lacks %q", want)
 	}
 }
 

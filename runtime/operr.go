@@ -16,6 +16,15 @@ import (
 // a *verbs.WCError (errors.Is(err, verbs.ErrRemoteAccess), ...), a
 // *verbs.WRError for a rule of ibv_post_send(3) broken, ErrClosed, the
 // operation's context's error, the endpoint's end (ErrPeerClosed, ...).
+//
+// An operation that failed because its endpoint ended (a flush, any other
+// failed completion, ErrClosed) also matches, with errors.Is, what ended
+// it: the endpoint's Err (ErrPeerClosed, ErrPeerLost, ErrConnFailed,
+// ErrClosed, an *AsyncError...), besides its own status (verbs.ErrFlushed
+// and so on). Its completion may be polled before the endpoint learned
+// why it ended (a flush can overtake the event that explains it), so the
+// match is made against the endpoint's cause when errors.Is asks: it
+// holds for certain once the endpoint's Done is closed.
 type OpError struct {
 	// Op is the operation: "write", "read", "send", "send-with-imm",
 	// "write-with-imm", "compare-and-swap", "fetch-and-add".
@@ -32,6 +41,9 @@ type OpError struct {
 	// Len is the number of local bytes the operation carried.
 	Len uint32
 	Err error
+
+	// ep is the endpoint whose end the failure came of, or nil.
+	ep *Endpoint
 }
 
 func (e *OpError) Error() string {
@@ -52,10 +64,32 @@ func (e *OpError) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(causeString(e.Err))
+	if c := e.endCause(); c != nil && errors.Is(e.Err, verbs.ErrFlushed) {
+		b.WriteString(" (the endpoint ended: ")
+		b.WriteString(causeString(c))
+		b.WriteString(")")
+	}
 	return b.String()
 }
 
 func (e *OpError) Unwrap() error { return e.Err }
+
+// Is reports whether target matches the end of the operation's endpoint,
+// when the operation failed of it (see OpError); errors.Is reaches Err
+// through Unwrap.
+func (e *OpError) Is(target error) bool {
+	c := e.endCause()
+	return c != nil && errors.Is(c, target)
+}
+
+// endCause is why e's endpoint ended, as far as it is known, when the
+// operation failed of it.
+func (e *OpError) endCause() error {
+	if e.ep == nil {
+		return nil
+	}
+	return e.ep.cause()
+}
 
 func addrString(a net.Addr) string {
 	if a == nil {
@@ -118,5 +152,34 @@ func (ep *Endpoint) opError(op *qpactor.Op, batch int, err error) error {
 	if batch > 1 {
 		e.Batch = batch
 	}
+	if endedBy(err) {
+		e.ep = ep
+	}
 	return e
+}
+
+// endedBy reports whether an operation that failed with err failed because
+// its endpoint ended: a completion with an error (on RC, the first fails
+// the connection and the rest come back flushed) or ErrClosed (the
+// endpoint refused it or failed it as it ended). A context's end, memory
+// freed or a refused argument are the operation's own.
+func endedBy(err error) bool {
+	var wce *verbs.WCError
+	return errors.As(err, &wce) || errors.Is(err, ErrClosed)
+}
+
+// cause returns why the endpoint ended, as far as it is known: its Err
+// once Done is closed; before, the failure it recorded (failErr), or
+// ErrClosed once Close began; nil while it is open.
+func (ep *Endpoint) cause() error {
+	if err := ep.Err(); err != nil {
+		return err
+	}
+	if err := ep.failErr.Load(); err != nil {
+		return err
+	}
+	if ep.closing.Load() {
+		return ErrClosed
+	}
+	return nil
 }

@@ -32,6 +32,32 @@ import (
 // end of the link reaches the peer. The watcher handles what the CQ holds
 // (Poller.Drain) before it takes the end for a lost peer: a goodbye found
 // there makes the close the graceful one it was.
+//
+// A killed peer and a live one that refused an operation look alike on the
+// QP (REM_ACCESS_ERR when the dying kernel tore the peer's memory regions
+// down first, RETRY_EXC_ERR when its QP went first) and on the link (it
+// ends), and the two signals come in either order. What tells them apart
+// is the link's last words: an endpoint that ends its link itself (Close,
+// or a failure it saw) first writes the line "bye" (linkBye) on a TCP
+// link; a link that ends without it was closed by the peer's kernel (its
+// process died) or by keepalive (its host is gone): ErrPeerLost. So:
+//
+//   - the link ends without "bye": the endpoint ends with ErrPeerLost at
+//     once, whatever its QP says or said (a failed operation that was
+//     waiting for this verdict included);
+//   - an operation fails with a status a dead peer can cause (peerStatus)
+//     while the link is open: the endpoint stops taking work, moves its QP
+//     to ERR and says "bye" (half-closing the link), then waits for the
+//     peer's end of the link: with "bye" (a live peer answers when it sees
+//     this side's, at once) it ends with ErrConnFailed, without it with
+//     ErrPeerLost. A peer that says nothing within verdictWait (its host
+//     unreachable) leaves ErrConnFailed;
+//   - the link ends with "bye": the peer's endpoint is over; as before, a
+//     failed operation of this side whose answer the hang-up overtook
+//     decides (ErrConnFailed), else ErrPeerLost.
+//
+// Through rdma_cm a disconnect carries no such word: there the first
+// signal decides.
 
 // The TCP keepalive of the handshake's connection, which carries nothing
 // after the handshake: after keepAliveIdle without a segment from the
@@ -55,8 +81,13 @@ var linkKeepAlive = net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Inter
 // A peerLink is an endpoint's connection to its peer beside the QP.
 type peerLink interface {
 	// awaitEnd blocks until the connection is over, whichever side ended
-	// it, and says how it ended.
-	awaitEnd() string
+	// it, and says how it ended and whether the peer said "bye" first
+	// (always true for a link that cannot tell).
+	awaitEnd() (how string, bye bool)
+	// sayBye tells the peer that this side's endpoint is over, on a link
+	// that can, and leaves the connection open for the peer's answer
+	// (awaitEnd returns once it comes). It reports whether it could.
+	sayBye() bool
 	// hangUp ends the connection from this side: the endpoint is closing,
 	// its goodbye acknowledged (or given up on) and its QP in ERR. It is
 	// called once; awaitEnd then returns.
@@ -64,6 +95,16 @@ type peerLink interface {
 	// release frees what is left of the connection, once the QP is gone.
 	release()
 }
+
+// linkBye is the line an endpoint writes on its TCP link before it ends
+// the link itself.
+const linkBye = "bye\n"
+
+// verdictWait bounds how long an endpoint whose operation failed with a
+// status a dead peer can cause waits for the link to say whether the peer
+// is alive (see above): a live peer answers within its linkEndGrace and a
+// round trip.
+const verdictWait = time.Second
 
 // peerWatch is an endpoint's peerLink and the goroutine that watches it.
 type peerWatch struct {
@@ -73,7 +114,25 @@ type peerWatch struct {
 	// watched is closed when the watching goroutine has returned; nil when
 	// none was started.
 	watched chan struct{}
+
+	// vmu guards the verdict: what the link's end said, and the failure
+	// of an operation waiting for it.
+	vmu     sync.Mutex
+	ended   linkEnd
+	how     string      // how the link ended, once it did
+	pending error       // a failed operation's ErrConnFailed, until the verdict
+	timer   *time.Timer // ends the wait for the verdict after wait
+	wait    time.Duration
 }
+
+// linkEnd is what the end of the link said.
+type linkEnd int
+
+const (
+	linkOpen linkEnd = iota
+	linkByed         // the peer said "bye": its endpoint is over, it is alive
+	linkDied         // it ended without a word: the peer is gone
+)
 
 // watchPeer starts the goroutine that ends the endpoint with ErrPeerLost
 // when its link ends without a goodbye, unless Close already began (the
@@ -93,14 +152,112 @@ func (ep *Endpoint) watchPeer() {
 	}()
 }
 
-// linkEnded decides what the end of the endpoint's link means: nothing when
-// this side ended it (Close) or the endpoint was over already; a graceful
-// close when the peer's goodbye is in the CQ; otherwise a lost peer.
-func (ep *Endpoint) linkEnded(how string) {
-	if ep.closing.Load() {
+// peerStatus reports whether a failed completion's status is one the death
+// of the peer can cause: its device refused (its memory regions or QP
+// torn down) or did not answer. The others are this side's own.
+func peerStatus(s verbs.WCStatus) bool {
+	switch s {
+	case verbs.WCRemAccessErr, verbs.WCRemInvReqErr, verbs.WCRemOpErr, verbs.WCRetryExcErr,
+		verbs.WCRNRRetryExcErr, verbs.WCRemAbortErr:
+		return true
+	}
+	return false
+}
+
+// connFailedFor ends the endpoint for a failed operation, err its
+// ErrConnFailed: at once when its status is the endpoint's own or the
+// link has spoken already; else once the link says whether the peer is
+// alive (see above).
+func (ep *Endpoint) connFailedFor(status verbs.WCStatus, err error) {
+	w := &ep.watch
+	w.vmu.Lock()
+	switch {
+	case w.ended == linkDied:
+		how := w.how
+		w.vmu.Unlock()
+		ep.fail(fmt.Errorf("%w: %s", ErrPeerLost, how), false)
+		return
+	case w.ended == linkByed || w.link == nil || !peerStatus(status) || w.pending != nil || ep.failErr.Load() != nil:
+		w.vmu.Unlock()
+		ep.fail(err, false)
 		return
 	}
-	ep.poller.Drain(ep.target)
+	if !ep.failErr.CompareAndSwap(nil, err) {
+		w.vmu.Unlock()
+		return
+	}
+	w.pending = err
+	wait := w.wait
+	if wait == 0 {
+		wait = verdictWait
+	}
+	w.timer = time.AfterFunc(wait, ep.verdictLate)
+	w.vmu.Unlock()
+	// The endpoint stops here as fail would have it, except for Done.
+	ep.actor.Break(err)
+	ep.toError()
+	if !w.link.sayBye() {
+		ep.verdictLate()
+	}
+}
+
+// pendingErr is the failure of an operation waiting for the link's
+// verdict, or nil.
+func (w *peerWatch) pendingErr() error {
+	w.vmu.Lock()
+	defer w.vmu.Unlock()
+	return w.pending
+}
+
+// verdictLate ends an endpoint whose peer did not say in time whether it
+// is alive: the failed operation's ErrConnFailed stands.
+func (ep *Endpoint) verdictLate() {
+	w := &ep.watch
+	w.vmu.Lock()
+	err := w.pending
+	w.pending = nil
+	w.vmu.Unlock()
+	if err != nil {
+		ep.finish(err)
+		ep.hangUp()
+	}
+}
+
+// linkEnded decides what the end of the endpoint's link means: nothing when
+// this side ended it (Close) or the endpoint was over already; the verdict
+// a failed operation waited for; a lost peer when the peer said nothing;
+// a graceful close when the peer's goodbye is in the CQ; a failed
+// connection when this side's operation failed it; otherwise a lost peer.
+func (ep *Endpoint) linkEnded(how string, bye bool) {
+	w := &ep.watch
+	w.vmu.Lock()
+	w.ended, w.how = linkDied, how
+	if bye {
+		w.ended = linkByed
+	}
+	pending := w.pending
+	w.pending = nil
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.vmu.Unlock()
+	if pending != nil {
+		if !bye && !ep.closing.Load() { // not this side's own Close
+			pending = fmt.Errorf("%w: %s", ErrPeerLost, how)
+			ep.failErr.Store(pending)
+		}
+		ep.finish(pending)
+		ep.hangUp()
+		return
+	}
+	if ep.closing.Load() || ep.Err() != nil {
+		return
+	}
+	ep.poller.Drain(ep.target) // a goodbye there makes it a graceful close
+	if !bye {
+		ep.fail(fmt.Errorf("%w: %s", ErrPeerLost, how), false)
+		return
+	}
 	// The peer's hang-up can overtake the answer to a WR of this side that
 	// failed the connection (a REM_ACCESS_ERR's NAK: the peer's QP went to
 	// ERR as it refused the WR, and its endpoint hung up): give what is
@@ -165,23 +322,61 @@ func (ep *Endpoint) releaseLink() {
 }
 
 // tcpLink is the TCP connection of the handshake, kept open.
-type tcpLink struct{ c net.Conn }
+type tcpLink struct {
+	c       net.Conn
+	sayOnce sync.Once // the "bye"
+	sayErr  error
+}
 
-func (l *tcpLink) awaitEnd() string {
-	// The peer writes nothing after its "ready": a read returns only when
-	// the connection ends. (Bytes a later version might send are skipped.)
+func (l *tcpLink) awaitEnd() (string, bool) {
+	// The peer writes nothing after its "ready" but its "bye" as it ends
+	// the connection: a read returns only then. (Other bytes a later
+	// version might send are skipped.)
 	var b [64]byte
+	var last []byte // the end of what came, for the "bye"
 	for {
-		if _, err := l.c.Read(b[:]); err != nil {
-			if err == io.EOF {
-				return "the peer closed the handshake's TCP connection without a goodbye"
+		n, err := l.c.Read(b[:])
+		last = append(last, b[:n]...)
+		if len(last) > len(linkBye) {
+			last = last[len(last)-len(linkBye):]
+		}
+		if err != nil {
+			if string(last) == linkBye {
+				return "the peer's endpoint ended and closed the handshake's TCP connection", true
 			}
-			return fmt.Sprintf("the handshake's TCP connection failed: %v", err)
+			if err == io.EOF {
+				return "the peer closed the handshake's TCP connection without a goodbye", false
+			}
+			return fmt.Sprintf("the handshake's TCP connection failed: %v", err), false
 		}
 	}
 }
 
-func (l *tcpLink) hangUp() error { return l.c.Close() }
+// sayBye writes "bye" and half-closes the connection, for the peer's
+// answer.
+func (l *tcpLink) sayBye() bool {
+	cw, ok := l.c.(interface{ CloseWrite() error })
+	if !ok || l.say() != nil {
+		return false
+	}
+	return cw.CloseWrite() == nil
+}
+
+// say writes "bye", once.
+func (l *tcpLink) say() error {
+	l.sayOnce.Do(func() {
+		// The link carries nothing else: the line goes at once.
+		l.c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, l.sayErr = io.WriteString(l.c, linkBye)
+	})
+	return l.sayErr
+}
+
+// hangUp says "bye", unless sayBye did, and closes the connection.
+func (l *tcpLink) hangUp() error {
+	l.say()
+	return l.c.Close()
+}
 
 func (l *tcpLink) release() { l.c.Close() } // after hangUp, a no-op
 
@@ -193,16 +388,19 @@ type cmLink struct {
 
 func newCMLink(conn verbs.RCConn) *cmLink { return &cmLink{conn: conn, hungUp: make(chan struct{})} }
 
-func (l *cmLink) awaitEnd() string {
+func (l *cmLink) awaitEnd() (string, bool) {
 	select {
 	case <-l.conn.Disconnected():
-		return "rdma_cm reported the connection gone"
+		return "rdma_cm reported the connection gone", true
 	case <-l.hungUp:
 		// Disconnected closes only once the peer answers the disconnect
 		// request, or it times out: this side is done sooner.
-		return "disconnected"
+		return "disconnected", true
 	}
 }
+
+// sayBye: a disconnect carries no word.
+func (l *cmLink) sayBye() bool { return false }
 
 func (l *cmLink) hangUp() error {
 	close(l.hungUp)

@@ -76,7 +76,11 @@ func (m Message) live(call string) *msgSlot {
 	return m.s
 }
 
-// Bytes returns the message's data (empty for a WriteImm notification).
+// Bytes returns the message's data (empty for a WriteImm notification),
+// valid until Release. The slice never faults: kept past the runtimes'
+// Close and the last reference to the Message (without Release), it stays
+// mapped and reads zeros once its memory went back to the system; see
+// the package documentation ("Memory").
 func (m Message) Bytes() []byte {
 	s := m.live("Bytes")
 	return s.data[:s.n:s.n]

@@ -192,11 +192,11 @@ func (p *recvPool) availableLocked() int {
 
 // growLocked adds a slab of idle buffers, as the arena allows.
 func (st *recvStore) growLocked() error {
-	data, err := st.rt.Alloc(slabBuffers * st.msgSize)
+	data, err := st.rt.allocOwn(slabBuffers * st.msgSize)
 	if err != nil {
 		return err
 	}
-	hdrs, err := st.rt.Alloc(slabBuffers * headerSize)
+	hdrs, err := st.rt.allocOwn(slabBuffers * headerSize)
 	if err != nil {
 		data.Free()
 		return err

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -250,4 +253,71 @@ func TestRemoteRefEncoding(t *testing.T) {
 			t.Errorf("%s did not panic", name)
 		}
 	}
+}
+
+// TestAllocRoundingAndTheLimit: a block of a chunk's size or more maps
+// what was asked (rounded to a page), not the next power of two, and is
+// reused once freed; when the application's Buffers hold the arena at its
+// limit, Dial fails with ErrNoMemory in the terms the application knows
+// (the memory limit, the option, what holds the memory), not with an
+// internal Alloc size.
+func TestAllocRoundingAndTheLimit(t *testing.T) {
+	const limit = 16 << 20
+	rt := newRuntime(t, runtime.WithMemoryLimit(limit))
+	page := os.Getpagesize()
+	n := 9<<20 + 1
+	big := alloc(t, rt, n)
+	want := (n + page - 1) &^ (page - 1)
+	if got := rt.ArenaSize(); got != want {
+		t.Fatalf("Alloc(%d) mapped %d bytes, want %d (the size rounded up to a page)", n, got, want)
+	}
+	if len(big.Bytes()) != n {
+		t.Fatalf("Alloc(%d) returned %d bytes", n, len(big.Bytes()))
+	}
+	big.Bytes()[n-1] = 1
+	big.Free()
+	again := alloc(t, rt, n-page)
+	if got := rt.ArenaSize(); got != want {
+		t.Errorf("Alloc(%d) after freeing Alloc(%d): %d bytes mapped, want the freed mapping reused (%d)", n-page, n, got, want)
+	}
+	if again.Bytes()[n-page-1] != 0 {
+		t.Error("a reused mapping is not zeroed")
+	}
+	// With 9 MiB held, a connection finds room for its buffers.
+	connect(t, rt)
+	// The application takes the rest, down to the smallest block.
+	var held []*runtime.Buffer
+	for size := 64 << 10; size >= 64; size /= 2 {
+		for {
+			b, err := rt.Alloc(size)
+			if errors.Is(err, runtime.ErrNoMemory) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, b)
+		}
+	}
+	// Connections may still find idle receive buffers in the shared pool
+	// (it grows 64 at a time), but not their scratch for long.
+	var err error
+	for range 64 {
+		if _, _, err = runtime.Pipe(ctxT(t), rt, rt); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, runtime.ErrNoMemory) {
+		t.Fatalf("a connection with the arena at its limit: %v, want ErrNoMemory", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"WithMemoryLimit", fmt.Sprintf("limit of %d bytes", limit), fmt.Sprintf("%d Buffers", len(held)+1)} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error lacks %q: %s", want, msg)
+		}
+	}
+	if regexp.MustCompile(`Alloc\(\d`).MatchString(msg) {
+		t.Errorf("the error names an internal Alloc: %s", msg)
+	}
+	t.Log(msg)
 }

@@ -188,11 +188,31 @@ func pickGID(c verbs.Context, port verbs.PortAttr, index int) (uint8, verbs.GID,
 // Alloc returns n bytes of zeroed, registered memory from the runtime's
 // arena, which grows on demand up to WithMemoryLimit. No peer can reach it
 // until it is exposed (Buffer.Expose).
+//
+// The arena takes more than n bytes, and counts them against the limit:
+// while that power of two is smaller than the arena's chunk (4 MiB, or
+// the limit when smaller), n rounded up to a power of two, at least 64
+// bytes (Alloc(3000) takes 4 KiB); beyond, a mapping of its own of n
+// rounded up to a whole page (Alloc(600 MiB) takes 600 MiB). What is
+// freed stays mapped and counted, for later Allocs (and the runtime's
+// own buffers). The runtime's endpoints take their
+// receive buffers and scratch from the same arena, so Buffers the
+// application holds near the limit make Dial and Accept fail with
+// ErrNoMemory, saying how much is mapped and by what.
 func (rt *Runtime) Alloc(n int) (*Buffer, error) {
 	if rt.isClosed() {
 		return nil, ErrClosed
 	}
-	return rt.alloc.alloc(n)
+	return rt.alloc.alloc(n, true)
+}
+
+// allocOwn is Alloc for the runtime's own memory (receive buffers,
+// scratch), which is not counted as the application's.
+func (rt *Runtime) allocOwn(n int) (*Buffer, error) {
+	if rt.isClosed() {
+		return nil, ErrClosed
+	}
+	return rt.alloc.alloc(n, false)
 }
 
 // Register registers memory of the application's own for the runtime's

@@ -26,15 +26,21 @@ type Stats struct {
 	FailedHandshakes uint64 // clients the listeners dropped because their handshake failed (garbage, silence, an out-of-range hello)
 
 	// Posting, counted by the actors once per drain.
-	PostCalls   uint64                   // PostSend calls (doorbells)
-	WRsPosted   [opcodeSlots]uint64      // by verbs.Opcode
-	PostBatches [batchBuckets]uint64     // PostSend calls by WRs posted: bucket i counts at most 1<<i, the last one more
-	OpLatency   [opcodeSlots]LatencyHist // by verbs.Opcode, 1 WR in 64 sampled
-	Cancelled   uint64                   // operations whose context ended before they were posted
-	ActorRuns   uint64                   // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
-	InlineRuns  uint64                   // drains a caller ran itself on finding the actor idle (Tuning.NoInlinePost unset)
-	WaitsParked uint64                   // waits (Future.Wait, Recv) that spun without their result and parked
-	CreditOnly  uint64                   // the actors' SENDs of receive credits alone (reports, window requests, credits given back); in WRsPosted too
+	PostCalls   uint64               // PostSend calls (doorbells)
+	WRsPosted   [opcodeSlots]uint64  // by verbs.Opcode
+	PostBatches [batchBuckets]uint64 // PostSend calls by WRs posted: bucket i counts at most 1<<i, the last one more
+	// OpLatency is, by verbs.Opcode, a histogram of sampled operation
+	// latencies (1 WR in 64): Buckets[i] counts the samples of at most
+	// 1<<i µs (not cumulative), the last bucket the slower ones.
+	OpLatency [opcodeSlots]struct {
+		Buckets [latencyBuckets]uint64
+		Sum     time.Duration
+	}
+	Cancelled   uint64 // operations whose context ended before they were posted
+	ActorRuns   uint64 // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
+	InlineRuns  uint64 // drains a caller ran itself on finding the actor idle (Tuning.NoInlinePost unset)
+	WaitsParked uint64 // waits (Future.Wait, Recv) that spun without their result and parked
+	CreditOnly  uint64 // the actors' SENDs of receive credits alone (reports, window requests, credits given back); in WRsPosted too
 
 	// Completions, counted by the pollers.
 	Completions      [32]uint64 // by verbs.WCStatus, sends and receives
@@ -60,14 +66,6 @@ const (
 	batchBuckets   = opstats.BatchBuckets
 	latencyBuckets = opstats.LatencyBuckets
 )
-
-// LatencyHist is a histogram of sampled operation latencies: Buckets[i]
-// counts the samples of at most 1<<i µs (not cumulative), the last bucket
-// the slower ones.
-type LatencyHist struct {
-	Buckets [latencyBuckets]uint64
-	Sum     time.Duration
-}
 
 // counters are the runtime's own: events, and the totals of endpoints that
 // closed, so that counters never go back.

@@ -10,10 +10,12 @@ import (
 
 // Arena is memory mapped outside the Go heap, for registration. The
 // collector never moves or frees it, so a device may read and write it after
-// the call that posted a WR has returned; Close unmaps it.
+// the call that posted a WR has returned; Close unmaps it, and Retire
+// gives its memory back while keeping its addresses mapped.
 //
-// Bytes may be used concurrently; Close must not race with users of the
-// memory (close the MRs over it first).
+// Bytes may be used concurrently; Close and Retire must not race with the
+// device's use of the memory (close the MRs over it first), and Close must
+// not race with any user of it.
 type Arena struct {
 	mu  sync.Mutex
 	mem []byte
@@ -45,6 +47,25 @@ func (a *Arena) Bytes() []byte {
 
 // Len returns the size of the mapping in bytes (0 after Close).
 func (a *Arena) Len() int { return len(a.Bytes()) }
+
+// Retire gives the arena's pages back to the system but leaves its
+// address range mapped, readable and writable, for the rest of the
+// process: a slice of it that escaped where nobody can recall it (Go
+// cannot tell when a slice into memory outside its heap is dropped) keeps
+// working instead of faulting. On Linux the pages are dropped
+// (MADV_DONTNEED): such a slice reads zeros, and what the process keeps
+// is address space, not memory; elsewhere the pages stay as they are.
+// After Retire, Bytes returns nil and Close does nothing.
+func (a *Arena) Retire() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mem == nil {
+		return nil
+	}
+	err := dropPages(a.mem)
+	a.mem = nil
+	return err
+}
 
 // Close unmaps the arena. Closing twice is a no-op.
 func (a *Arena) Close() error {

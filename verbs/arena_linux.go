@@ -9,3 +9,7 @@ import "syscall"
 // endpoint slower than the rest (bench/scale shows it beside many idle
 // endpoints, whose receive buffers are spread over many pages).
 const mapPopulate = syscall.MAP_POPULATE
+
+// dropPages gives mem's pages back to the system and leaves the range
+// mapped: a private anonymous mapping reads zeros after MADV_DONTNEED.
+func dropPages(mem []byte) error { return syscall.Madvise(mem, syscall.MADV_DONTNEED) }
