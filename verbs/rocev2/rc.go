@@ -28,8 +28,18 @@ type rcConfig struct {
 	MinRNRTimer    uint8
 	Memory         Memory
 	Clock          Clock
-	// Complete receives every completion, in order, outside the QP's lock.
+	// Complete receives every completion, in order, outside the QP's lock,
+	// unless Deliver is set.
 	Complete func(verbs.WC)
+	// Deliver, when set, receives every completion instead of Complete,
+	// in order, outside the QP's lock, with the send sequence number of a
+	// send WQE's completion (0 for a receive's) and whether the message
+	// it completes asked for a solicited event.
+	Deliver func(c completion)
+	// OnFail, when set, is called under the QP's lock as the QP moves to
+	// ERR, with the status of the failure and whether the responder
+	// detected it (the peer broke a rule) rather than the requester.
+	OnFail func(status verbs.WCStatus, responder bool)
 	// observe, when set, sees each packet after the QP handled it (tests
 	// wait on it).
 	observe func(*Packet)
@@ -80,6 +90,17 @@ type sendWQE struct {
 	signaled  bool
 	solicited bool
 
+	// seq is the provider's sequence number of the WQE, returned with its
+	// completion (completion.SendSeq).
+	seq uint64
+	// scatter, when set, receives a READ's bytes from data once it
+	// completes: a READ into several SGEs lands in data first.
+	scatter [][]byte
+	// localErr, when not WCSuccess, fails the WQE with that status when
+	// it reaches the head of the queue, before anything is sent (a bad
+	// lkey found when it was posted).
+	localErr verbs.WCStatus
+
 	psn      PSN // first PSN
 	npkts    int // PSNs it takes: its packets, or its read response's
 	readRecv int // response packets (READ or atomic) received in order
@@ -98,22 +119,39 @@ func (w *sendWQE) responded() bool {
 type recvWQE struct {
 	id  uint64
 	buf []byte
+	// scatter, when set, receives buf's bytes at the end of the message:
+	// a receive of several SGEs lands in buf first.
+	scatter [][]byte
+}
+
+// completion is a work completion on its way to a CQ.
+type completion struct {
+	WC verbs.WC
+	// SendSeq is the send WQE's sequence number (sendWQE.seq), 0 for a
+	// receive completion.
+	SendSeq   uint64
+	Solicited bool
 }
 
 // rcQP is one RC queue pair in RTS: requester and responder.
 //
-// Lock order: mu, then the Transport's mu. Completions are delivered after
-// mu is released.
+// Lock order: mu, then deliverMu or the Transport's mu. Completions are
+// delivered after mu is released, under deliverMu; what receives them
+// must not call the rcQP.
 type rcQP struct {
 	cfg rcConfig
 	t   *Transport
 
 	mu     sync.Mutex
-	failed bool       // the QP is in ERR
-	out    []verbs.WC // completions to deliver once mu is released
-	tx     Packet     // scratch for the packet being built
-	timer  Timer      // the ACK timer or the RNR timer
-	tgen   uint64     // generation of timer, so a stale firing is ignored
+	failed bool         // the QP is in ERR
+	out    []completion // completions to deliver once mu is released
+	// deliverMu is taken before mu is released and held while the
+	// completions gathered under mu are delivered, so that two goroutines
+	// that released mu one after the other deliver in that order.
+	deliverMu sync.Mutex
+	tx        Packet // scratch for the packet being built
+	timer     Timer  // the ACK timer or the RNR timer
+	tgen      uint64 // generation of timer, so a stale firing is ignored
 
 	// Requester.
 	sq         []*sendWQE // posted and not completed, oldest first
@@ -173,9 +211,51 @@ func (q *rcQP) close() {
 func (q *rcQP) unlock() {
 	out := q.out
 	q.out = nil
+	if len(out) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.deliverMu.Lock()
 	q.mu.Unlock()
-	for _, wc := range out {
-		q.cfg.Complete(wc)
+	deliver(&q.cfg.Deliver, q.cfg.Complete, out)
+	q.deliverMu.Unlock()
+}
+
+func deliver(d *func(completion), complete func(verbs.WC), out []completion) {
+	for _, c := range out {
+		if *d != nil {
+			(*d)(c)
+		} else {
+			complete(c.WC)
+		}
+	}
+}
+
+// addWC queues a completion of a receive (seq 0) or of a send WQE.
+func (q *rcQP) addWC(wc verbs.WC, seq uint64, solicited bool) {
+	q.out = append(q.out, completion{WC: wc, SendSeq: seq, Solicited: solicited})
+}
+
+// startRequester sets what RTS brings on a QP created at RTR: the
+// requester's timers, and with first (RTR to RTS) the first send PSN.
+func (q *rcQP) startRequester(first bool, sqpsn PSN, timeout time.Duration, retry, rnrRetry int) {
+	q.mu.Lock()
+	defer q.unlock()
+	q.cfg.Timeout, q.cfg.RetryCnt, q.cfg.RNRRetry = timeout, retry, rnrRetry
+	if first {
+		q.cfg.SQPSN = sqpsn
+		q.sndPSN, q.tailPSN, q.una, q.maxPSN = sqpsn, sqpsn, sqpsn, sqpsn
+	}
+	q.retries, q.rnrRetries = retry, rnrRetry
+}
+
+// toError moves the QP to ERR as ibv_modify_qp does: every WQE of both
+// queues completes with WR_FLUSH_ERR.
+func (q *rcQP) toError() {
+	q.mu.Lock()
+	defer q.unlock()
+	if !q.failed {
+		q.fail(verbs.WCWRFlushErr)
 	}
 }
 
@@ -199,7 +279,7 @@ func (q *rcQP) postRecv(r recvWQE) error {
 	q.mu.Lock()
 	defer q.unlock()
 	if q.failed {
-		q.out = append(q.out, verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN})
+		q.addWC(verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}, 0, false)
 		return nil
 	}
 	q.rq = append(q.rq, r)
@@ -274,22 +354,28 @@ func (q *rcQP) stopTimer() {
 
 // fail moves the QP to ERR: the oldest WQE completes with status, the
 // rest of both queues with WR_FLUSH_ERR.
-func (q *rcQP) fail(status verbs.WCStatus) {
+func (q *rcQP) fail(status verbs.WCStatus) { q.failAs(status, false) }
+
+// failAs is fail, saying whether the responder detected the error.
+func (q *rcQP) failAs(status verbs.WCStatus, responder bool) {
 	q.failed = true
 	q.stopTimer()
+	if q.cfg.OnFail != nil {
+		q.cfg.OnFail(status, responder)
+	}
 	for i, w := range q.sq {
 		s := verbs.WCWRFlushErr
-		if i == 0 {
+		if i == 0 && !responder {
 			s = status
 		}
-		q.out = append(q.out, verbs.WC{WRID: w.id, Status: s, QPNum: q.cfg.QPN})
+		q.addWC(verbs.WC{WRID: w.id, Status: s, QPNum: q.cfg.QPN}, w.seq, false)
 	}
 	q.sq = nil
 	if q.cur.active && q.cur.send {
-		q.out = append(q.out, verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN})
+		q.addWC(verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}, 0, false)
 	}
 	for _, r := range q.rq {
-		q.out = append(q.out, verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN})
+		q.addWC(verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}, 0, false)
 	}
 	q.rq = nil
 }

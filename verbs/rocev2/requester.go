@@ -15,6 +15,14 @@ func (q *rcQP) pump() {
 	for q.next < len(q.sq) && q.sndPSN.Diff(q.una) < q.window {
 		w := q.sq[q.next]
 		k := q.nextPkt
+		if w.localErr != verbs.WCSuccess {
+			// Nothing after it is sent; it fails once every WQE before
+			// it has completed.
+			if q.next == 0 {
+				q.fail(w.localErr)
+			}
+			return
+		}
 		if w.op.IsAtomic() {
 			q.sendAtomic(w)
 			q.sndPSN = q.sndPSN.Next()
@@ -174,9 +182,12 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 		}
 		q.sq = q.sq[1:]
 		q.next--
+		if w.scatter != nil {
+			copySegs(w.scatter, w.data)
+		}
 		if w.signaled {
-			q.out = append(q.out, verbs.WC{WRID: w.id, Status: verbs.WCSuccess,
-				Opcode: verbs.WCOpcodeOf(w.op), ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN})
+			q.addWC(verbs.WC{WRID: w.id, Status: verbs.WCSuccess,
+				Opcode: verbs.WCOpcodeOf(w.op), ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN}, w.seq, false)
 		}
 		progress = true
 	}

@@ -106,7 +106,7 @@ func (q *rcQP) execute(p *Packet) bool {
 		// Longer than the receive buffer, a short FIRST or MIDDLE, or a
 		// WRITE whose packets do not add up to its DMA length.
 		if q.cur.send {
-			q.out = append(q.out, verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN})
+			q.addWC(verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN}, 0, false)
 			q.cur.active = false
 		}
 		q.nakFatal(NAKInvalidRequest)
@@ -123,6 +123,9 @@ func (q *rcQP) execute(p *Packet) bool {
 	switch {
 	case q.cur.send:
 		wc.WRID, wc.Opcode = q.cur.rwqe.id, verbs.WCRecv
+		if q.cur.rwqe.scatter != nil {
+			copySegs(q.cur.rwqe.scatter, q.cur.buf[:q.cur.off])
+		}
 	case op.HasImm():
 		wc.WRID, wc.Opcode = q.rq[0].id, verbs.WCRecvRDMAWithImm
 		q.rq = q.rq[1:]
@@ -132,7 +135,7 @@ func (q *rcQP) execute(p *Packet) bool {
 	if op.HasImm() {
 		wc.Imm, wc.Flags = p.ImmDt.Imm, verbs.WCFlagWithImm
 	}
-	q.out = append(q.out, wc)
+	q.addWC(wc, 0, p.BTH.Solicited)
 	return true
 }
 
@@ -140,7 +143,11 @@ func (q *rcQP) execute(p *Packet) bool {
 // ERR, flushing its own outstanding work.
 func (q *rcQP) nakFatal(code uint8) {
 	q.sendAck(NAK(code), q.ePSN)
-	q.fail(verbs.WCWRFlushErr)
+	status := verbs.WCRemInvReqErr
+	if code == NAKRemoteAccessError {
+		status = verbs.WCRemAccessErr
+	}
+	q.failAs(status, true)
 }
 
 // readable returns the memory a READ request asks for, if its rkey grants
