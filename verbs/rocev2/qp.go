@@ -59,8 +59,8 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, detail)
 	}
 	switch spec.Type {
-	case verbs.QPTypeRC, verbs.QPTypeUD:
-	case verbs.QPTypeUC, verbs.QPTypeXRCSend, verbs.QPTypeXRCRecv, verbs.QPTypeRawPacket:
+	case verbs.QPTypeRC, verbs.QPTypeUC, verbs.QPTypeUD:
+	case verbs.QPTypeXRCSend, verbs.QPTypeXRCRecv, verbs.QPTypeRawPacket:
 		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "rocev2 has no %s QPs", spec.Type)
 	default:
 		return bad("unknown QP type")
@@ -207,7 +207,7 @@ func (q *qp) startLocked() {
 		remote := q.dev.p.route(a.AH.GRH.DGID, a.AH.DLID, a.DestQPN)
 		q.rc = newRCQP(q.dev.t, rcConfig{QPN: q.qpn, RemoteQPN: a.DestQPN, Remote: remote,
 			MTU: min(a.PathMTU, q.dev.p.mtu).Bytes(), RQPSN: PSN(a.RQPSN & mask24), MinRNRTimer: a.MinRNRTimer,
-			Memory: qpMemory{q}, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
+			UC: q.typ == verbs.QPTypeUC, Memory: qpMemory{q}, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
 		for _, r := range q.early {
 			q.rc.postRecv(r)
 		}

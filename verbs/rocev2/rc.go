@@ -26,8 +26,11 @@ type rcConfig struct {
 	RetryCnt       int // 0-7 retransmissions after a timeout or sequence NAK
 	RNRRetry       int // 0-6 retries after an RNR NAK; 7 is forever
 	MinRNRTimer    uint8
-	Memory         Memory
-	Clock          Clock
+	// UC makes the QP an Unreliable Connection: UC opcodes, no ACK, no
+	// retransmission; a send WQE completes once its last packet is sent.
+	UC     bool
+	Memory Memory
+	Clock  Clock
 	// Complete receives every completion, in order, outside the QP's lock,
 	// unless Deliver is set.
 	Complete func(verbs.WC)
@@ -181,6 +184,7 @@ type rcQP struct {
 	atomicN int
 	cur     struct {
 		active bool
+		drop   bool // UC: the rest of the message is dropped
 		send   bool // SEND (into rwqe) or WRITE (into buf)
 		rwqe   recvWQE
 		buf    []byte
@@ -293,7 +297,12 @@ func (q *rcQP) Receive(_ netip.AddrPort, p *Packet) {
 	if q.failed {
 		return
 	}
-	if p.BTH.Opcode.IsResponse() {
+	if q.cfg.UC {
+		if op := p.BTH.Opcode; op&opcodeServiceMask == serviceUC && op.IsRequest() {
+			p.BTH.Opcode = op &^ serviceUC
+			q.ucReceive(p)
+		}
+	} else if p.BTH.Opcode.IsResponse() {
 		q.requesterReceive(p)
 	} else if p.BTH.Opcode.IsRequest() && p.BTH.Opcode < 0x20 {
 		q.responderReceive(p)
@@ -314,6 +323,9 @@ func (q *rcQP) Flush() {
 }
 
 func (q *rcQP) send(p *Packet) {
+	if q.cfg.UC {
+		p.BTH.Opcode |= serviceUC
+	}
 	p.BTH.DestQP = q.cfg.RemoteQPN
 	p.BTH.PKey = DefaultPKey
 	q.t.Send(q.cfg.Remote, p)

@@ -23,6 +23,18 @@ func (q *rcQP) pump() {
 			}
 			return
 		}
+		if q.cfg.UC {
+			q.sendData(w, k)
+			q.sndPSN = q.sndPSN.Next()
+			q.maxPSN, q.una = q.sndPSN, q.sndPSN
+			if k+1 < w.npkts {
+				q.nextPkt++
+				continue
+			}
+			q.next, q.nextPkt = q.next+1, 0
+			q.acknowledge(w.lastPSN()) // sent is done: nothing comes back
+			continue
+		}
 		if w.op.IsAtomic() {
 			q.sendAtomic(w)
 			q.sndPSN = q.sndPSN.Next()
@@ -96,7 +108,7 @@ func (q *rcQP) sendData(w *sendWQE, k int) {
 	p.BTH.Solicited = last && w.solicited
 	// The last packet of a message asks for an ACK, and so does every
 	// ackEvery-th, so a long message frees its window before it ends.
-	p.BTH.AckReq = last || k%q.ackEvery == q.ackEvery-1
+	p.BTH.AckReq = !q.cfg.UC && (last || k%q.ackEvery == q.ackEvery-1)
 	q.send(p)
 }
 

@@ -52,14 +52,14 @@ func (q *rcQP) execute(p *Packet) bool {
 	if op.IsFirst() == q.cur.active || (q.cur.active && op.IsSend() != q.cur.send) {
 		// A FIRST or ONLY inside a message, a MIDDLE or LAST outside one,
 		// or one of another operation than the message's.
-		q.nakFatal(NAKInvalidRequest)
+		q.reject(p, NAKInvalidRequest)
 		return false
 	}
 	switch {
 	case op == RCReadRequest:
 		mem, ok := q.readable(p)
 		if !ok {
-			q.nakFatal(NAKRemoteAccessError)
+			q.reject(p, NAKRemoteAccessError)
 			return false
 		}
 		q.msn = (q.msn + 1) & mask24
@@ -71,8 +71,7 @@ func (q *rcQP) execute(p *Packet) bool {
 	case op.IsSend():
 		if op.IsFirst() {
 			if len(q.rq) == 0 {
-				q.nakSent = true
-				q.sendAck(RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
+				q.noReceive(p)
 				return false
 			}
 			q.cur.active, q.cur.send, q.cur.off = true, true, 0
@@ -84,20 +83,19 @@ func (q *rcQP) execute(p *Packet) bool {
 		if op.HasImm() && len(q.rq) == 0 {
 			// The immediate needs a receive; this packet's data is
 			// written when it is retransmitted.
-			q.nakSent = true
-			q.sendAck(RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
+			q.noReceive(p)
 			return false
 		}
 		if op.IsFirst() {
 			mem, ok := q.cfg.Memory.Remote(p.RETH.RKey, p.RETH.VA, int(p.RETH.DMALen), verbs.AccessRemoteWrite)
 			if !ok {
-				q.nakFatal(NAKRemoteAccessError)
+				q.reject(p, NAKRemoteAccessError)
 				return false
 			}
 			q.cur.active, q.cur.send, q.cur.off, q.cur.buf = true, false, 0, mem
 		}
 	default:
-		q.nakFatal(NAKInvalidRequest)
+		q.reject(p, NAKInvalidRequest)
 		return false
 	}
 	n := q.cur.off + len(p.Payload)
@@ -109,7 +107,7 @@ func (q *rcQP) execute(p *Packet) bool {
 			q.addWC(verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN}, 0, false)
 			q.cur.active = false
 		}
-		q.nakFatal(NAKInvalidRequest)
+		q.reject(p, NAKInvalidRequest)
 		return false
 	}
 	copy(q.cur.buf[q.cur.off:], p.Payload)
@@ -137,6 +135,27 @@ func (q *rcQP) execute(p *Packet) bool {
 	}
 	q.addWC(wc, 0, p.BTH.Solicited)
 	return true
+}
+
+// noReceive answers a SEND (or WRITE with immediate) that finds no
+// receive posted: an RNR NAK on RC; on UC the message is dropped.
+func (q *rcQP) noReceive(p *Packet) {
+	if q.cfg.UC {
+		q.ucDrop(p.BTH.Opcode)
+		return
+	}
+	q.nakSent = true
+	q.sendAck(RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
+}
+
+// reject answers a request the responder cannot execute: a NAK that ends
+// the connection on RC; on UC, which has no NAK, the message is dropped.
+func (q *rcQP) reject(p *Packet, code uint8) {
+	if q.cfg.UC {
+		q.ucDrop(p.BTH.Opcode)
+		return
+	}
+	q.nakFatal(code)
 }
 
 // nakFatal sends a NAK that ends the connection and moves the responder to
