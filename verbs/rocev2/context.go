@@ -30,6 +30,7 @@ type resource interface {
 
 const (
 	rankQP = iota
+	rankSRQ
 	rankAH
 	rankMR
 	rankCQ
@@ -68,7 +69,8 @@ func (c *context) QueryDevice() (verbs.DeviceAttr, error) {
 			verbs.DeviceSysImageGUID | verbs.DeviceCurrQPStateMod,
 		MaxSGE: maxSGE, MaxSGERd: maxSGE, MaxCQ: maxObjects, MaxCQE: maxCQE,
 		MaxMR: maxObjects, MaxPD: maxObjects, MaxQPRdAtom: atomicHistory,
-		MaxQPInitRdAtom: atomicHistory, MaxAH: maxObjects, AtomicCap: verbs.AtomicHCA,
+		MaxQPInitRdAtom: atomicHistory, MaxSRQ: maxObjects, MaxSRQWR: maxSRQWR, MaxSRQSGE: maxSGE,
+		MaxAH: maxObjects, AtomicCap: verbs.AtomicHCA,
 		PhysPortCnt: 1,
 	}, nil
 }

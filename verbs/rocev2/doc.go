@@ -71,10 +71,12 @@
 //
 // Provider (New) implements verbs.Provider and passes the conformance
 // suite of verbs/verbstest with two devices on ::1 in one process, except
-// the SRQ and XRC cases, which it skips: CreateSRQ, OpenXRCD and XRC QPs
-// return verbs.ErrNotSupported, and so do memory windows, SQD and SQE
-// (Modify), RAW_PACKET QPs, SEND with invalidate and LOCAL_INV (these two
-// fail at the head of the queue with LOC_QP_OP_ERR). Each device binds one
+// the XRC case, which it skips: OpenXRCD, XRC QPs and XRC SRQs return
+// verbs.ErrNotSupported, and so do memory windows, SQD and SQE (Modify),
+// resizing an SRQ, RAW_PACKET QPs, SEND with invalidate and LOCAL_INV
+// (these two fail at the head of the queue with LOC_QP_OP_ERR). Basic
+// SRQs work for RC, UC and UD QPs, with the limit event; the runtime
+// receives through them, and runs over the provider (runtime_test.go). Each device binds one
 // configured IPv6 address (default ::1) and port (default: the kernel
 // picks); its one GID is that address. PDs, MRs over memory that is not
 // Go's, lkeys and rkeys (rkey 0 without remote access), remote access
@@ -139,7 +141,7 @@
 //
 // # What does not work yet
 //
-// SRQ and XRC; SEND with invalidate; end-to-end credits; one sendmmsg
+// XRC; SEND with invalidate; end-to-end credits; one sendmmsg
 // per chain; the runtime's Listen and Dial between processes (its
 // handshake must carry the port's LID); interop tested against rxe.
 package rocev2

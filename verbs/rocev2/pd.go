@@ -68,10 +68,7 @@ func (p *pd) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
 
 func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) { return newQP(p, spec) }
 
-// CreateSRQ returns ErrNotSupported: the device has no SRQ.
-func (p *pd) CreateSRQ(verbs.SRQSpec) (verbs.SRQ, error) {
-	return nil, verbs.NewError("ibv_create_srq", verbs.ErrNotSupported, "rocev2 has no SRQ")
-}
+func (p *pd) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) { return newSRQ(p, spec) }
 
 type avError string
 
@@ -193,17 +190,17 @@ func (m qpMemory) Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byt
 }
 
 // localSegs resolves a local gather or scatter list through the device's
-// keys: every key must name an MR of q's PD that grants need and covers
-// its range.
-func localSegs(q *qp, sgl []verbs.SGE, need verbs.Access) ([][]byte, bool) {
+// keys: every key must name an MR of PD p that grants need and covers its
+// range.
+func localSegs(d *device, p *pd, sgl []verbs.SGE, need verbs.Access) ([][]byte, bool) {
 	var out [][]byte
 	for i := range sgl {
 		s := &sgl[i]
 		if s.Length == 0 {
 			continue
 		}
-		m := q.dev.mrByKey(s.LKey)
-		if m == nil || m.pd != q.pd || m.closed.Load() || m.access&need != need {
+		m := d.mrByKey(s.LKey)
+		if m == nil || m.pd != p || m.closed.Load() || m.access&need != need {
 			return nil, false
 		}
 		b := m.slice(s.Addr, uint64(s.Length))

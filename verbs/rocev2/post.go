@@ -10,6 +10,7 @@ var (
 	errSQFull    = verbs.NewError("ibv_post_send", verbs.ErrNoMemory, "send queue full")
 	errRQFull    = verbs.NewError("ibv_post_recv", verbs.ErrNoMemory, "receive queue full")
 	errQPClosed  = verbs.NewError("ibv_post_send", verbs.ErrClosed, "QP")
+	errRecvOnSRQ = verbs.NewError("ibv_post_recv", verbs.ErrInvalidArgument, "the QP receives through an SRQ")
 )
 
 // PostSend checks each WR (verbs.Validate's rules, the send queue's room),
@@ -82,7 +83,7 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 		if wr.Opcode == verbs.OpRead || wr.Opcode.IsAtomic() {
 			need = verbs.AccessLocalWrite
 		}
-		segs, ok := localSegs(q, wr.SGL, need)
+		segs, ok := localSegs(q.dev, q.pd, wr.SGL, need)
 		switch {
 		case !ok:
 			lerr = verbs.WCLocProtErr
@@ -135,6 +136,9 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	if q.closed {
 		return 0, errQPClosed
 	}
+	if q.srq != nil {
+		return 0, errRecvOnSRQ
+	}
 	st := q.stateLocked()
 	if st == verbs.QPStateReset {
 		return 0, errRecvState
@@ -152,22 +156,7 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 		if q.rqHeld.Load() >= int64(q.caps.MaxRecvWR) {
 			return i, errRQFull
 		}
-		r := recvWQE{id: wr.ID}
-		segs, ok := localSegs(q, wr.SGL, verbs.AccessLocalWrite)
-		switch {
-		case !ok:
-			// A buffer that cannot be written takes no byte: the message
-			// meant for it fails with a length error.
-			r.buf = []byte{}
-		case len(segs) == 1:
-			r.buf = segs[0]
-		default:
-			var n uint64
-			for _, s := range segs {
-				n += uint64(len(s))
-			}
-			r.buf, r.scatter = make([]byte, n), segs
-		}
+		r := resolveRecv(q.dev, q.pd, wr)
 		q.rqHeld.Add(1)
 		switch {
 		case q.rc != nil:

@@ -21,6 +21,7 @@ type qp struct {
 	typ    verbs.QPType
 	sendCQ *cq
 	recvCQ *cq
+	srq    *srq // nil: the QP has a receive queue of its own
 	sigAll bool
 	caps   verbs.QPCaps
 	limits verbs.SendLimits
@@ -65,10 +66,18 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	default:
 		return bad("unknown QP type")
 	}
+	var shared *srq
 	if spec.SRQ != nil {
-		return nil, verbs.NewError(op, verbs.ErrNotSupported, "rocev2 has no SRQ")
+		s, ok := spec.SRQ.(*srq)
+		if !ok || s.ctx != c {
+			return bad("SRQ of another context or provider")
+		}
+		shared = s
 	}
 	caps := spec.Caps
+	if shared != nil {
+		caps.MaxRecvWR, caps.MaxRecvSGE = 1, 1 // unused: receives come from the SRQ
+	}
 	if caps.MaxSendWR < 1 || caps.MaxSendWR > maxQPWR || caps.MaxRecvWR < 1 || caps.MaxRecvWR > maxQPWR {
 		return bad("max_send_wr or max_recv_wr outside 1..16384")
 	}
@@ -81,10 +90,13 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	if !ok1 || !ok2 || sq.ctx != c || rq.ctx != c {
 		return bad("send or receive CQ missing or of another context")
 	}
-	q := &qp{pd: p, ctx: c, dev: c.dev, typ: spec.Type, sendCQ: sq, recvCQ: rq, sigAll: spec.SigAll}
+	q := &qp{pd: p, ctx: c, dev: c.dev, typ: spec.Type, sendCQ: sq, recvCQ: rq, srq: shared, sigAll: spec.SigAll}
 	q.caps = verbs.QPCaps{MaxSendWR: queueCapacity(caps.MaxSendWR), MaxRecvWR: queueCapacity(caps.MaxRecvWR),
 		MaxSendSGE: max(caps.MaxSendSGE, 1), MaxRecvSGE: max(caps.MaxRecvSGE, 1),
 		MaxInlineData: max(caps.MaxInlineData, minInline)}
+	if shared != nil {
+		q.caps.MaxRecvWR, q.caps.MaxRecvSGE = 0, 0
+	}
 	q.limits = verbs.SendLimits{Type: q.typ, MaxSendSGE: q.caps.MaxSendSGE, MaxInlineData: q.caps.MaxInlineData}
 	q.attr.Cap = q.caps
 	if err := c.add(op, q); err != nil {
@@ -94,6 +106,9 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	p.uses.hold()
 	sq.uses.hold()
 	rq.uses.hold()
+	if shared != nil {
+		shared.uses.hold()
+	}
 	return q, nil
 }
 
@@ -121,7 +136,9 @@ func (q *qp) deliver(c completion) {
 		q.sendCQ.push(&c.WC, false)
 		return
 	}
-	q.rqHeld.Add(-1)
+	if q.srq == nil {
+		q.rqHeld.Add(-1)
+	}
 	q.recvCQ.push(&c.WC, c.Solicited)
 }
 
@@ -197,8 +214,12 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 // startLocked creates the transport QP at RTR, so it receives from now on.
 func (q *qp) startLocked() {
 	a := &q.attr
+	var shared recvSource
+	if q.srq != nil {
+		shared = q.srq
+	}
 	if q.typ == verbs.QPTypeUD {
-		q.ud = newUDQP(q.dev.t, udConfig{QPN: q.qpn, QKey: a.QKey, MTU: q.dev.p.mtu.Bytes(),
+		q.ud = newUDQP(q.dev.t, udConfig{QPN: q.qpn, QKey: a.QKey, MTU: q.dev.p.mtu.Bytes(), SRQ: shared,
 			Deliver: q.deliver, OnFail: func() { q.failed.Store(true) }})
 		for _, r := range q.early {
 			q.ud.postRecv(r)
@@ -207,7 +228,7 @@ func (q *qp) startLocked() {
 		remote := q.dev.p.route(a.AH.GRH.DGID, a.AH.DLID, a.DestQPN)
 		q.rc = newRCQP(q.dev.t, rcConfig{QPN: q.qpn, RemoteQPN: a.DestQPN, Remote: remote,
 			MTU: min(a.PathMTU, q.dev.p.mtu).Bytes(), RQPSN: PSN(a.RQPSN & mask24), MinRNRTimer: a.MinRNRTimer,
-			UC: q.typ == verbs.QPTypeUC, Memory: qpMemory{q}, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
+			UC: q.typ == verbs.QPTypeUC, SRQ: shared, Memory: qpMemory{q}, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
 		for _, r := range q.early {
 			q.rc.postRecv(r)
 		}
@@ -349,6 +370,9 @@ func (q *qp) Close() error {
 		q.pd.uses.release()
 		q.sendCQ.uses.release()
 		q.recvCQ.uses.release()
+		if q.srq != nil {
+			q.srq.uses.release()
+		}
 	}
 	return nil
 }

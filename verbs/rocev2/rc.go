@@ -28,7 +28,9 @@ type rcConfig struct {
 	MinRNRTimer    uint8
 	// UC makes the QP an Unreliable Connection: UC opcodes, no ACK, no
 	// retransmission; a send WQE completes once its last packet is sent.
-	UC     bool
+	UC bool
+	// SRQ, when set, is where the responder takes its receive WQEs.
+	SRQ    recvSource
 	Memory Memory
 	Clock  Clock
 	// Complete receives every completion, in order, outside the QP's lock,
@@ -125,6 +127,16 @@ type recvWQE struct {
 	// scatter, when set, receives buf's bytes at the end of the message:
 	// a receive of several SGEs lands in buf first.
 	scatter [][]byte
+}
+
+// recvSource is a shared receive queue: receive WQEs that QPs take one
+// at a time, each under its own lock.
+type recvSource interface {
+	// take pops the oldest receive WQE, if there is one.
+	take() (recvWQE, bool)
+	// putBack returns r to the head of the queue: its message did not
+	// complete.
+	putBack(r recvWQE)
 }
 
 // completion is a work completion on its way to a CQ.

@@ -49,6 +49,8 @@ func (q *rcQP) responderReceive(p *Packet) {
 // moves ePSN itself.
 func (q *rcQP) execute(p *Packet) bool {
 	op := p.BTH.Opcode
+	var immRecv recvWQE // the receive a WRITE with immediate completes
+	haveImm := false
 	if op.IsFirst() == q.cur.active || (q.cur.active && op.IsSend() != q.cur.send) {
 		// A FIRST or ONLY inside a message, a MIDDLE or LAST outside one,
 		// or one of another operation than the message's.
@@ -70,25 +72,32 @@ func (q *rcQP) execute(p *Packet) bool {
 		return q.executeAtomic(p)
 	case op.IsSend():
 		if op.IsFirst() {
-			if len(q.rq) == 0 {
+			r, ok := q.takeRecv()
+			if !ok {
 				q.noReceive(p)
 				return false
 			}
 			q.cur.active, q.cur.send, q.cur.off = true, true, 0
-			q.cur.rwqe = q.rq[0]
-			q.rq = q.rq[1:]
-			q.cur.buf = q.cur.rwqe.buf
+			q.cur.rwqe = r
+			q.cur.buf = r.buf
 		}
 	case op.IsWrite():
-		if op.HasImm() && len(q.rq) == 0 {
-			// The immediate needs a receive; this packet's data is
-			// written when it is retransmitted.
-			q.noReceive(p)
-			return false
+		if op.HasImm() {
+			r, ok := q.takeRecv()
+			if !ok {
+				// The immediate needs a receive; this packet's data is
+				// written when it is retransmitted.
+				q.noReceive(p)
+				return false
+			}
+			immRecv, haveImm = r, true
 		}
 		if op.IsFirst() {
 			mem, ok := q.cfg.Memory.Remote(p.RETH.RKey, p.RETH.VA, int(p.RETH.DMALen), verbs.AccessRemoteWrite)
 			if !ok {
+				if haveImm {
+					q.untakeRecv(immRecv)
+				}
 				q.reject(p, NAKRemoteAccessError)
 				return false
 			}
@@ -107,6 +116,9 @@ func (q *rcQP) execute(p *Packet) bool {
 			q.addWC(verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN}, 0, false)
 			q.cur.active = false
 		}
+		if haveImm {
+			q.untakeRecv(immRecv)
+		}
 		q.reject(p, NAKInvalidRequest)
 		return false
 	}
@@ -124,9 +136,8 @@ func (q *rcQP) execute(p *Packet) bool {
 		if q.cur.rwqe.scatter != nil {
 			copySegs(q.cur.rwqe.scatter, q.cur.buf[:q.cur.off])
 		}
-	case op.HasImm():
-		wc.WRID, wc.Opcode = q.rq[0].id, verbs.WCRecvRDMAWithImm
-		q.rq = q.rq[1:]
+	case haveImm:
+		wc.WRID, wc.Opcode = immRecv.id, verbs.WCRecvRDMAWithImm
 	default:
 		return true
 	}
@@ -135,6 +146,29 @@ func (q *rcQP) execute(p *Packet) bool {
 	}
 	q.addWC(wc, 0, p.BTH.Solicited)
 	return true
+}
+
+// takeRecv takes the next receive WQE, from the SRQ when the QP has one.
+func (q *rcQP) takeRecv() (recvWQE, bool) {
+	if q.cfg.SRQ != nil {
+		return q.cfg.SRQ.take()
+	}
+	if len(q.rq) == 0 {
+		return recvWQE{}, false
+	}
+	r := q.rq[0]
+	q.rq = q.rq[1:]
+	return r, true
+}
+
+// untakeRecv puts back a receive WQE taken for a message that did not
+// complete, at the head of the queue it came from.
+func (q *rcQP) untakeRecv(r recvWQE) {
+	if q.cfg.SRQ != nil {
+		q.cfg.SRQ.putBack(r)
+		return
+	}
+	q.rq = append([]recvWQE{r}, q.rq...)
 }
 
 // noReceive answers a SEND (or WRITE with immediate) that finds no

@@ -35,7 +35,7 @@ func (q *rcQP) ucReceive(p *Packet) {
 // back to the head of the queue for the next message.
 func (q *rcQP) ucAbort() {
 	if q.cur.active && q.cur.send {
-		q.rq = append([]recvWQE{q.cur.rwqe}, q.rq...)
+		q.untakeRecv(q.cur.rwqe)
 	}
 	q.cur.active = false
 }

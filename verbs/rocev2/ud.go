@@ -25,6 +25,8 @@ type udConfig struct {
 	// OnFail, when set, is called under the QP's lock as a receive too
 	// short for its datagram moves the QP to ERR.
 	OnFail func()
+	// SRQ, when set, is where the QP takes its receive WQEs.
+	SRQ recvSource
 	// observe, when set, sees each packet after the QP handled it (tests
 	// wait on it).
 	observe func(*Packet)
@@ -156,11 +158,22 @@ func (q *udQP) Receive(from netip.AddrPort, p *Packet) {
 	if q.cfg.observe != nil {
 		defer q.cfg.observe(p)
 	}
-	if q.failed || p.DETH.QKey != q.cfg.QKey || len(p.Payload) > q.cfg.MTU || len(q.rq) == 0 {
+	if q.failed || p.DETH.QKey != q.cfg.QKey || len(p.Payload) > q.cfg.MTU {
 		return
 	}
-	r := q.rq[0]
-	q.rq = q.rq[1:]
+	var r recvWQE
+	switch {
+	case q.cfg.SRQ != nil:
+		var ok bool
+		if r, ok = q.cfg.SRQ.take(); !ok {
+			return
+		}
+	case len(q.rq) == 0:
+		return
+	default:
+		r = q.rq[0]
+		q.rq = q.rq[1:]
+	}
 	n := GRHLen + len(p.Payload)
 	if len(r.buf) < n {
 		// rxe reports LOC_QP_OP_ERR here (SEMANTICS 13e); the spec's
