@@ -96,7 +96,8 @@
 // go to [DGID]:DLID. A DLID of 0 means port 4791, what rxe and NICs
 // listen on, unless a device of the same provider has the DGID and holds
 // the destination QPN (QPNs are unique across a provider's devices), as
-// between two runtimes of one process.
+// between two runtimes of one process. TestTwoProcesses connects two
+// processes this way, each with a provider of its own on ::1.
 //
 // # IPv6 first; IPv4 is not supported
 //
