@@ -33,7 +33,8 @@
 // results and answers a duplicate atomic with its first result instead of
 // executing it again). Messages are cut into path-MTU packets with
 // FIRST/MIDDLE/LAST/ONLY opcodes; PSNs wrap at 2^24; at most 64 KiB of
-// packets (and at most 64) are unacknowledged. The requester asks for an
+// packets (and at most 64) are unacknowledged, and at most max_rd_atomic
+// READs and atomics await their response. The requester asks for an
 // ACK on the last packet of each message and every quarter window; an ACK
 // acknowledges every PSN up to its own, and the responder sends one per
 // burst (Receiver.Flush). The requester retransmits from the oldest

@@ -245,7 +245,7 @@ func (q *qp) startSendLocked(first bool) {
 	}
 	if q.rc != nil {
 		q.rc.startRequester(first, PSN(a.SQPSN&mask24), verbs.AckTimeoutDuration(a.Timeout),
-			int(a.RetryCnt), int(a.RNRRetry))
+			int(a.RetryCnt), int(a.RNRRetry), max(1, int(a.MaxRdAtomic)))
 	}
 }
 

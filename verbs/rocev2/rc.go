@@ -25,7 +25,11 @@ type rcConfig struct {
 	Timeout        time.Duration
 	RetryCnt       int // 0-7 retransmissions after a timeout or sequence NAK
 	RNRRetry       int // 0-6 retries after an RNR NAK; 7 is forever
-	MinRNRTimer    uint8
+	// MaxRdAtomic is how many READs and atomics may await their response
+	// at once (max_rd_atomic, which must not exceed the responder's
+	// max_dest_rd_atomic); 0 means no limit.
+	MaxRdAtomic int
+	MinRNRTimer uint8
 	// UC makes the QP an Unreliable Connection: UC opcodes, no ACK, no
 	// retransmission; a send WQE completes once its last packet is sent.
 	UC bool
@@ -254,10 +258,11 @@ func (q *rcQP) addWC(wc verbs.WC, seq uint64, solicited bool) {
 
 // startRequester sets what RTS brings on a QP created at RTR: the
 // requester's timers, and with first (RTR to RTS) the first send PSN.
-func (q *rcQP) startRequester(first bool, sqpsn PSN, timeout time.Duration, retry, rnrRetry int) {
+func (q *rcQP) startRequester(first bool, sqpsn PSN, timeout time.Duration, retry, rnrRetry, maxRdAtomic int) {
 	q.mu.Lock()
 	defer q.unlock()
 	q.cfg.Timeout, q.cfg.RetryCnt, q.cfg.RNRRetry = timeout, retry, rnrRetry
+	q.cfg.MaxRdAtomic = maxRdAtomic
 	if first {
 		q.cfg.SQPSN = sqpsn
 		q.sndPSN, q.tailPSN, q.una, q.maxPSN = sqpsn, sqpsn, sqpsn, sqpsn

@@ -35,6 +35,9 @@ func (q *rcQP) pump() {
 			q.acknowledge(w.lastPSN()) // sent is done: nothing comes back
 			continue
 		}
+		if (w.op == verbs.OpRead || w.op.IsAtomic()) && !q.mayRead() {
+			break // max_rd_atomic READs and atomics await their response
+		}
 		if w.op.IsAtomic() {
 			q.sendAtomic(w)
 			q.sndPSN = q.sndPSN.Next()
@@ -61,6 +64,22 @@ func (q *rcQP) pump() {
 	if q.timer == nil && q.maxPSN != q.una {
 		q.armTimer(q.cfg.Timeout, q.ackTimeout)
 	}
+}
+
+// mayRead reports whether the READ or atomic at q.next may be sent: fewer
+// than max_rd_atomic of those before it await their response. (A READ
+// resent from its middle counts once, as itself.)
+func (q *rcQP) mayRead() bool {
+	if q.cfg.MaxRdAtomic <= 0 {
+		return true
+	}
+	n := 0
+	for _, w := range q.sq[:q.next] {
+		if w.op == verbs.OpRead || w.op.IsAtomic() {
+			n++
+		}
+	}
+	return n < q.cfg.MaxRdAtomic
 }
 
 // sendData sends packet k of a SEND or WRITE.

@@ -1,0 +1,50 @@
+package rocev2
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// TestRCMaxRdAtomic posts a READ and a FETCH_AND_ADD with max_rd_atomic
+// 1 and loses the READ's response: the atomic stays unsent while the
+// READ awaits its response (a responder with max_dest_rd_atomic 1, rxe
+// for one, would refuse it), and goes once the retransmitted READ has
+// been answered.
+func TestRCMaxRdAtomic(t *testing.T) {
+	p := newPair(t, 256, 3, 7)
+	p.a.mu.Lock()
+	p.a.cfg.MaxRdAtomic = 1
+	p.a.mu.Unlock()
+	reqs := make(chan Packet, 8)
+	p.ta.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Hit: func(pk Packet) { reqs <- pk },
+		Match: func(pk *Packet) bool { return pk.BTH.Opcode == RCReadRequest || pk.BTH.Opcode == RCFetchAdd }})
+	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(RCReadResponseOnly), Hit: p.hit})
+	p.writeB(0, pattern(64, 3))
+	rd := make([]byte, 64)
+	old := make([]byte, 8)
+	p.post(t, &sendWQE{id: 1, op: verbs.OpRead, data: rd, raddr: vaB, rkey: rkeyB})
+	p.post(t, &sendWQE{id: 2, op: verbs.OpAtomicFetchAdd, data: old, raddr: vaB + 128, rkey: rkeyB, swapAdd: 5})
+	// The requester sends on the poster's goroutine: whatever PostSend
+	// allowed has left by now.
+	if pk := next(t, reqs); pk.BTH.Opcode != RCReadRequest {
+		t.Fatalf("first request %v", &pk)
+	}
+	select {
+	case pk := <-reqs:
+		t.Fatalf("%v sent while the READ awaits its response", &pk)
+	default:
+	}
+	p.waitHit(t)
+	p.clock.Advance(testTimeout)
+	expectWC(t, p.wcA, 1, verbs.WCSuccess)
+	expectWC(t, p.wcA, 2, verbs.WCSuccess)
+	if !bytes.Equal(rd, pattern(64, 3)) {
+		t.Fatal("READ data wrong")
+	}
+	if got := binary.NativeEndian.Uint64(p.readB(128, 8)); got != 5 {
+		t.Fatalf("the FETCH_AND_ADD left %d, want 5", got)
+	}
+}
