@@ -21,7 +21,7 @@ type end struct {
 	gid  verbs.GID
 }
 
-func newEnd(t *testing.T, dev verbs.Device) *end {
+func newEnd(t testing.TB, dev verbs.Device) *end {
 	t.Helper()
 	must := func(err error) {
 		t.Helper()
@@ -56,7 +56,7 @@ func newEnd(t *testing.T, dev verbs.Device) *end {
 
 // connect brings a and b to RTS towards each other as ibv_rc_pingpong
 // does, exchanging LID (the UDP port), QPN, PSN and GID.
-func connect(t *testing.T, a, b *end) {
+func connect(t testing.TB, a, b *end) {
 	t.Helper()
 	const psn = 0xfffff0 // wraps past 2^24
 	info := func(e *end) verbs.PeerInfo {
