@@ -45,7 +45,8 @@
 // responder NAKs a gap once and drops what follows until the expected PSN
 // comes; it acknowledges duplicates again without executing them, except
 // a duplicate READ, which it answers again from memory (a READ resumed
-// after a lost response packet asks for the remainder only). With no
+// after a lost response packet asks for the remainder only, and the
+// requester drops a late packet of an earlier answer). With no
 // receive posted it sends an RNR NAK with its min_rnr_timer; the
 // requester waits that long and retries, rnr_retry times (7: forever),
 // then fails with RNR_RETRY_EXC_ERR. A bad rkey or right (REMOTE ACCESS

@@ -337,7 +337,10 @@ func (q *rcQP) readResponse(p *Packet) {
 		return
 	}
 	if p.BTH.Opcode.IsFirst() != (w.readRecv == w.reqFrom) || p.BTH.Opcode.IsLast() != (w.readRecv == w.npkts-1) {
-		q.fail(verbs.WCBadRespErr)
+		// A response to an earlier request for this READ, late: after a
+		// re-request from packet k, the first answer's MIDDLE at k may
+		// still arrive where the new answer's FIRST is expected. Drop
+		// it; the new answer, or the ACK timeout, follows.
 		return
 	}
 	off := w.readRecv * q.cfg.MTU
