@@ -75,8 +75,11 @@
 // suite of verbs/verbstest with two devices on ::1 in one process, except
 // the XRC case, which it skips: OpenXRCD, XRC QPs and XRC SRQs return
 // verbs.ErrNotSupported, and so do memory windows, SQD and SQE (Modify),
-// resizing an SRQ, RAW_PACKET QPs, SEND with invalidate and LOCAL_INV
-// (these two fail at the head of the queue with LOC_QP_OP_ERR). Basic
+// resizing an SRQ and RAW_PACKET QPs. SEND with invalidate (RC; on UC,
+// which has no opcode for it, it fails at the head of the queue with
+// LOC_QP_OP_ERR) invalidates the responder's rkey, which its receive
+// reports (WITH_INV); LOCAL_INV runs once the WQEs before it have
+// completed and invalidates one of the QP's own keys. Basic
 // SRQs work for RC, UC and UD QPs, with the limit event; the runtime
 // receives through them, and runs over the provider (runtime_test.go). Each device binds one
 // configured IPv6 address (default ::1) and port (default: the kernel
@@ -144,7 +147,7 @@
 //
 // # What does not work yet
 //
-// XRC; SEND with invalidate; end-to-end credits; one sendmmsg
+// XRC; end-to-end credits; one sendmmsg
 // per chain; the runtime's Listen and Dial between processes (its
 // handshake must carry the port's LID); interop tested against rxe.
 package rocev2

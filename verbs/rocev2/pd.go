@@ -95,6 +95,9 @@ type mr struct {
 	key    uint32
 	access verbs.Access
 	closed atomic.Bool
+	// invalid is set by a LOCAL_INV or a SEND_WITH_INV of the key: local
+	// and remote accesses through it fail from then on.
+	invalid atomic.Bool
 }
 
 func (m *mr) rank() int            { return rankMR }
@@ -182,11 +185,33 @@ func (m qpMemory) Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byt
 		return nil, false
 	}
 	r := m.q.dev.mrByKey(rkey)
-	if r == nil || r.pd != m.q.pd || r.closed.Load() || r.access&acc != acc || r.RKey() != rkey {
+	if r == nil || r.pd != m.q.pd || r.closed.Load() || r.invalid.Load() || r.access&acc != acc || r.RKey() != rkey {
 		return nil, false
 	}
 	b := r.slice(va, uint64(n))
 	return b, b != nil
+}
+
+// Invalidate invalidates the MR rkey names, for a SEND_WITH_INV: it must
+// be an MR of the QP's PD that grants remote access.
+func (m qpMemory) Invalidate(rkey uint32) bool {
+	r := m.q.dev.mrByKey(rkey)
+	if r == nil || r.pd != m.q.pd || r.closed.Load() || r.RKey() != rkey {
+		return false
+	}
+	r.invalid.Store(true)
+	return true
+}
+
+// localInvalidate invalidates the MR key names, for a LOCAL_INV: it must
+// be an MR of q's PD.
+func (q *qp) localInvalidate(key uint32) bool {
+	r := q.dev.mrByKey(key)
+	if r == nil || r.pd != q.pd || r.closed.Load() {
+		return false
+	}
+	r.invalid.Store(true)
+	return true
 }
 
 // localSegs resolves a local gather or scatter list through the device's
@@ -200,7 +225,7 @@ func localSegs(d *device, p *pd, sgl []verbs.SGE, need verbs.Access) ([][]byte, 
 			continue
 		}
 		m := d.mrByKey(s.LKey)
-		if m == nil || m.pd != p || m.closed.Load() || m.access&need != need {
+		if m == nil || m.pd != p || m.closed.Load() || m.invalid.Load() || m.access&need != need {
 			return nil, false
 		}
 		b := m.slice(s.Addr, uint64(s.Length))

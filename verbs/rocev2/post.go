@@ -114,11 +114,14 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 		if wr.Opcode == verbs.OpAtomicCmpSwp {
 			w.swapAdd = wr.Atomic.Swap
 		}
+	case wr.Opcode == verbs.OpLocalInv:
+		w.rkey = wr.InvalidateRKey
 	default:
 		w.raddr, w.rkey = wr.RDMA.RemoteAddr, wr.RDMA.RKey
 	}
-	if wr.Opcode == verbs.OpSendInv || wr.Opcode == verbs.OpLocalInv {
-		w.localErr = verbs.WCLocQPOpErr // no SEND with invalidate, no LOCAL_INV yet
+	w.inv = wr.InvalidateRKey
+	if wr.Opcode == verbs.OpSendInv && q.typ == verbs.QPTypeUC {
+		w.localErr = verbs.WCLocQPOpErr // UC has no SEND with invalidate opcodes
 	}
 	if err := q.rc.postSend(w); err != nil {
 		// The transport QP failed since the state was read.

@@ -13,6 +13,7 @@ import (
 // end is one side of an RC connection built through the verbs API.
 type end struct {
 	ctx  verbs.Context
+	pd   verbs.PD
 	cq   verbs.CQ
 	qp   verbs.QP
 	mem  []byte
@@ -40,6 +41,7 @@ func newEnd(t testing.TB, dev verbs.Device) *end {
 	must(err)
 	pd, err := e.ctx.AllocPD()
 	must(err)
+	e.pd = pd
 	ar, err := verbs.NewArena(64 << 10)
 	must(err)
 	t.Cleanup(func() { ar.Close() })
@@ -165,5 +167,89 @@ func TestProviderRemoteAccessError(t *testing.T) {
 		if attr, err := e.qp.Query(); err != nil || attr.State != verbs.QPStateErr {
 			t.Errorf("%s's QP is %v (%v), want ERR", name, attr.State, err)
 		}
+	}
+}
+
+// regMore registers another n bytes on e's PD.
+func (e *end) regMore(t *testing.T, n int, acc verbs.Access) verbs.MR {
+	t.Helper()
+	ar, err := verbs.NewArena(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ar.Close() })
+	mr, err := e.pd.RegMR(ar.Bytes()[:n], acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mr
+}
+
+// TestProviderInvalidate checks both ways of invalidating a key: a
+// SEND_WITH_INV names one of B's rkeys, which B's receive reports
+// (WITH_INV) and which a later WRITE then finds invalid; a LOCAL_INV of
+// one of A's own keys completes as LOCAL_INV, and a gather entry through
+// that key then fails with LOC_PROT_ERR.
+func TestProviderInvalidate(t *testing.T) {
+	p := newProvider(t)
+	devs, _ := p.Devices()
+	a, b := newEnd(t, devs[0]), newEnd(t, devs[1])
+	connect(t, a, b)
+	victim := b.regMore(t, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	sgl := []verbs.SGE{{Addr: a.mr.Addr(), Length: 16, LKey: a.mr.LKey()}}
+	if _, err := b.qp.PostRecv([]verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{{Addr: b.mr.Addr(), Length: 64, LKey: b.mr.LKey()}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.qp.PostSend([]verbs.SendWR{
+		{ID: 2, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: sgl, RDMA: verbs.RDMA{RemoteAddr: victim.Addr(), RKey: victim.RKey()}},
+		{ID: 3, Opcode: verbs.OpSendInv, Flags: verbs.SendSignaled, SGL: sgl, InvalidateRKey: victim.RKey()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{2, 3} {
+		if wc := poll(t, a.cq); wc.WRID != id || wc.Status != verbs.WCSuccess {
+			t.Fatalf("completion %+v, want %d to succeed", wc, id)
+		}
+	}
+	if wc := poll(t, b.cq); wc.WRID != 1 || wc.Status != verbs.WCSuccess || wc.Flags != verbs.WCFlagWithInv ||
+		wc.Imm != victim.RKey() || wc.ByteLen != 16 {
+		t.Fatalf("B's receive %+v, want WITH_INV of rkey %#x", wc, victim.RKey())
+	}
+
+	mine := a.regMore(t, 4096, verbs.AccessLocalWrite)
+	if _, err := a.qp.PostSend([]verbs.SendWR{
+		{ID: 4, Opcode: verbs.OpLocalInv, Flags: verbs.SendSignaled, InvalidateRKey: mine.LKey()},
+		{ID: 5, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: []verbs.SGE{{Addr: mine.Addr(), Length: 8, LKey: mine.LKey()}},
+			RDMA: verbs.RDMA{RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := poll(t, a.cq); wc.WRID != 4 || wc.Status != verbs.WCSuccess || wc.Opcode != verbs.WCLocalInv {
+		t.Fatalf("completion %+v, want LOCAL_INV 4 to succeed", wc)
+	}
+	if wc := poll(t, a.cq); wc.WRID != 5 || wc.Status != verbs.WCLocProtErr {
+		t.Fatalf("completion %+v, want 5 to fail with LOC_PROT_ERR", wc)
+	}
+
+	// A fresh pair: the WRITE through the rkey B's SEND_WITH_INV
+	// invalidated fails remotely.
+	a2, b2 := newEnd(t, devs[0]), newEnd(t, devs[1])
+	connect(t, a2, b2)
+	v2 := b2.regMore(t, 4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
+	if _, err := b2.qp.PostRecv([]verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{{Addr: b2.mr.Addr(), Length: 64, LKey: b2.mr.LKey()}}}}); err != nil {
+		t.Fatal(err)
+	}
+	sgl2 := []verbs.SGE{{Addr: a2.mr.Addr(), Length: 16, LKey: a2.mr.LKey()}}
+	if _, err := a2.qp.PostSend([]verbs.SendWR{
+		{ID: 6, Opcode: verbs.OpSendInv, Flags: verbs.SendSignaled, SGL: sgl2, InvalidateRKey: v2.RKey()},
+		{ID: 7, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled, SGL: sgl2, RDMA: verbs.RDMA{RemoteAddr: v2.Addr(), RKey: v2.RKey()}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := poll(t, a2.cq); wc.WRID != 6 || wc.Status != verbs.WCSuccess {
+		t.Fatalf("completion %+v, want 6 to succeed", wc)
+	}
+	if wc := poll(t, a2.cq); wc.WRID != 7 || wc.Status != verbs.WCRemAccessErr {
+		t.Fatalf("completion %+v, want 7 to fail with REM_ACCESS_ERR", wc)
 	}
 }

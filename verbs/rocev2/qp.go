@@ -228,7 +228,7 @@ func (q *qp) startLocked() {
 		remote := q.dev.p.route(a.AH.GRH.DGID, a.AH.DLID, a.DestQPN)
 		q.rc = newRCQP(q.dev.t, rcConfig{QPN: q.qpn, RemoteQPN: a.DestQPN, Remote: remote,
 			MTU: min(a.PathMTU, q.dev.p.mtu).Bytes(), RQPSN: PSN(a.RQPSN & mask24), MinRNRTimer: a.MinRNRTimer,
-			UC: q.typ == verbs.QPTypeUC, SRQ: shared, Memory: qpMemory{q}, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
+			UC: q.typ == verbs.QPTypeUC, SRQ: shared, Memory: qpMemory{q}, LocalInv: q.localInvalidate, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
 		for _, r := range q.early {
 			q.rc.postRecv(r)
 		}

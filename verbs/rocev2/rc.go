@@ -15,6 +15,13 @@ type Memory interface {
 	Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byte, bool)
 }
 
+// invalidator is a Memory whose rkeys a SEND_WITH_INV may invalidate.
+type invalidator interface {
+	// Invalidate makes rkey unusable and reports whether it named a
+	// region the QP may invalidate.
+	Invalidate(rkey uint32) bool
+}
+
 // rcConfig is what an RC QP needs in RTS: both ends and the attributes
 // of ibv_modify_qp that drive the transport.
 type rcConfig struct {
@@ -33,6 +40,9 @@ type rcConfig struct {
 	// UC makes the QP an Unreliable Connection: UC opcodes, no ACK, no
 	// retransmission; a send WQE completes once its last packet is sent.
 	UC bool
+	// LocalInv, when set, invalidates the local key of a LOCAL_INV and
+	// reports whether the key named an MR the QP may invalidate.
+	LocalInv func(key uint32) bool
 	// SRQ, when set, is where the responder takes its receive WQEs.
 	SRQ    recvSource
 	Memory Memory
@@ -92,8 +102,9 @@ type sendWQE struct {
 	op        verbs.Opcode // Send, SendImm, Write, WriteImm, Read
 	data      []byte       // gathered source; destination of a Read
 	raddr     uint64
-	rkey      uint32
+	rkey      uint32 // the remote key; LOCAL_INV's key to invalidate
 	imm       uint32
+	inv       uint32 // the rkey SEND_WITH_INV invalidates at the responder
 	compare   uint64 // CMP_AND_SWP's compare value
 	swapAdd   uint64 // CMP_AND_SWP's swap value, FETCH_AND_ADD's addend
 	signaled  bool
@@ -289,6 +300,9 @@ func (q *rcQP) postSend(w *sendWQE) error {
 	}
 	w.psn = q.tailPSN
 	w.npkts = max(1, (len(w.data)+q.cfg.MTU-1)/q.cfg.MTU)
+	if w.op == verbs.OpLocalInv {
+		w.npkts = 0 // a local operation: no packet, no PSN
+	}
 	q.tailPSN = q.tailPSN.Add(w.npkts)
 	q.sq = append(q.sq, w)
 	q.pump()

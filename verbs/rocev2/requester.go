@@ -20,8 +20,25 @@ func (q *rcQP) pump() {
 			// it has completed.
 			if q.next == 0 {
 				q.fail(w.localErr)
+				return
 			}
-			return
+			break
+		}
+		if w.op == verbs.OpLocalInv {
+			// Local: it runs once every WQE before it has completed.
+			if q.next != 0 {
+				break
+			}
+			if q.cfg.LocalInv == nil || !q.cfg.LocalInv(w.rkey) {
+				q.fail(verbs.WCLocProtErr)
+				return
+			}
+			q.sq = q.sq[1:]
+			if w.signaled {
+				q.addWC(verbs.WC{WRID: w.id, Status: verbs.WCSuccess, Opcode: verbs.WCLocalInv,
+					QPNum: q.cfg.QPN}, w.seq, false)
+			}
+			continue
 		}
 		if q.cfg.UC {
 			q.sendData(w, k)
@@ -91,8 +108,14 @@ func (q *rcQP) sendData(w *sendWQE, k int) {
 	p := &q.tx
 	*p = Packet{BTH: BTH{PSN: w.psn.Add(k)}, Payload: w.data[off:end]}
 	imm := w.op == verbs.OpSendImm || w.op == verbs.OpWriteImm
-	if w.op == verbs.OpSend || w.op == verbs.OpSendImm {
+	if w.op.IsSend() {
+		inv := w.op == verbs.OpSendInv
+		p.IETH.RKey = w.inv
 		switch {
+		case first && last && inv:
+			p.BTH.Opcode = RCSendOnlyInvalidate
+		case last && inv:
+			p.BTH.Opcode = RCSendLastInvalidate
 		case first && last && imm:
 			p.BTH.Opcode = RCSendOnlyImm
 		case first && last:
@@ -202,8 +225,8 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 	una := psn.Next()
 	for len(q.sq) > 0 {
 		w := q.sq[0]
-		if w.lastPSN().After(psn) {
-			break
+		if w.lastPSN().After(psn) || w.op == verbs.OpLocalInv {
+			break // a LOCAL_INV completes when pump runs it
 		}
 		if !w.responded() {
 			// The responder acknowledged past a READ or atomic whose

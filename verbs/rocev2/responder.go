@@ -136,6 +136,17 @@ func (q *rcQP) execute(p *Packet) bool {
 		if q.cur.rwqe.scatter != nil {
 			copySegs(q.cur.rwqe.scatter, q.cur.buf[:q.cur.off])
 		}
+		if op == RCSendLastInvalidate || op == RCSendOnlyInvalidate {
+			inv, ok := q.cfg.Memory.(invalidator)
+			if !ok || !inv.Invalidate(p.IETH.RKey) {
+				// An rkey the QP may not invalidate: the receive fails and
+				// the requester gets a remote access error.
+				q.addWC(verbs.WC{WRID: wc.WRID, Status: verbs.WCLocProtErr, QPNum: q.cfg.QPN}, 0, false)
+				q.reject(p, NAKRemoteAccessError)
+				return false
+			}
+			wc.Imm, wc.Flags = p.IETH.RKey, verbs.WCFlagWithInv
+		}
 	case haveImm:
 		wc.WRID, wc.Opcode = immRecv.id, verbs.WCRecvRDMAWithImm
 	default:
