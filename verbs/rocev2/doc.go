@@ -147,7 +147,9 @@
 //
 // # What does not work yet
 //
-// XRC; end-to-end credits; one sendmmsg
-// per chain; the runtime's Listen and Dial between processes (its
-// handshake must carry the port's LID); interop tested against rxe.
+// XRC; end-to-end credits; one sendmmsg for a UD chain (RC and UC send
+// what one PostSend, ACK or timer lets out, and a READ's response, with
+// one sendmmsg on Linux: Transport.SendBatch); the runtime's Listen and
+// Dial between processes (its handshake must carry the port's LID);
+// interop tested against rxe.
 package rocev2

@@ -127,9 +127,11 @@ func (m *mr) unlink() {
 
 func (m *mr) destroy() { m.closed.Store(true); m.unlink() }
 
-// Close deregisters the MR. A responder that found it before holds a
-// slice of the memory until the packet in hand is placed; the memory must
-// outlive that, as it must outlive a DMA on a NIC.
+// Close deregisters the MR: its keys stop resolving, and Close returns
+// once no packet the device's QPs were handling still reaches it, so the
+// memory may be unmapped then. The memory of WRs still posted (gather
+// lists, receive buffers, READ destinations) must outlive them, as on a
+// NIC; ibv_dereg_mr does not wait for them.
 func (m *mr) Close() error {
 	if m.closed.Swap(true) {
 		return nil
@@ -138,6 +140,7 @@ func (m *mr) Close() error {
 		m.unlink()
 		m.pd.uses.release()
 	}
+	m.pd.ctx.dev.t.quiesce()
 	return nil
 }
 

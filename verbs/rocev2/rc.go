@@ -179,9 +179,11 @@ type rcQP struct {
 	// completions gathered under mu are delivered, so that two goroutines
 	// that released mu one after the other deliver in that order.
 	deliverMu sync.Mutex
-	tx        Packet // scratch for the packet being built
-	timer     Timer  // the ACK timer or the RNR timer
-	tgen      uint64 // generation of timer, so a stale firing is ignored
+	tx        Packet   // scratch for the packet being built
+	batching  bool     // send collects packets in pkts (batch)
+	pkts      []Packet // packets of the batch being built
+	timer     Timer    // the ACK timer or the RNR timer
+	tgen      uint64   // generation of timer, so a stale firing is ignored
 
 	// Requester.
 	sq         []*sendWQE // posted and not completed, oldest first
@@ -211,8 +213,10 @@ type rcQP struct {
 	atomicN int
 	cur     struct {
 		active bool
-		drop   bool // UC: the rest of the message is dropped
-		send   bool // SEND (into rwqe) or WRITE (into buf)
+		drop   bool   // UC: the rest of the message is dropped
+		rkey   uint32 // a WRITE's rkey and address, checked again on
+		va     uint64 // each of its packets
+		send   bool   // SEND (into rwqe) or WRITE (into buf)
 		rwqe   recvWQE
 		buf    []byte
 		off    int
@@ -234,7 +238,18 @@ func newRCQP(t *Transport, cfg rcConfig) *rcQP {
 func (q *rcQP) close() {
 	q.t.Unregister(q.cfg.QPN)
 	q.mu.Lock()
+	// A packet dispatched before Unregister, or a timer that fired
+	// before stopTimer, finds the QP failed and touches nothing.
+	q.failed = true
 	q.stopTimer()
+	q.mu.Unlock()
+}
+
+// barrier returns once no packet or timer is being handled under mu: a
+// memory access that began before it has ended.
+func (q *rcQP) barrier() {
+	q.mu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier
 	q.mu.Unlock()
 }
 
@@ -359,7 +374,31 @@ func (q *rcQP) send(p *Packet) {
 	}
 	p.BTH.DestQP = q.cfg.RemoteQPN
 	p.BTH.PKey = DefaultPKey
+	if q.batching {
+		q.pkts = append(q.pkts, *p)
+		return
+	}
 	q.t.Send(q.cfg.Remote, p)
+}
+
+// batch makes the packets sent until the returned function runs go out
+// together (Transport.SendBatch: one sendmmsg on Linux). Nested calls
+// join the outer batch.
+func (q *rcQP) batch() (flush func()) {
+	if q.batching {
+		return func() {}
+	}
+	q.batching = true
+	return q.flushBatch
+}
+
+func (q *rcQP) flushBatch() {
+	q.batching = false
+	if len(q.pkts) > 0 {
+		q.t.SendBatch(q.cfg.Remote, q.pkts)
+		clear(q.pkts) // no payload stays referenced
+		q.pkts = q.pkts[:0]
+	}
 }
 
 func (q *rcQP) sendAck(s Syndrome, psn PSN) {

@@ -84,3 +84,31 @@ func TestRCStaleReadResponse(t *testing.T) {
 		t.Fatal("READ data wrong")
 	}
 }
+
+// TestRCWriteKeyRevokedMidMessage hands B's responder the FIRST packet of
+// a three-packet WRITE, revokes the rkey (as deregistering the MR does),
+// then hands it the MIDDLE: the responder checks the key again, writes
+// nothing more and fails with a remote access error, instead of writing
+// through the slice it resolved for the FIRST packet.
+func TestRCWriteKeyRevokedMidMessage(t *testing.T) {
+	p := newPair(t, 256, 7, 7)
+	from := p.ta.LocalAddr()
+	first := Packet{BTH: BTH{Opcode: RCWriteFirst, DestQP: 0x22, PSN: 0xfffffe},
+		RETH: RETH{VA: vaB, RKey: rkeyB, DMALen: 768}, Payload: pattern(256, 1)}
+	p.b.Receive(from, &first)
+	mem := p.b.cfg.Memory.(*testMemory)
+	mem.mu.Lock()
+	delete(mem.keys, rkeyB)
+	mem.mu.Unlock()
+	middle := Packet{BTH: BTH{Opcode: RCWriteMiddle, DestQP: 0x22, PSN: 0xffffff}, Payload: pattern(256, 2)}
+	p.b.Receive(from, &middle)
+	p.b.mu.Lock()
+	failed := p.b.failed
+	p.b.mu.Unlock()
+	if !failed {
+		t.Fatal("B took a WRITE packet through a revoked rkey")
+	}
+	if got := p.readB(256, 256); !bytes.Equal(got, make([]byte, 256)) {
+		t.Fatal("B wrote the MIDDLE packet through a revoked rkey")
+	}
+}

@@ -12,6 +12,7 @@ func (q *rcQP) pump() {
 	if q.rnrWait || q.failed {
 		return
 	}
+	defer q.batch()()
 	for q.next < len(q.sq) && q.sndPSN.Diff(q.una) < q.window {
 		w := q.sq[q.next]
 		k := q.nextPkt

@@ -102,6 +102,17 @@ func (q *rcQP) execute(p *Packet) bool {
 				return false
 			}
 			q.cur.active, q.cur.send, q.cur.off, q.cur.buf = true, false, 0, mem
+			q.cur.rkey, q.cur.va = p.RETH.RKey, p.RETH.VA
+		} else if len(p.Payload) > 0 {
+			// The MR may have been deregistered since the FIRST packet:
+			// the rkey must still grant this packet's bytes.
+			if _, ok := q.cfg.Memory.Remote(q.cur.rkey, q.cur.va+uint64(q.cur.off), len(p.Payload), verbs.AccessRemoteWrite); !ok {
+				if haveImm {
+					q.untakeRecv(immRecv)
+				}
+				q.reject(p, NAKRemoteAccessError)
+				return false
+			}
 		}
 	default:
 		q.reject(p, NAKInvalidRequest)
@@ -225,6 +236,7 @@ func (q *rcQP) readable(p *Packet) ([]byte, bool) {
 func (q *rcQP) sendReadResponse(psn PSN, mem []byte) int {
 	mtu := q.cfg.MTU
 	n := max(1, (len(mem)+mtu-1)/mtu)
+	defer q.batch()()
 	for k := range n {
 		off := k * mtu
 		p := &q.tx

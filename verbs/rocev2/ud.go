@@ -73,7 +73,19 @@ func newUDQP(t *Transport, cfg udConfig) *udQP {
 	return q
 }
 
-func (q *udQP) close() { q.t.Unregister(q.cfg.QPN) }
+func (q *udQP) close() {
+	q.t.Unregister(q.cfg.QPN)
+	q.mu.Lock()
+	q.failed = true // a datagram dispatched before Unregister is dropped
+	q.mu.Unlock()
+}
+
+// barrier returns once no datagram is being placed under mu.
+func (q *udQP) barrier() {
+	q.mu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier
+	q.mu.Unlock()
+}
 
 func (q *udQP) unlock() {
 	out := q.out
