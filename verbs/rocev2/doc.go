@@ -25,15 +25,16 @@
 // packets a predicate over their decoded headers chooses, as they leave.
 // Timers run on a Clock; tests use ManualClock.
 //
-// The RC transport (rcQP, internal until the verbs.Provider wraps it),
-// requester and responder in one object under one lock: SEND and SEND with
+// The RC transport (rcQP, internal: the Provider wraps it), requester and
+// responder in one object under one lock: SEND and SEND with
 // immediate, RDMA WRITE and WRITE with immediate, RDMA READ, CMP_AND_SWP
 // and FETCH_AND_ADD (8 aligned bytes, in the responder's host byte order,
 // with the CPU's atomic instructions; the responder keeps its last 16
 // results and answers a duplicate atomic with its first result instead of
 // executing it again). Messages are cut into path-MTU packets with
 // FIRST/MIDDLE/LAST/ONLY opcodes; PSNs wrap at 2^24; at most 64 KiB of
-// packets (and at most 64) are unacknowledged. The requester asks for an
+// packets (and at most 64) are unacknowledged, and at most max_rd_atomic
+// READs and atomics await their response. The requester asks for an
 // ACK on the last packet of each message and every quarter window; an ACK
 // acknowledges every PSN up to its own, and the responder sends one per
 // burst (Receiver.Flush). The requester retransmits from the oldest
@@ -44,7 +45,8 @@
 // responder NAKs a gap once and drops what follows until the expected PSN
 // comes; it acknowledges duplicates again without executing them, except
 // a duplicate READ, which it answers again from memory (a READ resumed
-// after a lost response packet asks for the remainder only). With no
+// after a lost response packet asks for the remainder only, and the
+// requester drops a late packet of an earlier answer). With no
 // receive posted it sends an RNR NAK with its min_rnr_timer; the
 // requester waits that long and retries, rnr_retry times (7: forever),
 // then fails with RNR_RETRY_EXC_ERR. A bad rkey or right (REMOTE ACCESS
@@ -52,13 +54,55 @@
 // NAK, LOC_LEN_ERR at the responder) and an opcode out of order (INVALID
 // REQUEST) move both QPs to ERR, flushing what is queued.
 //
+// UC rides on the same object (rcConfig.UC): UC opcodes, no ACK and no
+// retransmission, a send WQE complete once its last packet is sent; the
+// responder drops silently a message that finds no receive or no right to
+// the memory, and a message a lost packet cut short, whose receive WQE
+// then takes the next message.
+//
 // The UD transport (udQP, internal too): SEND ONLY with or without
 // immediate data, with a DETH; the receiver drops silently a datagram with
 // another Q_Key (a Q_Key with the high bit set stands for the sender's
 // own), one larger than its MTU, or one with no receive posted, and
 // places the rest after a 40-byte GRH: the datagram's IPv6 header with
 // traffic class, flow label and hop limit zero, which a plain socket does
-// not learn.
+// not learn. A receive too short for its datagram completes with
+// LOC_LEN_ERR and moves the QP to ERR, as on rxe.
+//
+// # The provider
+//
+// Provider (New) implements verbs.Provider and passes the conformance
+// suite of verbs/verbstest with two devices on ::1 in one process, except
+// the XRC case, which it skips: OpenXRCD, XRC QPs and XRC SRQs return
+// verbs.ErrNotSupported, and so do memory windows, SQD and SQE (Modify),
+// resizing an SRQ and RAW_PACKET QPs. SEND with invalidate (RC; on UC,
+// which has no opcode for it, it fails at the head of the queue with
+// LOC_QP_OP_ERR) invalidates the responder's rkey, which its receive
+// reports (WITH_INV); LOCAL_INV runs once the WQEs before it have
+// completed and invalidates one of the QP's own keys. Basic
+// SRQs work for RC, UC and UD QPs, with the limit event; the runtime
+// receives through them, and runs over the provider (runtime_test.go). Each device binds one
+// configured IPv6 address (default ::1) and port (default: the kernel
+// picks); its one GID is that address. PDs, MRs over memory that is not
+// Go's, lkeys and rkeys (rkey 0 without remote access), remote access
+// checked against the QP's PD, the MR's rights and bounds and the QP's
+// access flags, CQs with completion channels and solicited events, the QP
+// state machine through verbs.CheckModify (the rcQP or udQP is created at
+// RTR, its requester started at RTS), PostSend and PostRecv with gather
+// and scatter lists, inline data and verbs.Validate, flush with
+// WR_FLUSH_ERR in ERR, async events for CQ overruns and for a responder
+// that NAKs its peer fatally (QP_REQ_ERR, QP_ACCESS_ERR).
+//
+// How a QP learns its peer's UDP port: a device's port LID is the UDP port
+// it is bound to (LIDs mean nothing on RoCE; rxe and NICs report 0). The
+// exchange of LID, QPN, PSN and GID that ibv_rc_pingpong, the conformance
+// suite and cmd/verbsrt do thus announces the port, and the DLID of the
+// address vector (ibv_modify_qp at RTR, ibv_create_ah) carries it: packets
+// go to [DGID]:DLID. A DLID of 0 means port 4791, what rxe and NICs
+// listen on, unless a device of the same provider has the DGID and holds
+// the destination QPN (QPNs are unique across a provider's devices), as
+// between two runtimes of one process. TestTwoProcesses connects two
+// processes this way, each with a provider of its own on ::1.
 //
 // # IPv6 first; IPv4 is not supported
 //
@@ -94,17 +138,18 @@
 // RoCE v2 sends to UDP port 4791 and only one socket of a host address
 // can own it. Between verbsrt processes each transport binds a port of its
 // own (port 0: the kernel picks one) and the connection handshake
-// announces address and port; the source port of a packet is where
-// responses go. Toward rxe and RoCE NICs, which send every packet,
+// announces address and port (the GID and the port's LID, above); a QP
+// sends requests and responses alike to the port its address vector
+// named. Toward rxe and RoCE NICs, which send every packet,
 // responses included, to port 4791, one transport of the host address
 // binds 4791 (a process can, without privileges); processes that share a
 // host and all talk to rxe need an address each (IPv6 gives a host many).
 //
 // # What does not work yet
 //
-// The verbs.Provider implementation (devices, PDs, MRs with lkey and rkey
-// checks, CQs, the QP state machine) that the conformance suite runs on;
-// SEND with invalidate; UC; end-to-end credits; one sendmmsg per chain; the
-// handshake through the runtime's Listen and Dial; interop tested against
-// rxe.
+// XRC; end-to-end credits; one sendmmsg for a UD chain (RC and UC send
+// what one PostSend, ACK or timer lets out, and a READ's response, with
+// one sendmmsg on Linux: Transport.SendBatch); the runtime's Listen and
+// Dial between processes (its handshake must carry the port's LID);
+// interop tested against rxe.
 package rocev2

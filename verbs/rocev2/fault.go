@@ -74,9 +74,36 @@ func (t *Transport) ClearFaults() {
 	}
 }
 
+// outPacket is an encoded packet on its way to the socket.
+type outPacket struct {
+	to netip.AddrPort
+	b  []byte
+}
+
+// hitCall is a Fault.Hit to call once the packet it saw is written.
+type hitCall struct {
+	f func(Packet)
+	p Packet
+}
+
 // transmit applies the fault rules to the encoded packet b (whose decoded
 // form is p) and sends what they leave.
 func (t *Transport) transmit(to netip.AddrPort, p *Packet, b []byte) error {
+	var outs [3]outPacket
+	var hits [1]hitCall
+	out, hit := t.decide(to, p, b, outs[:0], hits[:0])
+	err := t.writeMany(out)
+	for _, h := range hit {
+		h.f(h.p)
+	}
+	return err
+}
+
+// decide applies the fault rules to the encoded packet b (whose decoded
+// form is p): it appends to out what is to be written now, in order
+// (copies where a fault changes the bytes), holds or delays the rest,
+// and appends the Hit to call once the writes are done.
+func (t *Transport) decide(to netip.AddrPort, p *Packet, b []byte, out []outPacket, hits []hitCall) ([]outPacket, []hitCall) {
 	t.mu.Lock()
 	var rule *faultRule
 	for i, r := range t.faults {
@@ -96,20 +123,16 @@ func (t *Transport) transmit(to netip.AddrPort, p *Packet, b []byte) error {
 	}
 	t.mu.Unlock()
 
-	var err error
 	if rule == nil {
-		err = t.write(to, b)
+		out = append(out, outPacket{to, b})
 	} else {
 		t.stats.faulted.Add(1)
 		switch rule.Action {
 		case FaultDrop, FaultReorder:
 		case FaultObserve:
-			err = t.write(to, b)
+			out = append(out, outPacket{to, b})
 		case FaultDuplicate:
-			err = t.write(to, b)
-			if err == nil {
-				err = t.write(to, b)
-			}
+			out = append(out, outPacket{to, b}, outPacket{to, b})
 		case FaultDelay:
 			c := append([]byte(nil), b...)
 			t.clock.AfterFunc(rule.Delay, func() {
@@ -120,14 +143,14 @@ func (t *Transport) transmit(to netip.AddrPort, p *Packet, b []byte) error {
 		case FaultCorrupt:
 			c := append([]byte(nil), b...)
 			c[len(c)-ICRCLen-1] ^= 0x80
-			err = t.write(to, c)
+			out = append(out, outPacket{to, c})
+		}
+		if rule.Hit != nil {
+			hits = append(hits, hitCall{rule.Hit, *p})
 		}
 	}
 	for _, h := range held {
-		t.write(h.to, h.b)
+		out = append(out, outPacket(h))
 	}
-	if rule != nil && rule.Hit != nil {
-		rule.Hit(*p)
-	}
-	return err
+	return out, hits
 }

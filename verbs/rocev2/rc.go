@@ -15,6 +15,13 @@ type Memory interface {
 	Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byte, bool)
 }
 
+// invalidator is a Memory whose rkeys a SEND_WITH_INV may invalidate.
+type invalidator interface {
+	// Invalidate makes rkey unusable and reports whether it named a
+	// region the QP may invalidate.
+	Invalidate(rkey uint32) bool
+}
+
 // rcConfig is what an RC QP needs in RTS: both ends and the attributes
 // of ibv_modify_qp that drive the transport.
 type rcConfig struct {
@@ -25,11 +32,33 @@ type rcConfig struct {
 	Timeout        time.Duration
 	RetryCnt       int // 0-7 retransmissions after a timeout or sequence NAK
 	RNRRetry       int // 0-6 retries after an RNR NAK; 7 is forever
-	MinRNRTimer    uint8
-	Memory         Memory
-	Clock          Clock
-	// Complete receives every completion, in order, outside the QP's lock.
+	// MaxRdAtomic is how many READs and atomics may await their response
+	// at once (max_rd_atomic, which must not exceed the responder's
+	// max_dest_rd_atomic); 0 means no limit.
+	MaxRdAtomic int
+	MinRNRTimer uint8
+	// UC makes the QP an Unreliable Connection: UC opcodes, no ACK, no
+	// retransmission; a send WQE completes once its last packet is sent.
+	UC bool
+	// LocalInv, when set, invalidates the local key of a LOCAL_INV and
+	// reports whether the key named an MR the QP may invalidate.
+	LocalInv func(key uint32) bool
+	// SRQ, when set, is where the responder takes its receive WQEs.
+	SRQ    recvSource
+	Memory Memory
+	Clock  Clock
+	// Complete receives every completion, in order, outside the QP's lock,
+	// unless Deliver is set.
 	Complete func(verbs.WC)
+	// Deliver, when set, receives every completion instead of Complete,
+	// in order, outside the QP's lock, with the send sequence number of a
+	// send WQE's completion (0 for a receive's) and whether the message
+	// it completes asked for a solicited event.
+	Deliver func(c completion)
+	// OnFail, when set, is called under the QP's lock as the QP moves to
+	// ERR, with the status of the failure and whether the responder
+	// detected it (the peer broke a rule) rather than the requester.
+	OnFail func(status verbs.WCStatus, responder bool)
 	// observe, when set, sees each packet after the QP handled it (tests
 	// wait on it).
 	observe func(*Packet)
@@ -73,12 +102,24 @@ type sendWQE struct {
 	op        verbs.Opcode // Send, SendImm, Write, WriteImm, Read
 	data      []byte       // gathered source; destination of a Read
 	raddr     uint64
-	rkey      uint32
+	rkey      uint32 // the remote key; LOCAL_INV's key to invalidate
 	imm       uint32
+	inv       uint32 // the rkey SEND_WITH_INV invalidates at the responder
 	compare   uint64 // CMP_AND_SWP's compare value
 	swapAdd   uint64 // CMP_AND_SWP's swap value, FETCH_AND_ADD's addend
 	signaled  bool
 	solicited bool
+
+	// seq is the provider's sequence number of the WQE, returned with its
+	// completion (completion.SendSeq).
+	seq uint64
+	// scatter, when set, receives a READ's bytes from data once it
+	// completes: a READ into several SGEs lands in data first.
+	scatter [][]byte
+	// localErr, when not WCSuccess, fails the WQE with that status when
+	// it reaches the head of the queue, before anything is sent (a bad
+	// lkey found when it was posted).
+	localErr verbs.WCStatus
 
 	psn      PSN // first PSN
 	npkts    int // PSNs it takes: its packets, or its read response's
@@ -98,22 +139,51 @@ func (w *sendWQE) responded() bool {
 type recvWQE struct {
 	id  uint64
 	buf []byte
+	// scatter, when set, receives buf's bytes at the end of the message:
+	// a receive of several SGEs lands in buf first.
+	scatter [][]byte
+}
+
+// recvSource is a shared receive queue: receive WQEs that QPs take one
+// at a time, each under its own lock.
+type recvSource interface {
+	// take pops the oldest receive WQE, if there is one.
+	take() (recvWQE, bool)
+	// putBack returns r to the head of the queue: its message did not
+	// complete.
+	putBack(r recvWQE)
+}
+
+// completion is a work completion on its way to a CQ.
+type completion struct {
+	WC verbs.WC
+	// SendSeq is the send WQE's sequence number (sendWQE.seq), 0 for a
+	// receive completion.
+	SendSeq   uint64
+	Solicited bool
 }
 
 // rcQP is one RC queue pair in RTS: requester and responder.
 //
-// Lock order: mu, then the Transport's mu. Completions are delivered after
-// mu is released.
+// Lock order: mu, then deliverMu or the Transport's mu. Completions are
+// delivered after mu is released, under deliverMu; what receives them
+// must not call the rcQP.
 type rcQP struct {
 	cfg rcConfig
 	t   *Transport
 
 	mu     sync.Mutex
-	failed bool       // the QP is in ERR
-	out    []verbs.WC // completions to deliver once mu is released
-	tx     Packet     // scratch for the packet being built
-	timer  Timer      // the ACK timer or the RNR timer
-	tgen   uint64     // generation of timer, so a stale firing is ignored
+	failed bool         // the QP is in ERR
+	out    []completion // completions to deliver once mu is released
+	// deliverMu is taken before mu is released and held while the
+	// completions gathered under mu are delivered, so that two goroutines
+	// that released mu one after the other deliver in that order.
+	deliverMu sync.Mutex
+	tx        Packet   // scratch for the packet being built
+	batching  bool     // send collects packets in pkts (batch)
+	pkts      []Packet // packets of the batch being built
+	timer     Timer    // the ACK timer or the RNR timer
+	tgen      uint64   // generation of timer, so a stale firing is ignored
 
 	// Requester.
 	sq         []*sendWQE // posted and not completed, oldest first
@@ -143,7 +213,10 @@ type rcQP struct {
 	atomicN int
 	cur     struct {
 		active bool
-		send   bool // SEND (into rwqe) or WRITE (into buf)
+		drop   bool   // UC: the rest of the message is dropped
+		rkey   uint32 // a WRITE's rkey and address, checked again on
+		va     uint64 // each of its packets
+		send   bool   // SEND (into rwqe) or WRITE (into buf)
 		rwqe   recvWQE
 		buf    []byte
 		off    int
@@ -165,7 +238,18 @@ func newRCQP(t *Transport, cfg rcConfig) *rcQP {
 func (q *rcQP) close() {
 	q.t.Unregister(q.cfg.QPN)
 	q.mu.Lock()
+	// A packet dispatched before Unregister, or a timer that fired
+	// before stopTimer, finds the QP failed and touches nothing.
+	q.failed = true
 	q.stopTimer()
+	q.mu.Unlock()
+}
+
+// barrier returns once no packet or timer is being handled under mu: a
+// memory access that began before it has ended.
+func (q *rcQP) barrier() {
+	q.mu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier
 	q.mu.Unlock()
 }
 
@@ -173,9 +257,52 @@ func (q *rcQP) close() {
 func (q *rcQP) unlock() {
 	out := q.out
 	q.out = nil
+	if len(out) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.deliverMu.Lock()
 	q.mu.Unlock()
-	for _, wc := range out {
-		q.cfg.Complete(wc)
+	deliver(&q.cfg.Deliver, q.cfg.Complete, out)
+	q.deliverMu.Unlock()
+}
+
+func deliver(d *func(completion), complete func(verbs.WC), out []completion) {
+	for _, c := range out {
+		if *d != nil {
+			(*d)(c)
+		} else {
+			complete(c.WC)
+		}
+	}
+}
+
+// addWC queues a completion of a receive (seq 0) or of a send WQE.
+func (q *rcQP) addWC(wc verbs.WC, seq uint64, solicited bool) {
+	q.out = append(q.out, completion{WC: wc, SendSeq: seq, Solicited: solicited})
+}
+
+// startRequester sets what RTS brings on a QP created at RTR: the
+// requester's timers, and with first (RTR to RTS) the first send PSN.
+func (q *rcQP) startRequester(first bool, sqpsn PSN, timeout time.Duration, retry, rnrRetry, maxRdAtomic int) {
+	q.mu.Lock()
+	defer q.unlock()
+	q.cfg.Timeout, q.cfg.RetryCnt, q.cfg.RNRRetry = timeout, retry, rnrRetry
+	q.cfg.MaxRdAtomic = maxRdAtomic
+	if first {
+		q.cfg.SQPSN = sqpsn
+		q.sndPSN, q.tailPSN, q.una, q.maxPSN = sqpsn, sqpsn, sqpsn, sqpsn
+	}
+	q.retries, q.rnrRetries = retry, rnrRetry
+}
+
+// toError moves the QP to ERR as ibv_modify_qp does: every WQE of both
+// queues completes with WR_FLUSH_ERR.
+func (q *rcQP) toError() {
+	q.mu.Lock()
+	defer q.unlock()
+	if !q.failed {
+		q.fail(verbs.WCWRFlushErr)
 	}
 }
 
@@ -188,6 +315,9 @@ func (q *rcQP) postSend(w *sendWQE) error {
 	}
 	w.psn = q.tailPSN
 	w.npkts = max(1, (len(w.data)+q.cfg.MTU-1)/q.cfg.MTU)
+	if w.op == verbs.OpLocalInv {
+		w.npkts = 0 // a local operation: no packet, no PSN
+	}
 	q.tailPSN = q.tailPSN.Add(w.npkts)
 	q.sq = append(q.sq, w)
 	q.pump()
@@ -199,7 +329,7 @@ func (q *rcQP) postRecv(r recvWQE) error {
 	q.mu.Lock()
 	defer q.unlock()
 	if q.failed {
-		q.out = append(q.out, verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN})
+		q.addWC(verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}, 0, false)
 		return nil
 	}
 	q.rq = append(q.rq, r)
@@ -213,7 +343,12 @@ func (q *rcQP) Receive(_ netip.AddrPort, p *Packet) {
 	if q.failed {
 		return
 	}
-	if p.BTH.Opcode.IsResponse() {
+	if q.cfg.UC {
+		if op := p.BTH.Opcode; op&opcodeServiceMask == serviceUC && op.IsRequest() {
+			p.BTH.Opcode = op &^ serviceUC
+			q.ucReceive(p)
+		}
+	} else if p.BTH.Opcode.IsResponse() {
 		q.requesterReceive(p)
 	} else if p.BTH.Opcode.IsRequest() && p.BTH.Opcode < 0x20 {
 		q.responderReceive(p)
@@ -234,9 +369,36 @@ func (q *rcQP) Flush() {
 }
 
 func (q *rcQP) send(p *Packet) {
+	if q.cfg.UC {
+		p.BTH.Opcode |= serviceUC
+	}
 	p.BTH.DestQP = q.cfg.RemoteQPN
 	p.BTH.PKey = DefaultPKey
+	if q.batching {
+		q.pkts = append(q.pkts, *p)
+		return
+	}
 	q.t.Send(q.cfg.Remote, p)
+}
+
+// batch makes the packets sent until the returned function runs go out
+// together (Transport.SendBatch: one sendmmsg on Linux). Nested calls
+// join the outer batch.
+func (q *rcQP) batch() (flush func()) {
+	if q.batching {
+		return func() {}
+	}
+	q.batching = true
+	return q.flushBatch
+}
+
+func (q *rcQP) flushBatch() {
+	q.batching = false
+	if len(q.pkts) > 0 {
+		q.t.SendBatch(q.cfg.Remote, q.pkts)
+		clear(q.pkts) // no payload stays referenced
+		q.pkts = q.pkts[:0]
+	}
 }
 
 func (q *rcQP) sendAck(s Syndrome, psn PSN) {
@@ -274,22 +436,28 @@ func (q *rcQP) stopTimer() {
 
 // fail moves the QP to ERR: the oldest WQE completes with status, the
 // rest of both queues with WR_FLUSH_ERR.
-func (q *rcQP) fail(status verbs.WCStatus) {
+func (q *rcQP) fail(status verbs.WCStatus) { q.failAs(status, false) }
+
+// failAs is fail, saying whether the responder detected the error.
+func (q *rcQP) failAs(status verbs.WCStatus, responder bool) {
 	q.failed = true
 	q.stopTimer()
+	if q.cfg.OnFail != nil {
+		q.cfg.OnFail(status, responder)
+	}
 	for i, w := range q.sq {
 		s := verbs.WCWRFlushErr
-		if i == 0 {
+		if i == 0 && !responder {
 			s = status
 		}
-		q.out = append(q.out, verbs.WC{WRID: w.id, Status: s, QPNum: q.cfg.QPN})
+		q.addWC(verbs.WC{WRID: w.id, Status: s, QPNum: q.cfg.QPN}, w.seq, false)
 	}
 	q.sq = nil
 	if q.cur.active && q.cur.send {
-		q.out = append(q.out, verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN})
+		q.addWC(verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}, 0, false)
 	}
 	for _, r := range q.rq {
-		q.out = append(q.out, verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN})
+		q.addWC(verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}, 0, false)
 	}
 	q.rq = nil
 }

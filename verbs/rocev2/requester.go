@@ -12,9 +12,50 @@ func (q *rcQP) pump() {
 	if q.rnrWait || q.failed {
 		return
 	}
+	defer q.batch()()
 	for q.next < len(q.sq) && q.sndPSN.Diff(q.una) < q.window {
 		w := q.sq[q.next]
 		k := q.nextPkt
+		if w.localErr != verbs.WCSuccess {
+			// Nothing after it is sent; it fails once every WQE before
+			// it has completed.
+			if q.next == 0 {
+				q.fail(w.localErr)
+				return
+			}
+			break
+		}
+		if w.op == verbs.OpLocalInv {
+			// Local: it runs once every WQE before it has completed.
+			if q.next != 0 {
+				break
+			}
+			if q.cfg.LocalInv == nil || !q.cfg.LocalInv(w.rkey) {
+				q.fail(verbs.WCLocProtErr)
+				return
+			}
+			q.sq = q.sq[1:]
+			if w.signaled {
+				q.addWC(verbs.WC{WRID: w.id, Status: verbs.WCSuccess, Opcode: verbs.WCLocalInv,
+					QPNum: q.cfg.QPN}, w.seq, false)
+			}
+			continue
+		}
+		if q.cfg.UC {
+			q.sendData(w, k)
+			q.sndPSN = q.sndPSN.Next()
+			q.maxPSN, q.una = q.sndPSN, q.sndPSN
+			if k+1 < w.npkts {
+				q.nextPkt++
+				continue
+			}
+			q.next, q.nextPkt = q.next+1, 0
+			q.acknowledge(w.lastPSN()) // sent is done: nothing comes back
+			continue
+		}
+		if (w.op == verbs.OpRead || w.op.IsAtomic()) && !q.mayRead() {
+			break // max_rd_atomic READs and atomics await their response
+		}
 		if w.op.IsAtomic() {
 			q.sendAtomic(w)
 			q.sndPSN = q.sndPSN.Next()
@@ -43,6 +84,22 @@ func (q *rcQP) pump() {
 	}
 }
 
+// mayRead reports whether the READ or atomic at q.next may be sent: fewer
+// than max_rd_atomic of those before it await their response. (A READ
+// resent from its middle counts once, as itself.)
+func (q *rcQP) mayRead() bool {
+	if q.cfg.MaxRdAtomic <= 0 {
+		return true
+	}
+	n := 0
+	for _, w := range q.sq[:q.next] {
+		if w.op == verbs.OpRead || w.op.IsAtomic() {
+			n++
+		}
+	}
+	return n < q.cfg.MaxRdAtomic
+}
+
 // sendData sends packet k of a SEND or WRITE.
 func (q *rcQP) sendData(w *sendWQE, k int) {
 	mtu := q.cfg.MTU
@@ -52,8 +109,14 @@ func (q *rcQP) sendData(w *sendWQE, k int) {
 	p := &q.tx
 	*p = Packet{BTH: BTH{PSN: w.psn.Add(k)}, Payload: w.data[off:end]}
 	imm := w.op == verbs.OpSendImm || w.op == verbs.OpWriteImm
-	if w.op == verbs.OpSend || w.op == verbs.OpSendImm {
+	if w.op.IsSend() {
+		inv := w.op == verbs.OpSendInv
+		p.IETH.RKey = w.inv
 		switch {
+		case first && last && inv:
+			p.BTH.Opcode = RCSendOnlyInvalidate
+		case last && inv:
+			p.BTH.Opcode = RCSendLastInvalidate
 		case first && last && imm:
 			p.BTH.Opcode = RCSendOnlyImm
 		case first && last:
@@ -88,7 +151,7 @@ func (q *rcQP) sendData(w *sendWQE, k int) {
 	p.BTH.Solicited = last && w.solicited
 	// The last packet of a message asks for an ACK, and so does every
 	// ackEvery-th, so a long message frees its window before it ends.
-	p.BTH.AckReq = last || k%q.ackEvery == q.ackEvery-1
+	p.BTH.AckReq = !q.cfg.UC && (last || k%q.ackEvery == q.ackEvery-1)
 	q.send(p)
 }
 
@@ -163,8 +226,8 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 	una := psn.Next()
 	for len(q.sq) > 0 {
 		w := q.sq[0]
-		if w.lastPSN().After(psn) {
-			break
+		if w.lastPSN().After(psn) || w.op == verbs.OpLocalInv {
+			break // a LOCAL_INV completes when pump runs it
 		}
 		if !w.responded() {
 			// The responder acknowledged past a READ or atomic whose
@@ -174,9 +237,12 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 		}
 		q.sq = q.sq[1:]
 		q.next--
+		if w.scatter != nil {
+			copySegs(w.scatter, w.data)
+		}
 		if w.signaled {
-			q.out = append(q.out, verbs.WC{WRID: w.id, Status: verbs.WCSuccess,
-				Opcode: verbs.WCOpcodeOf(w.op), ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN})
+			q.addWC(verbs.WC{WRID: w.id, Status: verbs.WCSuccess,
+				Opcode: verbs.WCOpcodeOf(w.op), ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN}, w.seq, false)
 		}
 		progress = true
 	}
@@ -295,7 +361,10 @@ func (q *rcQP) readResponse(p *Packet) {
 		return
 	}
 	if p.BTH.Opcode.IsFirst() != (w.readRecv == w.reqFrom) || p.BTH.Opcode.IsLast() != (w.readRecv == w.npkts-1) {
-		q.fail(verbs.WCBadRespErr)
+		// A response to an earlier request for this READ, late: after a
+		// re-request from packet k, the first answer's MIDDLE at k may
+		// still arrive where the new answer's FIRST is expected. Drop
+		// it; the new answer, or the ACK timeout, follows.
 		return
 	}
 	off := w.readRecv * q.cfg.MTU

@@ -49,17 +49,19 @@ func (q *rcQP) responderReceive(p *Packet) {
 // moves ePSN itself.
 func (q *rcQP) execute(p *Packet) bool {
 	op := p.BTH.Opcode
+	var immRecv recvWQE // the receive a WRITE with immediate completes
+	haveImm := false
 	if op.IsFirst() == q.cur.active || (q.cur.active && op.IsSend() != q.cur.send) {
 		// A FIRST or ONLY inside a message, a MIDDLE or LAST outside one,
 		// or one of another operation than the message's.
-		q.nakFatal(NAKInvalidRequest)
+		q.reject(p, NAKInvalidRequest)
 		return false
 	}
 	switch {
 	case op == RCReadRequest:
 		mem, ok := q.readable(p)
 		if !ok {
-			q.nakFatal(NAKRemoteAccessError)
+			q.reject(p, NAKRemoteAccessError)
 			return false
 		}
 		q.msn = (q.msn + 1) & mask24
@@ -70,34 +72,50 @@ func (q *rcQP) execute(p *Packet) bool {
 		return q.executeAtomic(p)
 	case op.IsSend():
 		if op.IsFirst() {
-			if len(q.rq) == 0 {
-				q.nakSent = true
-				q.sendAck(RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
+			r, ok := q.takeRecv()
+			if !ok {
+				q.noReceive(p)
 				return false
 			}
 			q.cur.active, q.cur.send, q.cur.off = true, true, 0
-			q.cur.rwqe = q.rq[0]
-			q.rq = q.rq[1:]
-			q.cur.buf = q.cur.rwqe.buf
+			q.cur.rwqe = r
+			q.cur.buf = r.buf
 		}
 	case op.IsWrite():
-		if op.HasImm() && len(q.rq) == 0 {
-			// The immediate needs a receive; this packet's data is
-			// written when it is retransmitted.
-			q.nakSent = true
-			q.sendAck(RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
-			return false
+		if op.HasImm() {
+			r, ok := q.takeRecv()
+			if !ok {
+				// The immediate needs a receive; this packet's data is
+				// written when it is retransmitted.
+				q.noReceive(p)
+				return false
+			}
+			immRecv, haveImm = r, true
 		}
 		if op.IsFirst() {
 			mem, ok := q.cfg.Memory.Remote(p.RETH.RKey, p.RETH.VA, int(p.RETH.DMALen), verbs.AccessRemoteWrite)
 			if !ok {
-				q.nakFatal(NAKRemoteAccessError)
+				if haveImm {
+					q.untakeRecv(immRecv)
+				}
+				q.reject(p, NAKRemoteAccessError)
 				return false
 			}
 			q.cur.active, q.cur.send, q.cur.off, q.cur.buf = true, false, 0, mem
+			q.cur.rkey, q.cur.va = p.RETH.RKey, p.RETH.VA
+		} else if len(p.Payload) > 0 {
+			// The MR may have been deregistered since the FIRST packet:
+			// the rkey must still grant this packet's bytes.
+			if _, ok := q.cfg.Memory.Remote(q.cur.rkey, q.cur.va+uint64(q.cur.off), len(p.Payload), verbs.AccessRemoteWrite); !ok {
+				if haveImm {
+					q.untakeRecv(immRecv)
+				}
+				q.reject(p, NAKRemoteAccessError)
+				return false
+			}
 		}
 	default:
-		q.nakFatal(NAKInvalidRequest)
+		q.reject(p, NAKInvalidRequest)
 		return false
 	}
 	n := q.cur.off + len(p.Payload)
@@ -106,10 +124,13 @@ func (q *rcQP) execute(p *Packet) bool {
 		// Longer than the receive buffer, a short FIRST or MIDDLE, or a
 		// WRITE whose packets do not add up to its DMA length.
 		if q.cur.send {
-			q.out = append(q.out, verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN})
+			q.addWC(verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN}, 0, false)
 			q.cur.active = false
 		}
-		q.nakFatal(NAKInvalidRequest)
+		if haveImm {
+			q.untakeRecv(immRecv)
+		}
+		q.reject(p, NAKInvalidRequest)
 		return false
 	}
 	copy(q.cur.buf[q.cur.off:], p.Payload)
@@ -123,24 +144,85 @@ func (q *rcQP) execute(p *Packet) bool {
 	switch {
 	case q.cur.send:
 		wc.WRID, wc.Opcode = q.cur.rwqe.id, verbs.WCRecv
-	case op.HasImm():
-		wc.WRID, wc.Opcode = q.rq[0].id, verbs.WCRecvRDMAWithImm
-		q.rq = q.rq[1:]
+		if q.cur.rwqe.scatter != nil {
+			copySegs(q.cur.rwqe.scatter, q.cur.buf[:q.cur.off])
+		}
+		if op == RCSendLastInvalidate || op == RCSendOnlyInvalidate {
+			inv, ok := q.cfg.Memory.(invalidator)
+			if !ok || !inv.Invalidate(p.IETH.RKey) {
+				// An rkey the QP may not invalidate: the receive fails and
+				// the requester gets a remote access error.
+				q.addWC(verbs.WC{WRID: wc.WRID, Status: verbs.WCLocProtErr, QPNum: q.cfg.QPN}, 0, false)
+				q.reject(p, NAKRemoteAccessError)
+				return false
+			}
+			wc.Imm, wc.Flags = p.IETH.RKey, verbs.WCFlagWithInv
+		}
+	case haveImm:
+		wc.WRID, wc.Opcode = immRecv.id, verbs.WCRecvRDMAWithImm
 	default:
 		return true
 	}
 	if op.HasImm() {
 		wc.Imm, wc.Flags = p.ImmDt.Imm, verbs.WCFlagWithImm
 	}
-	q.out = append(q.out, wc)
+	q.addWC(wc, 0, p.BTH.Solicited)
 	return true
+}
+
+// takeRecv takes the next receive WQE, from the SRQ when the QP has one.
+func (q *rcQP) takeRecv() (recvWQE, bool) {
+	if q.cfg.SRQ != nil {
+		return q.cfg.SRQ.take()
+	}
+	if len(q.rq) == 0 {
+		return recvWQE{}, false
+	}
+	r := q.rq[0]
+	q.rq = q.rq[1:]
+	return r, true
+}
+
+// untakeRecv puts back a receive WQE taken for a message that did not
+// complete, at the head of the queue it came from.
+func (q *rcQP) untakeRecv(r recvWQE) {
+	if q.cfg.SRQ != nil {
+		q.cfg.SRQ.putBack(r)
+		return
+	}
+	q.rq = append([]recvWQE{r}, q.rq...)
+}
+
+// noReceive answers a SEND (or WRITE with immediate) that finds no
+// receive posted: an RNR NAK on RC; on UC the message is dropped.
+func (q *rcQP) noReceive(p *Packet) {
+	if q.cfg.UC {
+		q.ucDrop(p.BTH.Opcode)
+		return
+	}
+	q.nakSent = true
+	q.sendAck(RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
+}
+
+// reject answers a request the responder cannot execute: a NAK that ends
+// the connection on RC; on UC, which has no NAK, the message is dropped.
+func (q *rcQP) reject(p *Packet, code uint8) {
+	if q.cfg.UC {
+		q.ucDrop(p.BTH.Opcode)
+		return
+	}
+	q.nakFatal(code)
 }
 
 // nakFatal sends a NAK that ends the connection and moves the responder to
 // ERR, flushing its own outstanding work.
 func (q *rcQP) nakFatal(code uint8) {
 	q.sendAck(NAK(code), q.ePSN)
-	q.fail(verbs.WCWRFlushErr)
+	status := verbs.WCRemInvReqErr
+	if code == NAKRemoteAccessError {
+		status = verbs.WCRemAccessErr
+	}
+	q.failAs(status, true)
 }
 
 // readable returns the memory a READ request asks for, if its rkey grants
@@ -154,6 +236,7 @@ func (q *rcQP) readable(p *Packet) ([]byte, bool) {
 func (q *rcQP) sendReadResponse(psn PSN, mem []byte) int {
 	mtu := q.cfg.MTU
 	n := max(1, (len(mem)+mtu-1)/mtu)
+	defer q.batch()()
 	for k := range n {
 		off := k * mtu
 		p := &q.tx

@@ -19,6 +19,14 @@ type udConfig struct {
 	MTU      int
 	SQPSN    PSN
 	Complete func(verbs.WC)
+	// Deliver, when set, receives every completion instead of Complete
+	// (see rcConfig.Deliver).
+	Deliver func(c completion)
+	// OnFail, when set, is called under the QP's lock as a receive too
+	// short for its datagram moves the QP to ERR.
+	OnFail func()
+	// SRQ, when set, is where the QP takes its receive WQEs.
+	SRQ recvSource
 	// observe, when set, sees each packet after the QP handled it (tests
 	// wait on it).
 	observe func(*Packet)
@@ -35,6 +43,7 @@ type udSend struct {
 	remote     netip.AddrPort
 	remoteQPN  uint32
 	remoteQKey uint32
+	seq        uint64 // returned with the completion (completion.SendSeq)
 }
 
 // udQP is a UD queue pair in RTS: unreliable datagrams of at most one
@@ -43,16 +52,19 @@ type udSend struct {
 // Q_Key, larger than the MTU, no receive posted), and the sender completes
 // successfully in every case (SEMANTICS 13 of the rxe measurements).
 //
-// Lock order: mu, then the Transport's mu.
+// Lock order: mu, then deliverMu or the Transport's mu.
 type udQP struct {
 	cfg udConfig
 	t   *Transport
 
-	mu  sync.Mutex
-	psn PSN
-	rq  []recvWQE
-	out []verbs.WC
-	tx  Packet
+	mu     sync.Mutex
+	failed bool // in ERR: a receive was too short for its datagram
+	psn    PSN
+	rq     []recvWQE
+	out    []completion
+	tx     Packet
+	// deliverMu keeps completions in order (see rcQP.deliverMu).
+	deliverMu sync.Mutex
 }
 
 func newUDQP(t *Transport, cfg udConfig) *udQP {
@@ -61,27 +73,72 @@ func newUDQP(t *Transport, cfg udConfig) *udQP {
 	return q
 }
 
-func (q *udQP) close() { q.t.Unregister(q.cfg.QPN) }
+func (q *udQP) close() {
+	q.t.Unregister(q.cfg.QPN)
+	q.mu.Lock()
+	q.failed = true // a datagram dispatched before Unregister is dropped
+	q.mu.Unlock()
+}
+
+// barrier returns once no datagram is being placed under mu.
+func (q *udQP) barrier() {
+	q.mu.Lock()
+	//lint:ignore SA2001 the empty critical section is the barrier
+	q.mu.Unlock()
+}
 
 func (q *udQP) unlock() {
 	out := q.out
 	q.out = nil
-	q.mu.Unlock()
-	for _, wc := range out {
-		q.cfg.Complete(wc)
+	if len(out) == 0 {
+		q.mu.Unlock()
+		return
 	}
+	q.deliverMu.Lock()
+	q.mu.Unlock()
+	deliver(&q.cfg.Deliver, q.cfg.Complete, out)
+	q.deliverMu.Unlock()
+}
+
+// setSQPSN sets the first PSN RTS gives the QP.
+func (q *udQP) setSQPSN(psn PSN) {
+	q.mu.Lock()
+	q.psn = psn
+	q.mu.Unlock()
+}
+
+// flush completes every posted receive with WR_FLUSH_ERR (the QP moved to
+// ERR).
+func (q *udQP) flush() {
+	q.mu.Lock()
+	defer q.unlock()
+	q.flushLocked()
+}
+
+func (q *udQP) flushLocked() {
+	for _, r := range q.rq {
+		q.out = append(q.out, completion{WC: verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}})
+	}
+	q.rq = nil
 }
 
 func (q *udQP) postRecv(r recvWQE) {
 	q.mu.Lock()
 	defer q.unlock()
 	q.rq = append(q.rq, r)
+	if q.failed {
+		q.flushLocked()
+	}
 }
 
 // postSend sends w as one datagram. One larger than the MTU is not sent.
 func (q *udQP) postSend(w *udSend) {
 	q.mu.Lock()
 	defer q.unlock()
+	if q.failed {
+		q.out = append(q.out, completion{WC: verbs.WC{WRID: w.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}, SendSeq: w.seq})
+		return
+	}
 	if len(w.data) <= q.cfg.MTU {
 		qkey := w.remoteQKey
 		if qkey&0x8000_0000 != 0 {
@@ -97,8 +154,8 @@ func (q *udQP) postSend(w *udSend) {
 		q.t.Send(w.remote, &q.tx)
 	}
 	if w.signaled {
-		q.out = append(q.out, verbs.WC{WRID: w.id, Status: verbs.WCSuccess, Opcode: verbs.WCSend,
-			ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN})
+		q.out = append(q.out, completion{WC: verbs.WC{WRID: w.id, Status: verbs.WCSuccess, Opcode: verbs.WCSend,
+			ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN}, SendSeq: w.seq})
 	}
 }
 
@@ -113,26 +170,46 @@ func (q *udQP) Receive(from netip.AddrPort, p *Packet) {
 	if q.cfg.observe != nil {
 		defer q.cfg.observe(p)
 	}
-	if p.DETH.QKey != q.cfg.QKey || len(p.Payload) > q.cfg.MTU || len(q.rq) == 0 {
+	if q.failed || p.DETH.QKey != q.cfg.QKey || len(p.Payload) > q.cfg.MTU {
 		return
 	}
-	r := q.rq[0]
-	q.rq = q.rq[1:]
+	var r recvWQE
+	switch {
+	case q.cfg.SRQ != nil:
+		var ok bool
+		if r, ok = q.cfg.SRQ.take(); !ok {
+			return
+		}
+	case len(q.rq) == 0:
+		return
+	default:
+		r = q.rq[0]
+		q.rq = q.rq[1:]
+	}
 	n := GRHLen + len(p.Payload)
 	if len(r.buf) < n {
 		// rxe reports LOC_QP_OP_ERR here (SEMANTICS 13e); the spec's
-		// LOC_LEN_ERR matches verbs.ErrLocalLength all the same.
-		q.out = append(q.out, verbs.WC{WRID: r.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN})
+		// LOC_LEN_ERR matches verbs.ErrLocalLength all the same. The QP
+		// goes to ERR, as on rxe, flushing the other receives.
+		q.out = append(q.out, completion{WC: verbs.WC{WRID: r.id, Status: verbs.WCLocLenErr, QPNum: q.cfg.QPN}})
+		q.failed = true
+		q.flushLocked()
+		if q.cfg.OnFail != nil {
+			q.cfg.OnFail()
+		}
 		return
 	}
 	putGRH(r.buf[:GRHLen], from.Addr(), q.t.LocalAddr().Addr(), p.EncodedLen())
 	copy(r.buf[GRHLen:], p.Payload)
+	if r.scatter != nil {
+		copySegs(r.scatter, r.buf[:n])
+	}
 	wc := verbs.WC{WRID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(n),
 		QPNum: q.cfg.QPN, SrcQP: p.DETH.SrcQP, Flags: verbs.WCFlagGRH, PKeyIndex: 0}
 	if op == UDSendOnlyImm {
 		wc.Imm, wc.Flags = p.ImmDt.Imm, wc.Flags|verbs.WCFlagWithImm
 	}
-	q.out = append(q.out, wc)
+	q.out = append(q.out, completion{WC: wc, Solicited: p.BTH.Solicited})
 }
 
 // Flush has nothing to acknowledge on UD.

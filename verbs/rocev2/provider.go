@@ -1,0 +1,238 @@
+package rocev2
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// Config sets up a Provider.
+type Config struct {
+	// Addrs are the IPv6 addresses the devices bind, one device each, in
+	// order (rocev2_0, rocev2_1, ...). An address may repeat: each device
+	// has a socket and a port of its own. Empty means one device on ::1.
+	Addrs []netip.Addr
+	// Ports are the UDP ports the devices bind, by index; a missing or
+	// zero entry lets the kernel pick one. A device that rxe or a RoCE
+	// NIC must reach binds Port (4791).
+	Ports []uint16
+	// ActiveMTU is the ports' active MTU in bytes: 256 to 4096 (0 means
+	// 4096). UD datagrams larger than it are dropped.
+	ActiveMTU int
+	// Clock drives the transport's timers; nil means SystemClock.
+	Clock Clock
+}
+
+// Provider is the RoCE v2 verbs provider: one device per bound address,
+// each with its own UDP socket (a Transport). Safe for concurrent use.
+//
+// # How a QP finds its peer's UDP port
+//
+// A device's GID is the IPv6 address its transport is bound to, and its
+// port's LID (PortAttr.LID, meaningless on RoCE, where rxe and NICs report
+// 0) is the UDP port it is bound to. The handshake that tells a peer the
+// LID, QPN, PSN and GID (ibv_rc_pingpong's, the conformance suite's, the
+// runtime's once it sends the LID) thus tells it where to send, and the
+// DLID of the address vector in ibv_modify_qp (RTR) or ibv_create_ah
+// carries it: packets go to [DGID]:DLID. A DLID of 0, what rxe and RoCE
+// NICs announce, means port 4791. When the DLID is 0 and a device of this
+// provider has the DGID and holds the destination QP, the packets go to
+// that device's port, so two runtimes of one process need no LID.
+type Provider struct {
+	devices []*device
+	mtu     verbs.MTU
+	clock   Clock
+
+	nextQPN atomic.Uint32 // QPNs are unique across the provider's devices
+	qpMu    sync.RWMutex
+	qpDev   map[uint32]*device // QPN -> its device, for routing between devices
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// New binds one transport per address of cfg and returns the provider.
+// Close releases the sockets.
+func New(cfg Config) (*Provider, error) {
+	addrs := cfg.Addrs
+	if len(addrs) == 0 {
+		addrs = []netip.Addr{netip.IPv6Loopback()}
+	}
+	mtu := verbs.MTU4096
+	if cfg.ActiveMTU != 0 {
+		if mtu = verbs.MTUFromBytes(cfg.ActiveMTU); mtu == 0 {
+			return nil, fmt.Errorf("rocev2: active MTU %d: %w", cfg.ActiveMTU, verbs.ErrInvalidArgument)
+		}
+	}
+	p := &Provider{mtu: mtu, clock: cfg.Clock, qpDev: make(map[uint32]*device)}
+	if p.clock == nil {
+		p.clock = SystemClock{}
+	}
+	p.nextQPN.Store(firstQPN - 1)
+	for i, a := range addrs {
+		var port uint16
+		if i < len(cfg.Ports) {
+			port = cfg.Ports[i]
+		}
+		t, err := Listen(TransportConfig{Addr: netip.AddrPortFrom(a, port), Clock: p.clock})
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.devices = append(p.devices, newDevice(p, i, t))
+	}
+	return p, nil
+}
+
+// Name returns "rocev2".
+func (p *Provider) Name() string { return "rocev2" }
+
+// Devices lists the provider's devices.
+func (p *Provider) Devices() ([]verbs.Device, error) {
+	out := make([]verbs.Device, len(p.devices))
+	for i, d := range p.devices {
+		out[i] = d
+	}
+	return out, nil
+}
+
+// Transport returns the transport of device i, for fault injection in
+// tests, or nil.
+func (p *Provider) Transport(i int) *Transport {
+	if i < 0 || i >= len(p.devices) {
+		return nil
+	}
+	return p.devices[i].t
+}
+
+// Close closes every context still open and the devices' sockets.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	for _, d := range p.devices {
+		for _, c := range d.openContexts() {
+			c.Close()
+		}
+		d.t.Close()
+	}
+	return nil
+}
+
+func (p *Provider) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// newQPN hands out a QPN and records its device.
+func (p *Provider) newQPN(d *device) uint32 {
+	n := p.nextQPN.Add(1) & mask24
+	p.qpMu.Lock()
+	p.qpDev[n] = d
+	p.qpMu.Unlock()
+	return n
+}
+
+func (p *Provider) forgetQPN(n uint32) {
+	p.qpMu.Lock()
+	delete(p.qpDev, n)
+	p.qpMu.Unlock()
+}
+
+// route returns where packets for QP qpn at dgid go (see Provider).
+func (p *Provider) route(dgid verbs.GID, dlid uint16, qpn uint32) netip.AddrPort {
+	a := netip.AddrFrom16(dgid)
+	if dlid != 0 {
+		return netip.AddrPortFrom(a, dlid)
+	}
+	p.qpMu.RLock()
+	d := p.qpDev[qpn&mask24]
+	p.qpMu.RUnlock()
+	if d != nil && d.gid == dgid {
+		return d.t.LocalAddr()
+	}
+	return netip.AddrPortFrom(a, Port)
+}
+
+// firstQPN is the first QPN handed out: 0 and 1 are the special QPs, and
+// rxe starts at 17 too.
+const firstQPN = 0x11
+
+type device struct {
+	p    *Provider
+	idx  int
+	name string
+	guid uint64
+	gid  verbs.GID
+	t    *Transport
+
+	nextKey atomic.Uint32
+	mrMu    sync.RWMutex
+	mrs     map[uint32]*mr // by key (lkey == rkey)
+
+	mu       sync.Mutex
+	contexts map[*context]struct{}
+}
+
+func newDevice(p *Provider, i int, t *Transport) *device {
+	d := &device{p: p, idx: i, name: fmt.Sprintf("rocev2_%d", i), t: t,
+		gid: verbs.GIDFromAddr(t.LocalAddr().Addr()), mrs: make(map[uint32]*mr),
+		contexts: make(map[*context]struct{})}
+	// A GUID from the address and port, as an EUI-64 would come from a MAC.
+	g := d.gid
+	d.guid = binary.BigEndian.Uint64(g[8:]) ^ uint64(t.LocalAddr().Port())<<48 ^ uint64(i+1)
+	return d
+}
+
+func (d *device) Name() string { return d.name }
+func (d *device) GUID() uint64 { return d.guid }
+
+// Open opens a context on the device.
+func (d *device) Open() (verbs.Context, error) {
+	if d.p.isClosed() {
+		return nil, verbs.NewError("ibv_open_device", verbs.ErrClosed, d.name)
+	}
+	c := newContext(d)
+	d.mu.Lock()
+	d.contexts[c] = struct{}{}
+	d.mu.Unlock()
+	return c, nil
+}
+
+func (d *device) openContexts() []*context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*context, 0, len(d.contexts))
+	for c := range d.contexts {
+		out = append(out, c)
+	}
+	return out
+}
+
+func (d *device) forget(c *context) {
+	d.mu.Lock()
+	delete(d.contexts, c)
+	d.mu.Unlock()
+}
+
+// newKey returns a fresh memory key: an index in the upper 24 bits and a
+// key byte in the lower 8, like hardware keys; never 0.
+func (d *device) newKey() uint32 {
+	n := d.nextKey.Add(1)
+	return n<<8 | (n*0x9d)&0xff
+}
+
+func (d *device) mrByKey(k uint32) *mr {
+	d.mrMu.RLock()
+	defer d.mrMu.RUnlock()
+	return d.mrs[k]
+}

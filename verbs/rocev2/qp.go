@@ -1,0 +1,378 @@
+package rocev2
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// qp is a verbs QP over the transport: the state machine of ibv_modify_qp
+// around an rcQP or udQP, which it creates at RTR (when the QP starts to
+// receive) and discards at RESET.
+//
+// Lock order: mu, then the rcQP's or udQP's locks, then the CQs'. The
+// transport QP delivers completions (deliver) without taking mu.
+type qp struct {
+	pd     *pd
+	ctx    *context
+	dev    *device
+	qpn    uint32
+	typ    verbs.QPType
+	sendCQ *cq
+	recvCQ *cq
+	srq    *srq // nil: the QP has a receive queue of its own
+	sigAll bool
+	caps   verbs.QPCaps
+	limits verbs.SendLimits
+
+	mu     sync.Mutex
+	state  verbs.QPState
+	attr   verbs.QPAttr
+	closed bool
+	rc     *rcQP
+	ud     *udQP
+	// early holds the receives posted in INIT, handed to the transport
+	// QP at RTR.
+	early []recvWQE
+
+	// failed is set when the transport QP moved to ERR on its own (an
+	// error completion, a fatal NAK): Query reports ERR from then on.
+	failed atomic.Bool
+	// qpAccess is the QP's access flags, read by the responder.
+	qpAccess atomic.Uint32
+	// Send queue slots: WQE seq (from 1) were posted up to sqPosted
+	// (under mu); those up to sqFreed have completed or were retired by
+	// a later signaled completion, as unsignaled WQEs hold their slots.
+	sqPosted uint64
+	sqFreed  atomic.Uint64
+	// rqHeld counts receives posted and not yet completed.
+	rqHeld atomic.Int64
+
+	postCalls atomic.Uint64
+	postedWRs atomic.Uint64
+}
+
+func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
+	const op = "ibv_create_qp"
+	c := p.ctx
+	bad := func(detail string) (*qp, error) {
+		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, detail)
+	}
+	switch spec.Type {
+	case verbs.QPTypeRC, verbs.QPTypeUC, verbs.QPTypeUD:
+	case verbs.QPTypeXRCSend, verbs.QPTypeXRCRecv, verbs.QPTypeRawPacket:
+		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "rocev2 has no %s QPs", spec.Type)
+	default:
+		return bad("unknown QP type")
+	}
+	var shared *srq
+	if spec.SRQ != nil {
+		s, ok := spec.SRQ.(*srq)
+		if !ok || s.ctx != c {
+			return bad("SRQ of another context or provider")
+		}
+		shared = s
+	}
+	caps := spec.Caps
+	if shared != nil {
+		caps.MaxRecvWR, caps.MaxRecvSGE = 1, 1 // unused: receives come from the SRQ
+	}
+	if caps.MaxSendWR < 1 || caps.MaxSendWR > maxQPWR || caps.MaxRecvWR < 1 || caps.MaxRecvWR > maxQPWR {
+		return bad("max_send_wr or max_recv_wr outside 1..16384")
+	}
+	if caps.MaxSendSGE < 0 || caps.MaxSendSGE > maxSGE || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > maxSGE ||
+		caps.MaxInlineData < 0 || caps.MaxInlineData > maxInline {
+		return bad("max_send_sge or max_recv_sge above 32, or max_inline_data above 512")
+	}
+	sq, ok1 := spec.SendCQ.(*cq)
+	rq, ok2 := spec.RecvCQ.(*cq)
+	if !ok1 || !ok2 || sq.ctx != c || rq.ctx != c {
+		return bad("send or receive CQ missing or of another context")
+	}
+	q := &qp{pd: p, ctx: c, dev: c.dev, typ: spec.Type, sendCQ: sq, recvCQ: rq, srq: shared, sigAll: spec.SigAll}
+	q.caps = verbs.QPCaps{MaxSendWR: queueCapacity(caps.MaxSendWR), MaxRecvWR: queueCapacity(caps.MaxRecvWR),
+		MaxSendSGE: max(caps.MaxSendSGE, 1), MaxRecvSGE: max(caps.MaxRecvSGE, 1),
+		MaxInlineData: max(caps.MaxInlineData, minInline)}
+	if shared != nil {
+		q.caps.MaxRecvWR, q.caps.MaxRecvSGE = 0, 0
+	}
+	q.limits = verbs.SendLimits{Type: q.typ, MaxSendSGE: q.caps.MaxSendSGE, MaxInlineData: q.caps.MaxInlineData}
+	q.attr.Cap = q.caps
+	if err := c.add(op, q); err != nil {
+		return nil, err
+	}
+	q.qpn = c.dev.p.newQPN(c.dev)
+	p.uses.hold()
+	sq.uses.hold()
+	rq.uses.hold()
+	if shared != nil {
+		shared.uses.hold()
+	}
+	return q, nil
+}
+
+func (q *qp) rank() int          { return rankQP }
+func (q *qp) QPN() uint32        { return q.qpn }
+func (q *qp) Type() verbs.QPType { return q.typ }
+
+// PostCalls implements verbs.PostCounter.
+func (q *qp) PostCalls() uint64 { return q.postCalls.Load() }
+
+// PostedWRs implements verbs.PostCounter.
+func (q *qp) PostedWRs() uint64 { return q.postedWRs.Load() }
+
+// deliver hands a completion of the transport QP to its CQ and frees the
+// queue slots it retires. It runs outside the transport QP's lock and
+// takes no QP lock.
+func (q *qp) deliver(c completion) {
+	if c.SendSeq != 0 {
+		for {
+			f := q.sqFreed.Load()
+			if c.SendSeq <= f || q.sqFreed.CompareAndSwap(f, c.SendSeq) {
+				break
+			}
+		}
+		q.sendCQ.push(&c.WC, false)
+		return
+	}
+	if q.srq == nil {
+		q.rqHeld.Add(-1)
+	}
+	q.recvCQ.push(&c.WC, c.Solicited)
+}
+
+// onFail runs as the rcQP moves to ERR; a responder that found the
+// peer's request invalid raises the async event of the IB spec (9.9.3).
+func (q *qp) onFail(status verbs.WCStatus, responder bool) {
+	q.failed.Store(true)
+	if !responder {
+		return
+	}
+	ev := verbs.EventQPReqErr
+	if status == verbs.WCRemAccessErr {
+		ev = verbs.EventQPAccessErr
+	}
+	q.ctx.raise(verbs.AsyncEvent{Type: ev, QP: q})
+}
+
+// stateLocked is the state as a user sees it.
+func (q *qp) stateLocked() verbs.QPState {
+	if q.failed.Load() && q.state != verbs.QPStateReset {
+		return verbs.QPStateErr
+	}
+	return q.state
+}
+
+// Modify changes state and attributes after checking the transition and
+// its mask as the kernel does.
+func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	const op = "ibv_modify_qp"
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return verbs.NewError(op, verbs.ErrClosed, "QP")
+	}
+	cur := q.stateLocked()
+	next := cur
+	if mask&verbs.QPAttrState != 0 {
+		next = attr.State
+	}
+	if next > verbs.QPStateErr {
+		return verbs.Errorf(op, verbs.ErrInvalidArgument, "state %d", next)
+	}
+	if err := verbs.CheckModify(q.typ, cur, next, mask); err != nil {
+		return err
+	}
+	if next == verbs.QPStateSQD || next == verbs.QPStateSQE {
+		return verbs.Errorf(op, verbs.ErrNotSupported, "rocev2 has no %s state", next)
+	}
+	if err := checkAttrValues(attr, mask); err != nil {
+		return verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
+	}
+	applyAttr(&q.attr, attr, mask)
+	if mask&verbs.QPAttrAccessFlags != 0 {
+		q.qpAccess.Store(uint32(attr.AccessFlags))
+	}
+	switch {
+	case next == verbs.QPStateReset:
+		q.resetLocked()
+	case next == verbs.QPStateErr:
+		q.toErrorLocked()
+	case cur == verbs.QPStateInit && next == verbs.QPStateRTR:
+		q.startLocked()
+	case cur == verbs.QPStateRTR && next == verbs.QPStateRTS:
+		q.startSendLocked(true)
+	case cur == verbs.QPStateRTS && next == verbs.QPStateRTS:
+		q.startSendLocked(false)
+	}
+	q.state = next
+	q.attr.State = q.state
+	return nil
+}
+
+// startLocked creates the transport QP at RTR, so it receives from now on.
+func (q *qp) startLocked() {
+	a := &q.attr
+	var shared recvSource
+	if q.srq != nil {
+		shared = q.srq
+	}
+	if q.typ == verbs.QPTypeUD {
+		q.ud = newUDQP(q.dev.t, udConfig{QPN: q.qpn, QKey: a.QKey, MTU: q.dev.p.mtu.Bytes(), SRQ: shared,
+			Deliver: q.deliver, OnFail: func() { q.failed.Store(true) }})
+		for _, r := range q.early {
+			q.ud.postRecv(r)
+		}
+	} else {
+		remote := q.dev.p.route(a.AH.GRH.DGID, a.AH.DLID, a.DestQPN)
+		q.rc = newRCQP(q.dev.t, rcConfig{QPN: q.qpn, RemoteQPN: a.DestQPN, Remote: remote,
+			MTU: min(a.PathMTU, q.dev.p.mtu).Bytes(), RQPSN: PSN(a.RQPSN & mask24), MinRNRTimer: a.MinRNRTimer,
+			UC: q.typ == verbs.QPTypeUC, SRQ: shared, Memory: qpMemory{q}, LocalInv: q.localInvalidate, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
+		for _, r := range q.early {
+			q.rc.postRecv(r)
+		}
+	}
+	q.early = nil
+}
+
+// startSendLocked applies what RTS sets: the requester's timers, and
+// with first the first send PSN.
+func (q *qp) startSendLocked(first bool) {
+	a := &q.attr
+	if q.ud != nil && first {
+		q.ud.setSQPSN(PSN(a.SQPSN & mask24))
+	}
+	if q.rc != nil {
+		q.rc.startRequester(first, PSN(a.SQPSN&mask24), verbs.AckTimeoutDuration(a.Timeout),
+			int(a.RetryCnt), int(a.RNRRetry), max(1, int(a.MaxRdAtomic)))
+	}
+}
+
+// toErrorLocked moves the QP to ERR, flushing both queues.
+func (q *qp) toErrorLocked() {
+	q.failed.Store(true)
+	switch {
+	case q.rc != nil:
+		q.rc.toError()
+	case q.ud != nil:
+		q.ud.flush()
+	}
+	for _, r := range q.early {
+		q.deliver(completion{WC: verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}})
+	}
+	q.early = nil
+	q.state = verbs.QPStateErr
+}
+
+// resetLocked discards the transport QP and everything queued, without
+// completions, as RESET does.
+func (q *qp) resetLocked() {
+	q.stopTransportLocked()
+	q.early = nil
+	q.failed.Store(false)
+	q.sqFreed.Store(q.sqPosted)
+	q.rqHeld.Store(0)
+	q.attr = verbs.QPAttr{Cap: q.caps}
+	q.qpAccess.Store(0)
+}
+
+func (q *qp) stopTransportLocked() {
+	if q.rc != nil {
+		q.rc.close()
+		q.rc = nil
+	}
+	if q.ud != nil {
+		q.ud.close()
+		q.ud = nil
+	}
+}
+
+func checkAttrValues(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
+	switch {
+	case mask&verbs.QPAttrPort != 0 && a.PortNum != portNum:
+		return avError("port_num must be 1")
+	case mask&verbs.QPAttrPKeyIndex != 0 && a.PKeyIndex != 0:
+		return avError("pkey_index must be 0 (the P_Key table has one entry)")
+	case mask&verbs.QPAttrPathMTU != 0 && a.PathMTU.Bytes() == 0:
+		return avError("path_mtu")
+	case mask&verbs.QPAttrTimeout != 0 && a.Timeout > 31,
+		mask&verbs.QPAttrRetryCnt != 0 && a.RetryCnt > 7,
+		mask&verbs.QPAttrRNRRetry != 0 && a.RNRRetry > 7,
+		mask&verbs.QPAttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
+		return avError("timeout, retry_cnt, rnr_retry or min_rnr_timer out of range")
+	case mask&verbs.QPAttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > atomicHistory,
+		mask&verbs.QPAttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > atomicHistory:
+		return avError("max_rd_atomic above 16")
+	case mask&verbs.QPAttrAccessFlags != 0 && a.AccessFlags&^(verbs.AccessLocalWrite|remoteAccess) != 0:
+		return avError("qp_access_flags")
+	}
+	if mask&verbs.QPAttrAV != 0 {
+		return checkAV(&a.AH)
+	}
+	return nil
+}
+
+func applyAttr(t, a *verbs.QPAttr, mask verbs.QPAttrMask) {
+	set := func(bit verbs.QPAttrMask, f func()) {
+		if mask&bit != 0 {
+			f()
+		}
+	}
+	set(verbs.QPAttrAccessFlags, func() { t.AccessFlags = a.AccessFlags })
+	set(verbs.QPAttrPKeyIndex, func() { t.PKeyIndex = a.PKeyIndex })
+	set(verbs.QPAttrPort, func() { t.PortNum = a.PortNum })
+	set(verbs.QPAttrQKey, func() { t.QKey = a.QKey })
+	set(verbs.QPAttrAV, func() { t.AH = a.AH })
+	set(verbs.QPAttrPathMTU, func() { t.PathMTU = a.PathMTU })
+	set(verbs.QPAttrTimeout, func() { t.Timeout = a.Timeout })
+	set(verbs.QPAttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
+	set(verbs.QPAttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
+	set(verbs.QPAttrRQPSN, func() { t.RQPSN = a.RQPSN })
+	set(verbs.QPAttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
+	set(verbs.QPAttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
+	set(verbs.QPAttrSQPSN, func() { t.SQPSN = a.SQPSN })
+	set(verbs.QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
+	set(verbs.QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
+}
+
+func (q *qp) Query() (verbs.QPAttr, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return verbs.QPAttr{}, verbs.NewError("ibv_query_qp", verbs.ErrClosed, "QP")
+	}
+	a := q.attr
+	a.State = q.stateLocked()
+	a.CurState, a.Cap = a.State, q.caps
+	return a, nil
+}
+
+func (q *qp) destroy() {
+	q.mu.Lock()
+	q.closed = true
+	q.stopTransportLocked()
+	q.mu.Unlock()
+	q.dev.p.forgetQPN(q.qpn)
+}
+
+// Close destroys the QP. Outstanding WRs are dropped without completions,
+// as ibv_destroy_qp drops them.
+func (q *qp) Close() error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.mu.Unlock()
+	q.destroy()
+	if q.ctx.remove(q) {
+		q.pd.uses.release()
+		q.sendCQ.uses.release()
+		q.recvCQ.uses.release()
+		if q.srq != nil {
+			q.srq.uses.release()
+		}
+	}
+	return nil
+}
