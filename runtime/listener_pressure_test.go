@@ -1,0 +1,384 @@
+package runtime_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// hostileClients connects n TCP clients to addr that do what no verbsrt
+// client does, and returns once all are connected; each then stays
+// silent, sends random bytes, sends a line of 64 MiB or sends a hello
+// with a field out of range, and keeps its connection until stop closes
+// or the listener hangs up. The returned function waits for them all.
+func hostileClients(t testing.TB, addr string, n int, stop <-chan struct{}) (wait func()) {
+	t.Helper()
+	bad := []string{
+		`{"version":3,"qpn":4294967295,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096}`,
+		`{"version":3,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4611686018427387904}`,
+		`{"version":3,"qpn":17,"psn":16777216,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096}`,
+		`{"version":3,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":4611686018427387904,"window":1048576,"msg_size":4096}`,
+		`{"version":3,"qpn":17,"psn":0,"lid":0,"gid":"no GID","recv_depth":64,"window":3,"msg_size":4096}`,
+		`{"version":99,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096}`,
+	}
+	chunk := make([]byte, 64<<10)
+	for i := range chunk {
+		chunk[i] = 'x'
+	}
+	var connected, done sync.WaitGroup
+	connected.Add(n)
+	done.Add(n)
+	for i := range n {
+		go func() {
+			defer done.Done()
+			c, err := net.Dial("tcp", addr)
+			connected.Done()
+			if err != nil {
+				t.Errorf("hostile client %d: %v", i, err)
+				return
+			}
+			defer c.Close()
+			go func() {
+				<-stop
+				c.Close()
+			}()
+			switch i % 10 {
+			case 0, 1, 2, 3, 4, 5: // silent
+			case 6, 7: // random bytes
+				b := make([]byte, 4096)
+				rand.Read(b)
+				c.Write(b)
+			case 8: // a hello out of range
+				c.Write([]byte(bad[i/10%len(bad)] + "\n"))
+			case 9:
+				if i%50 == 9 { // a line of 64 MiB, without its newline
+					for range 1024 {
+						if _, err := c.Write(chunk); err != nil {
+							break
+						}
+					}
+				} else { // random bytes, then a newline
+					b := make([]byte, 200)
+					rand.Read(b)
+					c.Write(append(b, '\n'))
+				}
+			}
+			io.Copy(io.Discard, c) // until the listener or stop hangs up
+		}()
+	}
+	connected.Wait()
+	return done.Wait
+}
+
+// heapInUse returns the heap's live bytes after a collection.
+func heapInUse() uint64 {
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// needDescriptors raises the soft limit of open files to the hard one if
+// it is below n, and skips the test if even that is too low.
+func needDescriptors(t testing.TB, n uint64) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skipf("Getrlimit: %v", err)
+	}
+	if lim.Cur >= n {
+		return
+	}
+	if lim.Max < n {
+		t.Skipf("the test needs %d open files; RLIMIT_NOFILE allows at most %d (ulimit -Hn)", n, lim.Max)
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Skipf("raising RLIMIT_NOFILE to %d: %v", n, err)
+	}
+}
+
+// Sizes of the hostile-clients tests: as the issue that asked for them.
+const (
+	hostileN   = 1000
+	realN      = 100
+	realBound  = time.Second // a stall of a handshake's timeout, or handshakes one at a time, exceed it
+	heapBound  = 64 << 20
+	fdsForTest = 2*(hostileN+realN) + 200
+)
+
+// TestHostileClientsDoNotStallTheListener: 1,000 TCP clients that connect
+// and stay silent or send garbage (random bytes, a line of 64 MiB, hellos
+// out of range) while 100 real clients Dial: every real client connects
+// within a second (none waits for a hostile one's handshake timeout, and
+// handshakes run side by side), the heap does not grow by the garbage
+// (less than 64 MiB), every hostile client is counted as a failed
+// handshake, and the listener serves a Dial afterwards.
+func TestHostileClientsDoNotStallTheListener(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2,200 sockets")
+	}
+	needDescriptors(t, fdsForTest)
+	srvRT := newRuntime(t)
+	cliRT := newRuntime(t)
+	ctx := ctxT(t)
+	ln, err := srvRT.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted sync.WaitGroup
+	accepted.Add(1)
+	go func() {
+		defer accepted.Done()
+		for {
+			if _, err := ln.Accept(context.Background()); err != nil {
+				return // closed: the runtime's Close closes the endpoints
+			}
+		}
+	}()
+	heapBefore := heapInUse()
+	stop := make(chan struct{})
+	waitHostile := hostileClients(t, ln.Addr().String(), hostileN, stop)
+	// The real clients Dial ten at a time, one after the other in each of
+	// ten goroutines: all at once, on a busy machine of two cores under
+	// -race, the last of them waits for the others' handshakes (and
+	// endpoints) rather than for the hostile clients'.
+	var wg sync.WaitGroup
+	for g := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < realN; i += 10 {
+				start := time.Now()
+				ep, err := cliRT.Dial(ctx, ln.Addr().String())
+				took := time.Since(start)
+				if err != nil {
+					t.Errorf("real client %d among hostile ones: %v after %v", i, err, took)
+					continue
+				}
+				if took > realBound {
+					t.Errorf("real client %d among hostile ones connected after %v, want within %v", i, took, realBound)
+				}
+				ep.Close(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	if grown := int64(heapInUse()) - int64(heapBefore); grown >= heapBound {
+		t.Errorf("the heap grew by %d MiB among hostile clients, want less than %d", grown>>20, heapBound>>20)
+	}
+	close(stop)
+	waitHostile()
+	for ln.FailedHandshakes() < hostileN && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := ln.FailedHandshakes(); n != hostileN {
+		t.Errorf("FailedHandshakes: %d, want the %d hostile clients", n, hostileN)
+	}
+	ep, err := cliRT.Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatalf("Dial after the hostile clients: %v", err)
+	}
+	ep.Close(ctx)
+	ln.Close()
+	accepted.Wait()
+}
+
+// TestListenerCloseEndsWhatNoAcceptTook: Dials complete while nobody calls
+// Accept (the listener handshakes on its own); Close then closes those
+// endpoints (their clients see the goodbye: ErrPeerClosed) and the
+// connections still in their handshake (a silent client reads EOF), and
+// every Accept, and a second Close, fail with an error matching ErrClosed
+// and net.ErrClosed. goleak (TestMain) checks that no goroutine of the
+// listener is left.
+func TestListenerCloseEndsWhatNoAcceptTook(t *testing.T) {
+	rt := newRuntime(t)
+	ctx := ctxT(t)
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eps []*runtime.Endpoint
+	for range 3 {
+		ep, err := rt.Dial(ctx, ln.Addr().String())
+		if err != nil {
+			t.Fatalf("Dial with nobody in Accept: %v", err)
+		}
+		eps = append(eps, ep)
+	}
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	blocked := make(chan error, 1)
+	go func() {
+		ep, err := ln.Accept(context.Background())
+		if err == nil { // it took one before Close: its client sees the goodbye all the same
+			ep.Close(ctx)
+		}
+		blocked <- err
+	}()
+	if err := ln.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := <-blocked; err != nil && (!errors.Is(err, runtime.ErrClosed) || !errors.Is(err, net.ErrClosed)) {
+		t.Errorf("Accept blocked at Close: %v, want an endpoint or ErrClosed and net.ErrClosed", err)
+	}
+	_, acceptErr := ln.Accept(ctx)
+	for _, err := range []error{acceptErr, ln.Close()} {
+		if !errors.Is(err, runtime.ErrClosed) || !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept or Close after Close: %v, want ErrClosed and net.ErrClosed", err)
+		}
+	}
+	for i, ep := range eps {
+		select {
+		case <-ep.Done():
+			if !errors.Is(ep.Err(), runtime.ErrPeerClosed) {
+				t.Errorf("client %d: %v, want ErrPeerClosed", i, ep.Err())
+			}
+		case <-ctx.Done():
+			t.Fatalf("client %d still connected after its listener closed without accepting it", i)
+		}
+	}
+	silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := silent.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a silent client's read after Close: %d bytes, %v; want EOF", n, err)
+	}
+}
+
+// TestListenerStopsAcceptingWhenNobodyAccepts: with nobody in Accept, the
+// listener makes at most ListenUnaccepted endpoints, as a TCP listener
+// holds at most its backlog, and the next Dial waits; Accept then takes
+// them all, and the waiting Dial connects.
+func TestListenerStopsAcceptingWhenNobodyAccepts(t *testing.T) {
+	rt := newRuntime(t)
+	ctx := ctxT(t)
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var wg sync.WaitGroup
+	for i := range runtime.ListenUnaccepted {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := rt.Dial(ctx, ln.Addr().String()); err != nil {
+				t.Errorf("Dial %d, within the listener's backlog: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	// One more waits: its context ends first.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if ep, err := rt.Dial(short, ln.Addr().String()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Dial past the backlog with nobody in Accept: %v, %v; want it to wait", ep, err)
+	}
+	next := make(chan error, 1)
+	go func() {
+		_, err := rt.Dial(ctx, ln.Addr().String())
+		next <- err
+	}()
+	for i := range runtime.ListenUnaccepted + 1 {
+		if _, err := ln.Accept(ctx); err != nil {
+			t.Fatalf("Accept %d: %v", i, err)
+		}
+	}
+	if err := <-next; err != nil {
+		t.Errorf("Dial once Accept took the backlog: %v", err)
+	}
+}
+
+// TestDialSaysTheListenerIsOutOfMemory: a listener whose runtime cannot
+// give a connection its receive buffers (WithMemoryLimit) refuses the
+// client with the cause, and Dial fails with ErrRefused and ErrNoMemory
+// naming the option, instead of a protocol error or a timeout.
+func TestDialSaysTheListenerIsOutOfMemory(t *testing.T) {
+	fabric := soft.New(soft.Config{Devices: 2})
+	t.Cleanup(func() { fabric.Close() })
+	srvRT := newRuntime(t, runtime.WithProvider(fabric), runtime.WithDevice("soft0"), runtime.WithMemoryLimit(8<<20))
+	cliRT := newRuntime(t, runtime.WithProvider(fabric), runtime.WithDevice("soft1"))
+	ctx := ctxT(t)
+	ln, err := srvRT.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			if _, err := ln.Accept(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	alloc(t, srvRT, 4<<20) // the whole limit, in two chunks
+	alloc(t, srvRT, 4<<20)
+	ep, err := cliRT.Dial(ctx, ln.Addr().String())
+	if !errors.Is(err, runtime.ErrRefused) || !errors.Is(err, runtime.ErrNoMemory) || !strings.Contains(err.Error(), "WithMemoryLimit") {
+		if err == nil {
+			ep.Close(ctx)
+		}
+		t.Fatalf("Dial to a listener out of memory: %v, want ErrRefused and ErrNoMemory naming WithMemoryLimit", err)
+	}
+}
+
+// TestSilentClientsAreCutOffWhenTheListenerIsFull: when as many clients as
+// the listener admits at once connect and say nothing, a real client is
+// not held up until their handshakes time out (5 s): the oldest silent
+// client is cut off to make room for it, and counted.
+func TestSilentClientsAreCutOffWhenTheListenerIsFull(t *testing.T) {
+	rt := newRuntime(t)
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const admitted = 8
+	runtime.SetListenAdmitted(ln, admitted)
+	var silent []net.Conn
+	for range admitted {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		silent = append(silent, c)
+	}
+	go func() {
+		for {
+			if _, err := ln.Accept(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	// Well inside the handshake's timeout, which a Dial waiting for a
+	// silent client to time out would reach.
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	ep, err := rt.Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatalf("Dial with the listener full of silent clients: %v", err)
+	}
+	ep.Close(ctx)
+	if n := ln.FailedHandshakes(); n < 1 {
+		t.Errorf("FailedHandshakes: %d, want the silent clients cut off", n)
+	}
+	silent[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := silent[0].Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the oldest silent client reads %v, want EOF: cut off", err)
+	}
+}
