@@ -12,3 +12,7 @@ func SetListenAdmitted(l *Listener, n int) {
 	defer l.mu.Unlock()
 	l.maxAdmitted = n
 }
+
+// ListenHandshakeTimeout is how long a listener waits for a client's
+// hello before it drops the client.
+const ListenHandshakeTimeout = listenHandshakeTimeout

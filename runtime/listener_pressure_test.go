@@ -113,7 +113,13 @@ func needDescriptors(t testing.TB, n uint64) {
 const (
 	hostileN   = 1000
 	realN      = 100
-	realBound  = time.Second // a stall of a handshake's timeout, or handshakes one at a time, exceed it
+	// realBound is what a real client may wait: less than the time a
+	// listener gives a silent client to send its hello, so that waiting
+	// for one hostile client's handshake, or handshakes one at a time,
+	// exceeds it, while a busy machine's slowness does not. On a quiet
+	// machine real clients connect in well under a second (the test logs
+	// the slowest).
+	realBound  = runtime.ListenHandshakeTimeout * 3 / 4
 	heapBound  = 64 << 20
 	fdsForTest = 2*(hostileN+realN) + 200
 )
@@ -121,8 +127,8 @@ const (
 // TestHostileClientsDoNotStallTheListener: 1,000 TCP clients that connect
 // and stay silent or send garbage (random bytes, a line of 64 MiB, hellos
 // out of range) while 100 real clients Dial: every real client connects
-// within a second (none waits for a hostile one's handshake timeout, and
-// handshakes run side by side), the heap does not grow by the garbage
+// well before a hostile one's handshake would time out (none waits for
+// one, and handshakes run side by side), the heap does not grow by the garbage
 // (less than 64 MiB), every hostile client is counted as a failed
 // handshake, and the listener serves a Dial afterwards.
 func TestHostileClientsDoNotStallTheListener(t *testing.T) {
@@ -156,6 +162,8 @@ func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 	// -race, the last of them waits for the others' handshakes (and
 	// endpoints) rather than for the hostile clients'.
 	var wg sync.WaitGroup
+	var slowestMu sync.Mutex
+	var slowest time.Duration
 	for g := range 10 {
 		wg.Add(1)
 		go func() {
@@ -171,11 +179,15 @@ func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 				if took > realBound {
 					t.Errorf("real client %d among hostile ones connected after %v, want within %v", i, took, realBound)
 				}
+				slowestMu.Lock()
+				slowest = max(slowest, took)
+				slowestMu.Unlock()
 				ep.Close(ctx)
 			}
 		}()
 	}
 	wg.Wait()
+	t.Logf("the slowest real client connected in %v", slowest)
 	if grown := int64(heapInUse()) - int64(heapBefore); grown >= heapBound {
 		t.Errorf("the heap grew by %d MiB among hostile clients, want less than %d", grown>>20, heapBound>>20)
 	}
