@@ -73,13 +73,16 @@ type GIDTabler interface {
 
 // QueryGIDTable returns the non-empty entries of port's GID table. With
 // the extension, typed is true and each entry has its type and network
-// device. Without it the table is read with QueryGID and typed is false:
-// Type and Netdev are unknown (zero), as libibverbs' compatibility path
-// knows nothing but the GIDs either.
+// device. Without it, or when the extension's error matches
+// ErrNotSupported (the attributes cannot be read here), the table is read
+// with QueryGID and typed is false: Type and Netdev are unknown (zero), as
+// libibverbs' compatibility path knows nothing but the GIDs either.
 func QueryGIDTable(c Context, port uint8) (entries []GIDEntry, typed bool, err error) {
 	if x, ok := c.(GIDTabler); ok {
 		entries, err = x.QueryGIDTable(port)
-		return entries, err == nil, err
+		if !errors.Is(err, ErrNotSupported) {
+			return entries, err == nil, err
+		}
 	}
 	pa, err := c.QueryPort(port)
 	if err != nil {

@@ -62,10 +62,10 @@ func TestModelTables(t *testing.T) {
 	}{
 		{0, []port{
 			{1, verbs.LinkLayerEthernet, verbs.MTU1024, 0, 8, []verbs.GIDEntry{
-				{0, verbs.GIDFromAddr(ll), verbs.GIDTypeRoCEv1, "eth1"}, {1, verbs.GIDFromAddr(ll), verbs.GIDTypeRoCEv2, "eth1"},
-				{2, verbs.GIDFromAddr(v4a), verbs.GIDTypeRoCEv1, "eth1"}, {3, verbs.GIDFromAddr(v4a), verbs.GIDTypeRoCEv2, "eth1"},
-				{6, verbs.GIDFromAddr(v6a), verbs.GIDTypeRoCEv1, "eth9"}, {7, verbs.GIDFromAddr(v6a), verbs.GIDTypeRoCEv2, "eth9"}}},
-			{2, verbs.LinkLayerInfiniBand, verbs.MTU4096, 7, 1, []verbs.GIDEntry{{0, ibGID, verbs.GIDTypeIB, ""}}},
+				ge(0, verbs.GIDFromAddr(ll), verbs.GIDTypeRoCEv1, "eth1"), ge(1, verbs.GIDFromAddr(ll), verbs.GIDTypeRoCEv2, "eth1"),
+				ge(2, verbs.GIDFromAddr(v4a), verbs.GIDTypeRoCEv1, "eth1"), ge(3, verbs.GIDFromAddr(v4a), verbs.GIDTypeRoCEv2, "eth1"),
+				ge(6, verbs.GIDFromAddr(v6a), verbs.GIDTypeRoCEv1, "eth9"), ge(7, verbs.GIDFromAddr(v6a), verbs.GIDTypeRoCEv2, "eth9")}},
+			{2, verbs.LinkLayerInfiniBand, verbs.MTU4096, 7, 1, []verbs.GIDEntry{ge(0, ibGID, verbs.GIDTypeIB, "")}},
 		}},
 		{1, []port{{1, verbs.LinkLayerEthernet, verbs.MTU4096, 0, 2, def(1)}}},
 		{2, []port{{1, verbs.LinkLayerEthernet, verbs.MTU4096, 0, 2, def(2)}}},
@@ -178,4 +178,8 @@ func TestPort2(t *testing.T) {
 	if err := verbs.Init(qp, verbs.ConnectSpec{Port: 3}); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Errorf("INIT on port 3: %v, want ErrInvalidArgument", err)
 	}
+}
+
+func ge(i int, g verbs.GID, t verbs.GIDType, netdev string) verbs.GIDEntry {
+	return verbs.GIDEntry{Index: i, GID: g, Type: t, Netdev: netdev}
 }
