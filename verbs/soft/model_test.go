@@ -183,3 +183,43 @@ func TestPort2(t *testing.T) {
 func ge(i int, g verbs.GID, t verbs.GIDType, netdev string) verbs.GIDEntry {
 	return verbs.GIDEntry{Index: i, GID: g, Type: t, Netdev: netdev}
 }
+
+// TestPathMTUAbovePeerPort checks that packets larger than the receiving
+// port's active MTU are lost, as a NIC drops them: a requester whose path
+// MTU is above its peer's port MTU gets RETRY_EXC_ERR for a message of
+// more than the peer's MTU, and carries 64 KiB at the peer's MTU.
+func TestPathMTUAbovePeerPort(t *testing.T) {
+	for _, tc := range []struct {
+		pathMTU verbs.MTU
+		n       int
+		want    verbs.WCStatus
+	}{
+		{verbs.MTU4096, 4096, verbs.WCRetryExcErr},
+		{verbs.MTU4096, 1024, verbs.WCSuccess}, // one packet of 1024 bytes
+		{verbs.MTU1024, 64 << 10, verbs.WCSuccess},
+	} {
+		p := soft.New(soft.Config{Models: []soft.DeviceModel{
+			{Ports: []soft.PortModel{{GIDs: soft.RoCEPairs("eth0", netip.MustParseAddr("192.0.2.1"))}}},
+			{Ports: []soft.PortModel{{GIDs: soft.RoCEPairs("eth0", netip.MustParseAddr("192.0.2.2")), ActiveMTU: 1024}}},
+		}})
+		devs, _ := p.Devices()
+		o := pairOpts{typ: verbs.QPTypeRC, sendWR: 4, cqe: 16, timeout: 8}
+		a, b := newSide(t, devs[0], o), newSide(t, devs[1], o)
+		for _, pr := range [][2]*side{{a, b}, {b, a}} {
+			spec := verbs.ConnectSpec{GIDIndex: 1, PathMTU: tc.pathMTU, Explicit: true, Timeout: 8}
+			if err := verbs.Connect(pr[0].qp, spec, verbs.PeerInfo{QPN: pr[1].qp.QPN(), GID: pr[1].gid}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := a.qp.PostSend([]verbs.SendWR{{ID: 1, Opcode: verbs.OpWrite, SGL: sge(a.mr, 0, tc.n),
+			RDMA: verbs.RDMA{RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}, Flags: verbs.SendSignaled}}); err != nil {
+			t.Fatal(err)
+		}
+		if wc := pollN(t, a.cq, 1)[0]; wc.Status != tc.want {
+			t.Errorf("path MTU %s, %d bytes to a port of MTU 1024: %s, want %s", tc.pathMTU, tc.n, wc.Status, tc.want)
+		}
+		a.ctx.Close()
+		b.ctx.Close()
+		p.Close()
+	}
+}
