@@ -13,8 +13,9 @@
 // GID tables with types and network devices (verbs.GIDTabler): mlx5's RoCE
 // v1/v2 pair per address (RoCEPairs), empty slots, entries of a netdev in
 // another network namespace, IPv4 and IPv6. Every GID of the fabric routes
-// to its device, whatever its type; a UD message larger than the receiving
-// port's MTU is dropped.
+// to its device, whatever its type. A packet larger than the receiving
+// port's active MTU is lost, as a NIC drops it: a UD message above it, and
+// an RC or UC message sent at a path MTU above it (RETRY_EXC_ERR on RC).
 //
 // # What it implements
 //
