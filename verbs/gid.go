@@ -83,6 +83,7 @@ func QueryGIDTable(c Context, port uint8) (entries []GIDEntry, typed bool, err e
 		if !errors.Is(err, ErrNotSupported) {
 			return entries, err == nil, err
 		}
+		entries = nil
 	}
 	pa, err := c.QueryPort(port)
 	if err != nil {
