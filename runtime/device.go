@@ -186,8 +186,12 @@ func pickDevice(p verbs.Provider, w want, present func(string) bool) (*selection
 		what = fmt.Sprintf("%s %q", w.specFrom, spec.raw)
 	}
 	if looked == 0 || (spec.name != "" && !byName && !sawNetdev) {
-		return nil, fmt.Errorf("verbsrt: no device of provider %s matches %s, nor has a GID of such a netdev (it has %s): %w",
-			p.Name(), what, cmp.Or(strings.Join(names, ", "), "no device"), verbs.ErrNotFound)
+		nor := ""
+		if spec.name != "" {
+			nor = ", nor has a GID of a netdev so named"
+		}
+		return nil, fmt.Errorf("verbsrt: no device of provider %s matches %s%s (it has %s): %w",
+			p.Name(), what, nor, cmp.Or(strings.Join(names, ", "), "no device"), verbs.ErrNotFound)
 	}
 	return nil, fmt.Errorf("verbsrt: no port of provider %s fits %s: %s: %w",
 		p.Name(), what, strings.Join(reasons, "; "), verbs.ErrNotFound)
