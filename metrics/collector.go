@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"math"
 	"strconv"
 
@@ -28,14 +29,29 @@ type Collector struct {
 	recvPosted, futures, endpoints   *prometheus.Desc
 	cancelled, actorRuns             *prometheus.Desc
 	inlinePosts, waitsParked         *prometheus.Desc
+	deviceInfo                       *prometheus.Desc
+	// wrapped: Register supplies the device and port labels, so
+	// deviceInfo has the others only.
+	wrapped bool
 }
 
 // New returns a collector over src. Register it yourself, or use Register.
-func New(src Source) *Collector {
+func New(src Source) *Collector { return newCollector(src, false) }
+
+// deviceInfoHelp is verbsrt_device_info's help text.
+const deviceInfoHelp = "What the runtime chose at start: device, port, GID index and type (RoCE v2, RoCE v1, IB, or unknown where the provider cannot tell), the GID's netdev and the port's link layer; always 1."
+
+func newCollector(src Source, wrapped bool) *Collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("verbsrt_"+name, help, labels, nil)
 	}
+	info := []string{"gid_index", "gid_type", "netdev", "link_layer"}
+	if !wrapped {
+		info = append([]string{"device", "port"}, info...)
+	}
 	return &Collector{
+		wrapped:     wrapped,
+		deviceInfo:  d("device_info", deviceInfoHelp, info...),
 		src:         src,
 		wrsPosted:   d("wrs_posted_total", "Work requests posted to send queues, by opcode.", "opcode"),
 		postCalls:   d("post_calls_total", "PostSend calls (doorbells rung); each posts a chain of WRs."),
@@ -61,9 +77,10 @@ func New(src Source) *Collector {
 }
 
 // Register registers a collector over rt on reg, with the constant labels
-// device and port, and returns it.
+// device and port, and returns it. Its verbsrt_device_info takes those
+// two from them; a collector of New has them as labels of its own.
 func Register(reg prometheus.Registerer, rt *runtime.Runtime) (*Collector, error) {
-	c := New(rt)
+	c := newCollector(rt, true)
 	st := rt.Stats()
 	labels := prometheus.Labels{"device": st.Device, "port": strconv.Itoa(int(st.Port))}
 	if err := prometheus.WrapRegistererWith(labels, reg).Register(c); err != nil {
@@ -76,7 +93,8 @@ func Register(reg prometheus.Registerer, rt *runtime.Runtime) (*Collector, error
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.wrsPosted, c.postCalls, c.postBatch, c.completions, c.polls,
 		c.sleeps, c.stale, c.rnr, c.asyncEvents, c.latency, c.inflight, c.sqCredits, c.recvCredits,
-		c.recvPosted, c.futures, c.endpoints, c.cancelled, c.actorRuns, c.inlinePosts, c.waitsParked} {
+		c.recvPosted, c.futures, c.endpoints, c.cancelled, c.actorRuns, c.inlinePosts, c.waitsParked,
+		c.deviceInfo} {
 		ch <- d
 	}
 }
@@ -133,6 +151,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.recvPosted, s.RecvPosted)
 	gauge(c.futures, s.FuturesPending)
 	gauge(c.endpoints, s.Endpoints)
+	info := []string{strconv.Itoa(s.GIDIndex), cmp.Or(s.GIDType, "unknown"), s.Netdev, s.LinkLayer.String()}
+	if !c.wrapped {
+		info = append([]string{s.Device, strconv.Itoa(int(s.Port))}, info...)
+	}
+	ch <- prometheus.MustNewConstMetric(c.deviceInfo, prometheus.GaugeValue, 1, info...)
 }
 
 // constHistogram turns non-cumulative counts (the last one above every

@@ -269,3 +269,42 @@ func writes(t *testing.T, rt *runtime.Runtime, n int) {
 		}
 	}
 }
+
+// TestDeviceInfo checks verbsrt_device_info: 1, labelled with the device,
+// port and GID the runtime chose, from a collector of New (labels of its
+// own) and one of Register (device and port from the wrapper).
+func TestDeviceInfo(t *testing.T) {
+	s := snapshot()
+	s.Device, s.Port, s.GIDIndex, s.GIDType, s.Netdev, s.LinkLayer = "mlx5_0", 2, 3, "RoCE v2", "eth1", verbs.LinkLayerEthernet
+	const want = `
+# HELP verbsrt_device_info What the runtime chose at start: device, port, GID index and type (RoCE v2, RoCE v1, IB, or unknown where the provider cannot tell), the GID's netdev and the port's link layer; always 1.
+# TYPE verbsrt_device_info gauge
+verbsrt_device_info{device="mlx5_0",gid_index="3",gid_type="RoCE v2",link_layer="Ethernet",netdev="eth1",port="2"} 1
+`
+	if err := testutil.CollectAndCompare(metrics.New(s), strings.NewReader(want), "verbsrt_device_info"); err != nil {
+		t.Error(err)
+	}
+	s.GIDType = ""
+	if err := testutil.CollectAndCompare(metrics.New(s), strings.NewReader(strings.Replace(want, `gid_type="RoCE v2"`, `gid_type="unknown"`, 1)),
+		"verbsrt_device_info"); err != nil {
+		t.Error(err)
+	}
+
+	rt, err := runtime.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	reg := prometheus.NewPedanticRegistry()
+	if _, err := metrics.Register(reg, rt); err != nil {
+		t.Fatal(err)
+	}
+	const live = `
+# HELP verbsrt_device_info What the runtime chose at start: device, port, GID index and type (RoCE v2, RoCE v1, IB, or unknown where the provider cannot tell), the GID's netdev and the port's link layer; always 1.
+# TYPE verbsrt_device_info gauge
+verbsrt_device_info{device="soft0",gid_index="1",gid_type="RoCE v2",link_layer="Ethernet",netdev="",port="1"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(live), "verbsrt_device_info"); err != nil {
+		t.Error(err)
+	}
+}

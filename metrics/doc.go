@@ -37,6 +37,8 @@
 //	actor_runs_total                counter    actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
 //	inline_posts_total              counter    posts a caller made itself on finding the actor idle (inline posting)
 //	waits_parked_total              counter    waits (Future.Wait, Recv) that spun without their result and parked
+//	device_info{device,port,gid_index,gid_type,netdev,link_layer}
+//	                                gauge      1, labelled with what the runtime chose at start (runtime.WithDevice)
 //
 // op_latency_seconds is sampled: the actor stamps the WR whose sequence
 // number is a multiple of 64 when it posts it, the poller reads the clock

@@ -109,7 +109,7 @@ func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 
 func (ep *Endpoint) setup() error {
 	rt := ep.rt
-	if err := verbs.Init(ep.qp, verbs.ConnectSpec{}); err != nil {
+	if err := verbs.Init(ep.qp, verbs.ConnectSpec{Port: rt.sel.port}); err != nil {
 		return err
 	}
 	attr, err := ep.qp.Query()
@@ -152,7 +152,7 @@ func (ep *Endpoint) start(peer hello) error {
 // connectSpec is how the runtime's QPs connect, out of band or through the
 // connection manager (which takes only the retry counts and atomics).
 func (rt *Runtime) connectSpec() verbs.ConnectSpec {
-	return verbs.ConnectSpec{GIDIndex: rt.gidIndex, PathMTU: min(rt.mtu, verbs.MTU4096), RNRRetry: rt.cfg.rnrRetry,
+	return verbs.ConnectSpec{Port: rt.sel.port, GIDIndex: rt.gidIndex, PathMTU: min(rt.mtu, verbs.MTU4096), RNRRetry: rt.cfg.rnrRetry,
 		Explicit: true, Timeout: 14, RetryCnt: 7, PSN: 0}
 }
 

@@ -39,11 +39,38 @@ func defaults() config {
 // connect a QP to itself.
 func WithProvider(p verbs.Provider) Option { return func(c *config) { c.provider = p } }
 
-// WithDevice selects the device by name (default: the provider's first).
-func WithDevice(name string) Option { return func(c *config) { c.device = name } }
+// WithDevice selects the device, port and GID the runtime uses, in any of
+// the forms deployments name them:
+//
+//	mlx5_0          a device of the provider, by name
+//	mlx5_0:2        the same, port 2 (by default: any active port)
+//	eth1            a network device: the device and port with GIDs of it
+//	10.0.0.1        an IP address (fe80::1%eth1 too): the GID of that address
+//	10.0.0.0/24     a subnet: a GID in it
+//	0000:3b:00.0    a PCI address (the SR-IOV device plugin's PCIDEVICE_*)
+//
+// By default the runtime takes the first device, in the provider's order,
+// with an active port and a GID that fits. The GID is chosen by this rule
+// unless WithGIDIndex names one: on an InfiniBand port, index 0 (the port
+// GID); on RoCE, a RoCE v2 GID whose netdev is in the process's network
+// namespace (a GID of another pod's netdev fails the connection), IPv4
+// before IPv6, the one of the address or subnet when one is given. A
+// port with only RoCE v1 GIDs is refused, with an error that lists its
+// GID table. A provider that does not report GID types (verbs.GIDTabler)
+// gets the first IPv4-mapped GID, else index 0.
+//
+// The environment overrides the options, so an operator can point a
+// deployment at its device without a change of code: VERBSRT_DEVICE (the
+// same forms), VERBSRT_PORT (1 to 255) and VERBSRT_GID_INDEX (0 to 255),
+// read once by New, which refuses a bad value with an error naming the
+// variable. Stats, the start-up log line (level Info) and the metric
+// verbsrt_device_info say what was chosen.
+func WithDevice(s string) Option { return func(c *config) { c.device = s } }
 
-// WithGIDIndex selects the GID table entry of port 1 (default: the first
-// IPv4-mapped GID, else index 0).
+// WithGIDIndex selects the entry of the port's GID table the runtime uses
+// (default: the rule of WithDevice). An index asked for is used whatever
+// its type, RoCE v1 included; with a netdev, address or subnet in
+// WithDevice it must be one of theirs. VERBSRT_GID_INDEX overrides it.
 func WithGIDIndex(i int) Option { return func(c *config) { c.gidIndex = i } }
 
 // WithSendQueueDepth sets max_send_wr of each endpoint's QP (default 256):

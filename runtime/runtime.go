@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -30,6 +30,7 @@ type Runtime struct {
 	gid      verbs.GID
 	gidIndex uint8
 	mtu      verbs.MTU
+	sel      *selection // the device, port and GID chosen (device.go)
 	alloc    allocator
 	pool     *callbackRunner
 	pollers  []*cqpoller.Poller
@@ -97,25 +98,21 @@ func (rt *Runtime) open() error {
 		rt.ownProv = acquireDefaultSoft()
 		rt.prov = rt.ownProv
 	}
-	dev, err := pickDevice(rt.prov, cfg.device)
+	w, err := resolveWant(cfg, os.Getenv)
 	if err != nil {
 		return err
 	}
-	if rt.vctx, err = dev.Open(); err != nil {
+	sel, err := pickDevice(rt.prov, w, netdevPresent)
+	if err != nil {
 		return err
 	}
+	rt.sel, rt.vctx = sel, sel.ctx
 	go rt.watchEvents(rt.vctx.AsyncEvents())
 	if rt.devAttr, err = rt.vctx.QueryDevice(); err != nil {
 		return err
 	}
-	port, err := rt.vctx.QueryPort(1)
-	if err != nil {
-		return err
-	}
-	rt.mtu = min(port.ActiveMTU, verbs.MTU4096)
-	if rt.gidIndex, rt.gid, err = pickGID(rt.vctx, port, cfg.gidIndex); err != nil {
-		return err
-	}
+	rt.mtu = min(sel.attr.ActiveMTU, verbs.MTU4096)
+	rt.gidIndex, rt.gid = uint8(sel.entry.Index), sel.entry.GID
 	if rt.pd, err = rt.vctx.AllocPD(); err != nil {
 		return err
 	}
@@ -146,7 +143,9 @@ func (rt *Runtime) open() error {
 	}
 	rt.qpCheckStop, rt.qpCheckDone = make(chan struct{}), make(chan struct{})
 	go rt.checkQPs(rt.qpCheckStop, rt.qpCheckDone)
-	rt.log.Debug("verbsrt: runtime up", "provider", rt.prov.Name(), "device", dev.Name(), "gid", rt.gid)
+	rt.log.Info("verbsrt: runtime up", "provider", rt.prov.Name(), "device", sel.dev.Name(),
+		"port", sel.port, "gid_index", sel.entry.Index, "gid", rt.gid, "gid_type", sel.gidType(),
+		"netdev", sel.entry.Netdev, "link_layer", sel.attr.LinkLayer.String(), "mtu", rt.mtu.Bytes(), "why", sel.why)
 	return nil
 }
 
@@ -154,36 +153,6 @@ func (rt *Runtime) open() error {
 type slogAnts struct{ l *slog.Logger }
 
 func (s slogAnts) Printf(format string, args ...any) { s.l.Debug(fmt.Sprintf(format, args...)) }
-
-func pickDevice(p verbs.Provider, name string) (verbs.Device, error) {
-	devs, err := p.Devices()
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range devs {
-		if name == "" || d.Name() == name {
-			return d, nil
-		}
-	}
-	return nil, fmt.Errorf("verbsrt: no device %q on provider %s: %w", name, p.Name(), verbs.ErrNotFound)
-}
-
-// pickGID returns the GID at index, or with index < 0 the first
-// IPv4-mapped one (RoCEv2 over IPv4), else index 0.
-func pickGID(c verbs.Context, port verbs.PortAttr, index int) (uint8, verbs.GID, error) {
-	if index >= 0 {
-		g, err := c.QueryGID(1, index)
-		return uint8(index), g, err
-	}
-	for i := range port.GIDTblLen {
-		g, err := c.QueryGID(1, i)
-		if err == nil && !g.IsZero() && netip.AddrFrom16(g).Is4In6() {
-			return uint8(i), g, nil
-		}
-	}
-	g, err := c.QueryGID(1, 0)
-	return 0, g, err
-}
 
 // Alloc returns n bytes of zeroed, registered memory from the runtime's
 // arena, which grows on demand up to WithMemoryLimit. No peer can reach it

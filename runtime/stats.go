@@ -16,11 +16,18 @@ import (
 // closes leaves its totals behind. Gauges (the int fields) are of the
 // endpoints connected now.
 type Stats struct {
-	Provider   string    // the verbs provider's name ("soft", "ibv")
-	Device     string    // the device the runtime opened
-	Port       uint8     // the device's port its endpoints use
-	GID        verbs.GID // the GID its endpoints use, the one the handshake tells the peer
-	ArenaBytes int       // registered memory the runtime has mapped for Alloc, receive buffers and scratch
+	Provider string    // the verbs provider's name ("soft", "ibv")
+	Device   string    // the device the runtime opened
+	Port     uint8     // the device's port its endpoints use
+	GID      verbs.GID // the GID its endpoints use, the one the handshake tells the peer
+	// The rest of what the runtime chose at start (WithDevice), as its
+	// start-up log line says it.
+	GIDIndex   int             // the GID's index in the port's table
+	GIDType    string          // "RoCE v2", "RoCE v1", "IB"; empty when the provider cannot tell
+	Netdev     string          // the network device of the GID; empty when none or unknown
+	LinkLayer  verbs.LinkLayer // the port's link layer
+	MTU        int             // the path MTU in bytes the runtime's QPs ask for: the port's active MTU, at most 4096
+	ArenaBytes int             // registered memory the runtime has mapped for Alloc, receive buffers and scratch
 
 	Endpoints        int    // connected endpoints
 	FailedHandshakes uint64 // clients the listeners dropped because their handshake failed (garbage, silence, an out-of-range hello)
@@ -113,7 +120,7 @@ func (rt *Runtime) Stats() Stats {
 		s.addEndpoint(ep)
 	}
 	rt.mu.Unlock()
-	s.Provider, s.Device, s.Port, s.GID = rt.prov.Name(), rt.device(), 1, rt.gid
+	rt.setDevice(&s)
 	s.ArenaBytes = rt.alloc.mapped()
 	rt.poolsMu.Lock()
 	if rt.recvStore != nil {
@@ -153,10 +160,19 @@ func (s *Stats) addEndpoint(ep *Endpoint) {
 // InflightWRs, SQCredits, RecvCredits, FuturesPending), with Endpoints 1.
 // Completions and receive buffers are counted per runtime only.
 func (ep *Endpoint) Stats() Stats {
-	s := Stats{Endpoints: 1, Provider: ep.rt.prov.Name(), Device: ep.rt.device(), Port: 1, GID: ep.rt.gid}
+	s := Stats{Endpoints: 1}
+	ep.rt.setDevice(&s)
 	s.addEndpoint(ep)
 	return s
 }
 
 // device returns the name of the device the runtime opened.
 func (rt *Runtime) device() string { return rt.vctx.Device().Name() }
+
+// setDevice fills in what the runtime chose: provider, device, port, GID.
+func (rt *Runtime) setDevice(s *Stats) {
+	sel := rt.sel
+	s.Provider, s.Device, s.Port, s.GID = rt.prov.Name(), rt.device(), sel.port, rt.gid
+	s.GIDIndex, s.GIDType, s.Netdev = sel.entry.Index, sel.gidType(), sel.entry.Netdev
+	s.LinkLayer, s.MTU = sel.attr.LinkLayer, rt.mtu.Bytes()
+}

@@ -48,6 +48,11 @@
 //     QueryDevice and reports the extended fields as unknown.
 //   - PostCounter: the number of doorbells (provider post calls) a QP has
 //     rung; PostCalls reports ok=false where the provider does not count.
+//   - GIDTabler (ibv_query_gid_table): the GID table with each entry's type
+//     (IB, RoCE v1, RoCE v2) and network device; QueryGIDTable falls back
+//     to QueryGID and reports the types and devices as unknown.
+//   - PCIAddresser: a device's PCI address; PCIAddress reports "" where
+//     the provider cannot tell.
 //
 // # Concurrency
 //

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,11 +13,13 @@ import (
 // runDevices is "verbsrt devices": for each device of the provider (soft by
 // default, ibv for rdma-core's), what ibv_devinfo -v prints that verbsrt
 // cares about: identity, limits, capability flags, and per port its state,
-// MTUs, link layer and the non-empty GIDs among the first -gids.
+// MTUs, link layer and the non-empty GIDs among the first -gids, each with
+// its type and netdev where the provider reports them.
 func runDevices(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("devices", "usage: verbsrt devices [--provider soft|ibv] [-d DEVICE] [-gids N]\n\n"+
 		"Lists each device of the provider as ibv_devinfo -v does: identity, limits, capability\n"+
-		"flags, and per port its state, MTUs, link layer and non-empty GIDs.")
+		"flags, and per port its state, MTUs, link layer and non-empty GIDs with their types\n"+
+		"(IB, RoCE v1, RoCE v2) and netdevs.")
 	provider := fs.String("provider", "soft", "verbs provider: soft (a fabric of two in-process devices) or ibv (rdma-core)")
 	dev := fs.String("d", "", "show only this device")
 	gids := fs.Int("gids", 16, "how many GID table entries to look at per port (empty ones are not shown)")
@@ -147,16 +148,22 @@ func device(w io.Writer, d verbs.Device, maxGIDs int) error {
 		row(tt, "port_cap_flags", "0x%08x", pa.PortCapFlags)
 		row(tt, "gid_tbl_len", "%d", pa.GIDTblLen)
 		row(tt, "pkey_tbl_len", "%d", pa.PKeyTblLen)
-		for i := range min(pa.GIDTblLen, maxGIDs) {
-			g, err := ctx.QueryGID(uint8(port), i)
-			if errors.Is(err, verbs.ErrNotFound) {
+		entries, typed, err := verbs.QueryGIDTable(ctx, uint8(port))
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.Index >= maxGIDs {
 				break
 			}
-			if err != nil {
-				return err
-			}
-			if !g.IsZero() {
-				row(tt, fmt.Sprintf("GID[%3d]", i), "%s", g)
+			// As ibv_devinfo -v prints it, with the netdev show_gids adds.
+			switch {
+			case !typed:
+				row(tt, fmt.Sprintf("GID[%3d]", e.Index), "%s", e.GID)
+			case e.Netdev == "":
+				row(tt, fmt.Sprintf("GID[%3d]", e.Index), "%s, %s", e.GID, e.Type)
+			default:
+				row(tt, fmt.Sprintf("GID[%3d]", e.Index), "%s, %s, %s", e.GID, e.Type, e.Netdev)
 			}
 		}
 	}

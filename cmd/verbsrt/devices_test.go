@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 func TestDevices(t *testing.T) {
@@ -22,7 +24,7 @@ func TestDevices(t *testing.T) {
 	for _, want := range []string{"hca_id:\tsoft0\n", "hca_id:\tsoft1\n", "node_guid:              0200:5e00:0000:0001",
 		"max_qp_wr:", "atomic_cap:             ATOMIC_HCA (1)", "\t\tport:\t1\n", "state:                  PORT_ACTIVE (4)",
 		"active_mtu:             4096 (5)", "link_layer:             Ethernet", "GID[  0]:               fe80::",
-		"GID[  1]:               ::ffff:10.77.0.2"} {
+		"GID[  1]:               ::ffff:10.77.0.2, RoCE v2\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -39,6 +41,38 @@ func TestDevices(t *testing.T) {
 	}
 	if _, _, err := openProvider("nope"); err == nil {
 		t.Error("unknown provider accepted")
+	}
+}
+
+// TestDevicesGIDTypes lists a device modelled on mlx5 (two ports, RoCE
+// v1/v2 pairs per address, an empty slot): each GID with its type and
+// netdev, on both ports.
+func TestDevicesGIDTypes(t *testing.T) {
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	tbl := append(soft.RoCEPairs("eth1", a("fe80::1"), a("10.0.0.1")), verbs.GIDEntry{})
+	tbl = append(tbl, soft.RoCEPairs("eth2", a("2001:db8::1"))...)
+	p := soft.New(soft.Config{Models: []soft.DeviceModel{{Ports: []soft.PortModel{
+		{GIDs: tbl},
+		{LinkLayer: verbs.LinkLayerInfiniBand, LID: 9, ActiveMTU: 2048,
+			GIDs: []verbs.GIDEntry{{GID: verbs.GID{0xfe, 0x80, 15: 9}, Type: verbs.GIDTypeIB}}},
+	}}}})
+	defer p.Close()
+	var out bytes.Buffer
+	if err := devices(&out, p, "", 16); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"phys_port_cnt:          2\n",
+		"GID[  0]:               fe80::1, RoCE v1, eth1\n", "GID[  1]:               fe80::1, RoCE v2, eth1\n",
+		"GID[  2]:               ::ffff:10.0.0.1, RoCE v1, eth1\n", "GID[  3]:               ::ffff:10.0.0.1, RoCE v2, eth1\n",
+		"GID[  6]:               2001:db8::1, RoCE v2, eth2\n",
+		"\t\tport:\t2\n", "link_layer:             InfiniBand", "port_lid:               9", "active_mtu:             2048 (4)",
+		"GID[  0]:               fe80::9, IB\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "GID[  4]") {
+		t.Errorf("the empty slot is shown:\n%s", out.String())
 	}
 }
 

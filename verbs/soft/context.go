@@ -62,20 +62,22 @@ func (c *context) QueryPort(port uint8) (verbs.PortAttr, error) {
 	if err := c.check("ibv_query_port"); err != nil {
 		return verbs.PortAttr{}, err
 	}
-	if port != portNum {
-		return verbs.PortAttr{}, verbs.Errorf("ibv_query_port", verbs.ErrNotFound, "port %d (the device has port 1)", port)
+	pt := c.dev.portN(port)
+	if pt == nil {
+		return verbs.PortAttr{}, verbs.Errorf("ibv_query_port", verbs.ErrNotFound, "port %d (the device has %d)", port, len(c.dev.ports))
 	}
-	return c.dev.port(), nil
+	return pt.attr(), nil
 }
 
 func (c *context) QueryGID(port uint8, index int) (verbs.GID, error) {
 	if err := c.check("ibv_query_gid"); err != nil {
 		return verbs.GID{}, err
 	}
-	if port != portNum || index < 0 || index >= len(c.dev.gids) {
+	pt := c.dev.portN(port)
+	if pt == nil || index < 0 || index >= len(pt.gids) {
 		return verbs.GID{}, verbs.Errorf("ibv_query_gid", verbs.ErrNotFound, "port %d index %d", port, index)
 	}
-	return c.dev.gids[index], nil
+	return pt.gids[index].GID, nil
 }
 
 func (c *context) AllocPD() (verbs.PD, error) {

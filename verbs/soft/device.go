@@ -20,17 +20,17 @@ const (
 	maxRdAtomic   = 16
 	maxObjects    = 1 << 16
 	firstQPN      = 0x11 // QPNs 0 and 1 are the special QPs; rxe starts at 17 too
-	portNum       = 1
 	grhLen        = 40
 	defaultHopLim = 64
 )
 
 type device struct {
-	p    *Provider
-	idx  int
-	name string
-	guid uint64
-	gids []verbs.GID
+	p     *Provider
+	idx   int
+	name  string
+	guid  uint64
+	pci   string
+	ports []port
 
 	nextQPN  atomic.Uint32
 	nextKey  atomic.Uint32
@@ -44,14 +44,18 @@ type device struct {
 	contexts map[*context]struct{}
 }
 
-func newDevice(p *Provider, i int) *device {
+func newDevice(p *Provider, i int, m DeviceModel) (*device, error) {
 	guid := 0x0200_5e00_0000_0000 | uint64(i+1)
-	d := &device{p: p, idx: i, name: deviceName(i), guid: guid, gids: deviceGIDs(i, guid),
+	ports, err := buildPorts(m, i, guid, p.mtu)
+	if err != nil {
+		return nil, err
+	}
+	d := &device{p: p, idx: i, name: deviceName(i), guid: guid, pci: m.PCIAddress, ports: ports,
 		contexts: make(map[*context]struct{})}
 	d.nextQPN.Store(firstQPN - 1)
 	d.nextKey.Store(0)
 	d.nextSRQN.Store(0)
-	return d
+	return d, nil
 }
 
 func (d *device) Name() string { return d.name }
@@ -121,19 +125,20 @@ func (d *device) attr() verbs.DeviceAttr {
 		MaxSRQSGE:       maxSGE,
 		MaxAH:           maxObjects,
 		AtomicCap:       verbs.AtomicHCA,
-		PhysPortCnt:     1,
+		PhysPortCnt:     len(d.ports),
 	}
 }
 
-func (d *device) port() verbs.PortAttr {
+func (pt *port) attr() verbs.PortAttr {
 	return verbs.PortAttr{
 		State:      verbs.PortActive,
 		MaxMTU:     verbs.MTU4096,
-		ActiveMTU:  d.p.mtu,
-		GIDTblLen:  len(d.gids),
+		ActiveMTU:  pt.mtu,
+		GIDTblLen:  len(pt.gids),
 		MaxMsgSz:   verbs.MaxMessageSize,
+		LID:        pt.lid,
 		PhysState:  5, // LinkUp
-		LinkLayer:  verbs.LinkLayerEthernet,
+		LinkLayer:  pt.linkLayer,
 		PKeyTblLen: 1,
 	}
 }

@@ -3,9 +3,19 @@
 //
 // New(Config{Devices: n}) builds a fabric of n devices, soft0 ... soft(n-1),
 // that reach each other. QPs are addressed by (GID, QPN) as on a RoCE
-// network: each port has a link-local GID (index 0) and an IPv4-mapped one
-// (index 1), and connected QPs find their peer through the GID and
-// destination QPN set in RTR.
+// network: by default a device has one port whose table holds a link-local
+// GID (index 0) and an IPv4-mapped one (index 1), both RoCE v2, and
+// connected QPs find their peer through the GID and destination QPN set in
+// RTR.
+//
+// Config.Models gives devices what real NICs show instead: several ports,
+// an InfiniBand link layer with a LID, per-port MTUs, a PCI address, and
+// GID tables with types and network devices (verbs.GIDTabler): mlx5's RoCE
+// v1/v2 pair per address (RoCEPairs), empty slots, entries of a netdev in
+// another network namespace, IPv4 and IPv6. Every GID of the fabric routes
+// to its device, whatever its type. A packet larger than the receiving
+// port's active MTU is lost, as a NIC drops it: a UD message above it, and
+// an RC or UC message sent at a path MTU above it (RETRY_EXC_ERR on RC).
 //
 // # What it implements
 //

@@ -325,8 +325,24 @@ func (e *engine) execute(q *qp, drop bool) result {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.accepting() || r.attr.DestQPN != q.qpn {
+	if !r.accepting() || r.attr.DestQPN != q.qpn || e.mtuDrop(r, w) {
 		return noAnswer()
 	}
 	return e.respond(q, r, w)
+}
+
+// mtuDrop reports whether the packets of w are larger than the active MTU
+// of the port that receives them: a NIC drops such packets, so a
+// requester whose path MTU is above its peer's port MTU gets no answer
+// and retries until RETRY_EXC_ERR. A READ's response packets travel the
+// other way, at the responder's path MTU. The caller holds r.mu.
+func (e *engine) mtuDrop(r *qp, w *sendWQE) bool {
+	pathMTU, rx := e.attr.PathMTU, r.dev.portN(max(r.attr.PortNum, 1))
+	if w.op == verbs.OpRead {
+		pathMTU, rx = r.attr.PathMTU, e.ctx.dev.portN(max(e.attr.PortNum, 1))
+	}
+	if rx == nil || pathMTU.Bytes() == 0 {
+		return false
+	}
+	return min(w.length, uint64(pathMTU.Bytes())) > uint64(rx.mtu.Bytes())
 }

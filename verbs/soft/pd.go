@@ -82,8 +82,12 @@ func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) { return newQP(p, spe
 
 func (p *pd) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) { return newSRQ(p, spec) }
 
+// avPort is the port an address vector leaves from: port 1 when it names
+// none.
+func avPort(a *verbs.AHAttr) uint8 { return max(a.PortNum, 1) }
+
 // checkAV validates an address vector the way a RoCE device does: it needs
-// a GRH (RoCE has no LIDs) whose source GID index exists.
+// a GRH (RoCE has no LIDs) whose source GID index exists on its port.
 type avError string
 
 func (e avError) Error() string { return string(e) }
@@ -92,11 +96,12 @@ func checkAV(d *device, a *verbs.AHAttr) error {
 	if !a.IsGlobal {
 		return avError("RoCE address vectors need a GRH (is_global)")
 	}
-	if int(a.GRH.SGIDIndex) >= len(d.gids) {
-		return avError("sgid_index out of the GID table")
-	}
-	if a.PortNum != 0 && a.PortNum != portNum {
+	pt := d.portN(avPort(a))
+	if pt == nil {
 		return avError("port_num")
+	}
+	if int(a.GRH.SGIDIndex) >= len(pt.gids) {
+		return avError("sgid_index out of the GID table")
 	}
 	return nil
 }

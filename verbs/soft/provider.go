@@ -1,9 +1,7 @@
 package soft
 
 import (
-	"encoding/binary"
 	"fmt"
-	"net/netip"
 	"sync"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -17,6 +15,11 @@ type Config struct {
 	// ActiveMTU is the ports' active MTU in bytes: 256 to 4096 (0 means
 	// 4096). UD messages larger than it are dropped, as on hardware.
 	ActiveMTU int
+	// Models describes the devices' ports and GID tables: device i has
+	// Models[i], the devices beyond it the default model (one RoCE port,
+	// DeviceModel's doc). The fabric has at least len(Models) devices.
+	// New panics on a model it cannot build (an MTU that is not one).
+	Models []DeviceModel
 	// EngineOnly hands every doorbell to the context's engine goroutine
 	// instead of executing the new WQEs on the poster's goroutine when the
 	// engine is idle. Completions then never appear before PostSend
@@ -41,7 +44,8 @@ type Provider struct {
 	closed bool
 }
 
-// New returns a provider with cfg.Devices devices. Nothing runs until a
+// New returns a provider with cfg.Devices devices (at least
+// len(cfg.Models)). Nothing runs until a
 // device is opened: each open Context runs one engine goroutine (the "HCA")
 // that stops when the Context closes.
 func New(cfg Config) *Provider {
@@ -54,11 +58,22 @@ func New(cfg Config) *Provider {
 		mtu = verbs.MTU4096
 	}
 	p := &Provider{mtu: mtu, byGID: make(map[verbs.GID]*device), inline: !cfg.EngineOnly}
-	for i := range n {
-		d := newDevice(p, i)
+	for i := range max(n, len(cfg.Models)) {
+		var m DeviceModel
+		if i < len(cfg.Models) {
+			m = cfg.Models[i]
+		}
+		d, err := newDevice(p, i, m)
+		if err != nil {
+			panic(err.Error())
+		}
 		p.devices = append(p.devices, d)
-		for _, g := range d.gids {
-			p.byGID[g] = d
+		for _, pt := range d.ports {
+			for _, e := range pt.gids {
+				if _, taken := p.byGID[e.GID]; !taken && !e.GID.IsZero() {
+					p.byGID[e.GID] = d
+				}
+			}
 		}
 	}
 	return p
@@ -101,16 +116,6 @@ func (p *Provider) Close() error {
 
 // deviceByGID finds the device a GID belongs to: the routing of the fabric.
 func (p *Provider) deviceByGID(g verbs.GID) *device { return p.byGID[g] }
-
-// deviceGIDs gives device i a link-local GID (index 0) derived from its GUID
-// and an IPv4-mapped one (index 1), the table rxe shows on a RoCEv2 port.
-func deviceGIDs(i int, guid uint64) []verbs.GID {
-	var ll verbs.GID
-	ll[0], ll[1] = 0xfe, 0x80
-	binary.BigEndian.PutUint64(ll[8:], guid)
-	v4 := netip.AddrFrom4([4]byte{10, 77, byte(i >> 8), byte(i + 1)})
-	return []verbs.GID{ll, verbs.GIDFromAddr(v4)}
-}
 
 func deviceName(i int) string { return fmt.Sprintf("soft%d", i) }
 

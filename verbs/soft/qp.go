@@ -406,8 +406,8 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 
 func (q *qp) checkAttrValues(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	switch {
-	case mask&verbs.QPAttrPort != 0 && a.PortNum != portNum:
-		return avError("port_num must be 1")
+	case mask&verbs.QPAttrPort != 0 && q.dev.portN(a.PortNum) == nil:
+		return avError("port_num: no such port")
 	case mask&verbs.QPAttrPKeyIndex != 0 && a.PKeyIndex != 0:
 		return avError("pkey_index must be 0 (the P_Key table has one entry)")
 	case mask&verbs.QPAttrPathMTU != 0 && (a.PathMTU.Bytes() == 0 || a.PathMTU > verbs.MTU4096):

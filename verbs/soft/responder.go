@@ -253,7 +253,7 @@ func (e *engine) localInvalidate(q *qp, key uint32) result {
 func (e *engine) deliverUD(q *qp, w *sendWQE) {
 	a := &w.ah.attr
 	d := e.ctx.dev.p.deviceByGID(a.GRH.DGID)
-	if d == nil || w.length > uint64(d.p.mtu.Bytes()) {
+	if d == nil {
 		return
 	}
 	r, found := d.qps.get(w.remoteQPN)
@@ -269,6 +269,9 @@ func (e *engine) deliverUD(q *qp, w *sendWQE) {
 	if !r.accepting() || r.attr.QKey != qkey {
 		return
 	}
+	if pt := d.portN(max(r.attr.PortNum, 1)); pt == nil || w.length > uint64(pt.mtu.Bytes()) {
+		return // larger than the receiving port's MTU
+	}
 	if _, got := e.takeRecv(q, r, false); !got {
 		return
 	}
@@ -283,7 +286,7 @@ func (e *engine) deliverUD(q *qp, w *sendWQE) {
 		e.recvError(r, verbs.WCLocLenErr, 0, false)
 		return
 	}
-	sgid := q.dev.gids[a.GRH.SGIDIndex]
+	sgid := q.dev.portN(avPort(a)).gids[a.GRH.SGIDIndex].GID
 	writeGRH(&e.grh, sgid, a.GRH.DGID, a.GRH.HopLimit, a.GRH.TrafficClass, a.GRH.FlowLabel, int(w.length))
 	e.src = append(e.src, nil)
 	copy(e.src[1:], e.src)
