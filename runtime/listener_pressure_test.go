@@ -111,8 +111,8 @@ func needDescriptors(t testing.TB, n uint64) {
 
 // Sizes of the hostile-clients tests: as the issue that asked for them.
 const (
-	hostileN   = 1000
-	realN      = 100
+	hostileN = 1000
+	realN    = 100
 	// realBound is what a real client may wait: less than the time a
 	// listener gives a silent client to send its hello, so that waiting
 	// for one hostile client's handshake, or handshakes one at a time,

@@ -115,8 +115,8 @@ func needDescriptors(t testing.TB, n uint64) {
 // afterwards.
 func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 	const (
-		hostileN  = 1000
-		realN     = 100
+		hostileN = 1000
+		realN    = 100
 		// Below the 5 s a runtime's listener gives a silent client to send
 		// its hello: waiting for one hostile client, or handshakes one at
 		// a time, exceed it, a busy machine's slowness does not.
