@@ -40,7 +40,7 @@ race:
 race-1p:
 	GOMAXPROCS=1 $(GO) test -race -count=1 -timeout 30m ./qpactor/ ./cqpoller/ ./runtime/
 
-# The runtime's tests with WithInlinePost(false) and WithWaitPoll(0) on
+# The runtime's tests with Tuning.NoInlinePost and Tuning.NoWaitPoll on
 # every runtime they make (runtime/helpers_test.go): posting and
 # completion handling only on actor and poller goroutines must keep every
 # behaviour they check too.

@@ -19,10 +19,18 @@ func pair(t testing.TB, opts ...runtime.Option) (*runtime.Runtime, *runtime.Endp
 	return rt, cli, srv
 }
 
-// newRuntime returns a runtime that the test's cleanup closes.
+// newRuntime returns a runtime that the test's cleanup closes, made
+// without the caller-thread defaults when actorOnlyEnv says so.
 func newRuntime(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
 	t.Helper()
-	rt, err := runtime.New(append(actorOnlyOpts(), opts...)...)
+	return newRuntimeAsGiven(t, append(actorOnlyOpts(), opts...)...)
+}
+
+// newRuntimeAsGiven is newRuntime whatever actorOnlyEnv says: for the
+// tests of the caller-thread defaults themselves.
+func newRuntimeAsGiven(t testing.TB, opts ...runtime.Option) *runtime.Runtime {
+	t.Helper()
+	rt, err := runtime.New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
