@@ -21,6 +21,10 @@ func (rt *Runtime) hello() hello {
 func (rt *Runtime) helloOf(ep *Endpoint) hello {
 	h := rt.hello()
 	h.QPN, h.GID = ep.qp.QPN(), netip.AddrFrom16(rt.gid).String()
+	// The port's LID: the destination of an InfiniBand path, and where a
+	// provider that announces a transport port of its own in it (rocev2)
+	// takes it from; RoCE devices report 0.
+	h.LID = rt.sel.attr.LID
 	return h
 }
 
@@ -126,7 +130,7 @@ func (hs *handshake) refuse(err error) {
 // connect refuses a peer that is ep itself, then connects ep's QP to the
 // peer and starts the endpoint.
 func (hs *handshake) connect(ep *Endpoint, peer hello) error {
-	if err := notSelf(Addr{GID: hs.rt.gid, QPN: ep.qp.QPN()}, peer); err != nil {
+	if err := notSelf(Addr{GID: hs.rt.gid, QPN: ep.qp.QPN()}, hs.rt.sel.attr.LID, peer); err != nil {
 		return err
 	}
 	if err := ep.start(peer); err != nil {

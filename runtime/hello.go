@@ -223,13 +223,15 @@ func readReady(br *bufio.Reader) error {
 	return fmt.Errorf("%w: the peer wrote %q where \"ready\" belongs", ErrProtocol, line[:min(len(line), 32)])
 }
 
-// notSelf refuses a peer whose address is the endpoint's own: a QP
-// connected to itself sends to and receives from itself, and the
-// application believes it has a peer. Runtimes reach that on two soft
-// providers, which are separate fabrics with the same GIDs and QP numbers
-// (softdefault.go).
-func notSelf(local Addr, peer hello) error {
-	if peer.gid == local.GID && peer.QPN == local.QPN {
+// notSelf refuses a peer whose address (GID, QPN and the port's LID) is
+// the endpoint's own, lid being its port's: a QP connected to itself
+// sends to and receives from itself, and the application believes it has
+// a peer. Runtimes reach that on two soft providers, which are separate
+// fabrics with the same GIDs and QP numbers (softdefault.go). Two
+// processes of one host on the rocev2 provider share the GID and number
+// their QPs alike too, and differ in the LID, which is their UDP port.
+func notSelf(local Addr, lid uint16, peer hello) error {
+	if peer.gid == local.GID && peer.QPN == local.QPN && peer.LID == lid {
 		return fmt.Errorf("%w: the peer's hello names this endpoint itself (%s): the two sides are on separate fabrics that number alike (two soft providers?)",
 			ErrProtocol, local)
 	}

@@ -28,20 +28,9 @@ type Config struct {
 }
 
 // Provider is the RoCE v2 verbs provider: one device per bound address,
-// each with its own UDP socket (a Transport). Safe for concurrent use.
-//
-// # How a QP finds its peer's UDP port
-//
-// A device's GID is the IPv6 address its transport is bound to, and its
-// port's LID (PortAttr.LID, meaningless on RoCE, where rxe and NICs report
-// 0) is the UDP port it is bound to. The handshake that tells a peer the
-// LID, QPN, PSN and GID (ibv_rc_pingpong's, the conformance suite's, the
-// runtime's once it sends the LID) thus tells it where to send, and the
-// DLID of the address vector in ibv_modify_qp (RTR) or ibv_create_ah
-// carries it: packets go to [DGID]:DLID. A DLID of 0, what rxe and RoCE
-// NICs announce, means port 4791. When the DLID is 0 and a device of this
-// provider has the DGID and holds the destination QP, the packets go to
-// that device's port, so two runtimes of one process need no LID.
+// each with its own UDP socket (a Transport). Safe for concurrent use. A
+// device's GID is the address its transport is bound to and its port's LID
+// the UDP port; the package documentation says how a QP finds its peer's.
 type Provider struct {
 	devices []*device
 	mtu     verbs.MTU

@@ -3,10 +3,12 @@ package rocev2_test
 import (
 	"bytes"
 	"context"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs/rocev2"
 )
 
 // TestRuntimeOverRoCEv2 runs two runtimes of one process over the
@@ -87,6 +89,56 @@ func TestRuntimeOverRoCEv2(t *testing.T) {
 		}
 		if got := string(m.Bytes()); got != dir.msg {
 			t.Errorf("%s: received %q, want %q", dir.name, got, dir.msg)
+		}
+		m.Release()
+	}
+}
+
+// TestRuntimeAcrossProviders connects runtimes on two providers, each with
+// a socket on a port of its own, as two processes of one host are: only
+// the LID that the runtime's hello carries (the port's UDP port) tells
+// each where the other's packets go.
+func TestRuntimeAcrossProviders(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a way out, not a measurement
+	defer cancel()
+	newRT := func() *runtime.Runtime {
+		p, err := rocev2.New(rocev2.Config{Addrs: []netip.Addr{netip.IPv6Loopback()}})
+		if err != nil {
+			t.Skipf("no IPv6 loopback: %v", err)
+		}
+		rt, err := runtime.New(runtime.WithProvider(p))
+		if err != nil {
+			p.Close()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := rt.Close(context.Background()); err != nil {
+				t.Errorf("closing the runtime: %v", err)
+			}
+			p.Close()
+		})
+		return rt
+	}
+	client, server := newRT(), newRT()
+	cli, srv, err := runtime.Pipe(ctx, client, server)
+	if err != nil {
+		t.Fatalf("Pipe: %v", err)
+	}
+	defer cli.Close(ctx)
+	defer srv.Close(ctx)
+	for _, dir := range []struct {
+		from, to *runtime.Endpoint
+		msg      string
+	}{{cli, srv, "request"}, {srv, cli, "reply"}} {
+		if _, err := dir.from.SendBytes(ctx, []byte(dir.msg)).Wait(ctx); err != nil {
+			t.Fatalf("Send %q: %v", dir.msg, err)
+		}
+		m, err := dir.to.Recv(ctx)
+		if err != nil {
+			t.Fatalf("Recv %q: %v", dir.msg, err)
+		}
+		if got := string(m.Bytes()); got != dir.msg {
+			t.Errorf("received %q, want %q", got, dir.msg)
 		}
 		m.Release()
 	}
