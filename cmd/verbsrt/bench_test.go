@@ -67,7 +67,17 @@ func TestParseBench(t *testing.T) {
 		{[]string{"write", "-server", "h"}, false, nil},
 		{[]string{"--peer-d", "soft1", "write", "h"}, false, nil},
 		{[]string{"write", "-p", "70000", "h"}, false, nil},
-		{[]string{"-p", "0", "-server"}, false, nil},
+		{[]string{"-p", "0", "-server"}, true, func(c benchConfig) bool { return c.server && c.port == 0 }},
+		{[]string{"write", "-p", "0", "h"}, false, nil},
+		{[]string{"-p", "-1", "-server"}, false, nil},
+		{[]string{"-provider", "rocev2"}, true, func(c benchConfig) bool { return c.provider == "rocev2" && c.rocev2Addr == "::1" && c.rocev2Port == 0 }},
+		{[]string{"-provider", "rocev2", "-rocev2-addr", "[fd00::7]", "-rocev2-port", "4791", "-server"}, true, func(c benchConfig) bool {
+			return c.provider == "rocev2" && c.server && c.rocev2Addr == "[fd00::7]" && c.rocev2Port == 4791
+		}},
+		{[]string{"-provider", "rocev2", "-rocev2-addr", "127.0.0.1"}, false, nil},
+		{[]string{"-provider", "rocev2", "-rocev2-addr", "::"}, false, nil},
+		{[]string{"-provider", "rocev2", "-rocev2-port", "65536"}, false, nil},
+		{[]string{"-rocev2-port", "4791"}, false, nil}, // soft binds nothing
 		{[]string{"-p", "x"}, false, nil},
 		{[]string{"write", "h:99999"}, false, nil},
 		{[]string{"write", "h:9000", "-p", "9001"}, false, nil},

@@ -21,16 +21,20 @@ type benchConfig struct {
 	lat      bool   // latency test (ib_*_lat) instead of bandwidth (ib_*_bw)
 	pingpong bool   // with lat: half a SEND/Recv round trip, as ib_send_lat
 	provider string
-	dev      string // client device ("": the provider's first)
-	peerDev  string // server device ("": the second device, else dev)
-	size     int
-	all      bool // -a: every size from 2 bytes to 8 MiB
-	iters    int
-	duration time.Duration
-	qps      int
-	callers  int
-	txDepth  int // operations each caller keeps in flight (bandwidth)
-	rxDepth  int // each endpoint's largest receive window (WithRecvDepth); 0: by message size
+	// -rocev2-addr and -rocev2-port: where the rocev2 provider's devices
+	// bind (providerSpec).
+	rocev2Addr string
+	rocev2Port int
+	dev        string // client device ("": the provider's first)
+	peerDev    string // server device ("": the second device, else dev)
+	size       int
+	all        bool // -a: every size from 2 bytes to 8 MiB
+	iters      int
+	duration   time.Duration
+	qps        int
+	callers    int
+	txDepth    int // operations each caller keeps in flight (bandwidth)
+	rxDepth    int // each endpoint's largest receive window (WithRecvDepth); 0: by message size
 	// perftest's -c, -i and -x: the runtime takes RC QPs on port 1
 	// and a GID index (< 0: its own choice).
 	connection       string
@@ -113,7 +117,8 @@ header and the client's results, and exits. With HOST (or HOST:PORT) it is
 the client: it connects to the server, runs the test and reports it. Both
 ends default to -provider ibv and their first device; the soft provider
 connects only runtimes in the same process, so it cannot serve a client in
-another one.
+another one; -provider rocev2 at both ends connects two processes of one
+host, or two hosts, without a NIC or root (RoCE v2 over UDP, on -rocev2-addr).
 
 Control protocol (version %d): one JSON object per line on the TCP
 connection, each with "version" and "type". The client sends "config" (the
@@ -140,7 +145,8 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	alias := func(short, long string) { fs.Var(fs.Lookup(short).Value, long, "same as -"+short) }
 	fs.BoolVar(&cfg.lat, "lat", cfg.lat, "latency test (t_min, t_typical, t_99...) instead of bandwidth")
 	fs.BoolVar(&cfg.pingpong, "pingpong", cfg.pingpong, "with send -lat: a ping-pong as ib_send_lat's (the client Sends and Recvs the server's reply), reporting half of each round trip; without, the time from submitting one operation to its completion")
-	fs.StringVar(&cfg.provider, "provider", cfg.provider, "verbs provider: soft or ibv (default: soft in one process, ibv with -server or HOST)")
+	var spec providerSpec
+	addProviderFlags(fs, &spec, "soft in one process, ibv with -server or HOST")
 	fs.StringVar(&cfg.dev, "d", cfg.dev, "client device, or this end's device with -server or HOST (default: the first)")
 	alias("d", "ib-dev")
 	fs.StringVar(&cfg.peerDev, "peer-d", cfg.peerDev, "server device in one process (default: the second, else the client's)")
@@ -178,7 +184,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", cfg.cpuProfile, "write this process's CPU profile to the file")
 	fs.StringVar(&cfg.trace, "trace", cfg.trace, "write this process's execution trace to the file (go tool trace)")
 	fs.BoolVar(&cfg.server, "server", cfg.server, "be the server: wait for one client on -p (no HOST)")
-	fs.IntVar(&cfg.port, "p", cfg.port, "TCP port of the control connection (server and client); -p without HOST means -server")
+	fs.IntVar(&cfg.port, "p", cfg.port, "TCP port of the control connection (server and client); -p without HOST means -server; a server's -p 0 takes a free port and says which on stderr")
 	alias("p", "port")
 	// perftest takes -D in seconds: accept a bare number too.
 	for i, a := range args {
@@ -221,6 +227,14 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	if err := cfg.setAddress(host); err != nil {
 		return cfg, usageError{err}
 	}
+	def := "ibv"
+	if cfg.host == "" && !cfg.server {
+		def = "soft"
+	}
+	if err := resolveProvider(fs, &spec, def); err != nil {
+		return cfg, usageError{err}
+	}
+	cfg.provider, cfg.rocev2Addr, cfg.rocev2Port = spec.name, spec.addr, spec.port
 	if !cfg.set["s"] {
 		switch {
 		case cfg.test == "atomic":
@@ -256,22 +270,20 @@ func (cfg *benchConfig) setAddress(host string) error {
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	switch {
-	case cfg.port < 1 || cfg.port > 65535:
-		return fmt.Errorf("-p %d: a TCP port is 1 to 65535", cfg.port)
 	case host != "" && cfg.server:
 		return fmt.Errorf("-server takes no address (got %q): the server listens on every address", host)
 	case host == "" && cfg.set["p"]:
 		cfg.server = true
 	}
 	cfg.host = host
-	if cfg.host == "" && !cfg.server {
-		cfg.provider = cmp.Or(cfg.provider, "soft")
+	switch {
+	case cfg.port < 0 || cfg.port > 65535 || (cfg.port == 0 && !cfg.server):
+		return fmt.Errorf("-p %d: a TCP port is 1 to 65535 (a server's may be 0: a free one)", cfg.port)
+	case cfg.host == "" && !cfg.server:
 		return nil
-	}
-	if cfg.peerDev != "" {
+	case cfg.peerDev != "":
 		return errors.New("--peer-d is for both ends in one process: give each end its device with -d")
 	}
-	cfg.provider = cmp.Or(cfg.provider, "ibv")
 	return nil
 }
 
@@ -301,8 +313,8 @@ func (cfg *benchConfig) check() error {
 		return errors.New("-D: not a negative time")
 	case cfg.spin < 0:
 		return fmt.Errorf("-spin %v: not a negative time", cfg.spin)
-	case cfg.provider != "soft" && cfg.provider != "ibv":
-		return fmt.Errorf("unknown provider %q (soft or ibv)", cfg.provider)
+	case !slices.Contains(providerNames, cfg.provider):
+		return fmt.Errorf("unknown provider %q (the providers are %s)", cfg.provider, strings.Join(providerNames, ", "))
 	case !strings.EqualFold(cfg.connection, benchConnection):
 		return fmt.Errorf("-c %s: the runtime connects %s QPs only", cfg.connection, benchConnection)
 	case cfg.ibPort != 1:

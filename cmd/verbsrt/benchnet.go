@@ -89,7 +89,8 @@ type benchRef struct {
 func checkNetProvider(cfg benchConfig, prov verbs.Provider) error {
 	if prov == nil && cfg.provider == "soft" {
 		return errors.New("the soft provider connects only runtimes in the same process: " +
-			"run the server and the client with -provider ibv, or run verbsrt bench without -server and without an address for both ends in this process")
+			"run the server and the client with -provider rocev2 (RoCE v2 over UDP: no NIC, no root) or -provider ibv (rdma-core), " +
+			"or run verbsrt bench without -server and without an address for both ends in this process")
 	}
 	return nil
 }

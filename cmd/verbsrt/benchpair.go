@@ -11,8 +11,6 @@ import (
 	"github.com/verbsrt/verbsrt/internal/sched"
 	vrt "github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
-	"github.com/verbsrt/verbsrt/verbs/ibv"
-	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 // benchSQDepth is max_send_wr of the bench's QPs.
@@ -36,19 +34,18 @@ type benchPair struct {
 }
 
 // newBenchPair returns a pair with no runtime yet on prov, or on a new
-// provider of cfg.provider (with devices devices if soft) when prov is nil.
+// provider of cfg.provider (with devices devices if soft or rocev2) when
+// prov is nil.
 func newBenchPair(cfg benchConfig, prov verbs.Provider, devices int) (*benchPair, []verbs.Device, error) {
 	p := &benchPair{prov: prov, closeProv: func() {}}
 	if cfg.stats {
 		p.statsTo = os.Stderr
 	}
-	switch {
-	case prov != nil:
-	case cfg.provider == "soft":
-		sp := soft.New(soft.Config{Devices: devices})
-		p.prov, p.closeProv = sp, func() { sp.Close() }
-	default:
-		p.prov = ibv.New()
+	if prov == nil {
+		var err error
+		if p.prov, p.closeProv, err = openProvider(cfg.providerSpec(), devices); err != nil {
+			return nil, nil, err
+		}
 	}
 	devs, err := p.prov.Devices()
 	if err == nil && len(devs) == 0 {
@@ -59,6 +56,11 @@ func newBenchPair(cfg benchConfig, prov verbs.Provider, devices int) (*benchPair
 		return nil, nil, err
 	}
 	return p, devs, nil
+}
+
+// providerSpec returns the provider flags of cfg.
+func (cfg benchConfig) providerSpec() providerSpec {
+	return providerSpec{name: cfg.provider, addr: cfg.rocev2Addr, port: cfg.rocev2Port}
 }
 
 // openRuntime opens a runtime on dev for cfg's test at sizes up to maxSize.

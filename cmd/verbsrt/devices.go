@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/verbsrt/verbsrt/verbs"
-	"github.com/verbsrt/verbsrt/verbs/ibv"
-	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 // runDevices is "verbsrt devices": for each device of the provider (soft by
@@ -16,11 +14,12 @@ import (
 // MTUs, link layer and the non-empty GIDs among the first -gids, each with
 // its type and netdev where the provider reports them.
 func runDevices(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("devices", "usage: verbsrt devices [--provider soft|ibv] [-d DEVICE] [-gids N]\n\n"+
+	fs := newFlagSet("devices", "usage: verbsrt devices [-provider soft|rocev2|ibv] [-d DEVICE] [-gids N]\n\n"+
 		"Lists each device of the provider as ibv_devinfo -v does: identity, limits, capability\n"+
 		"flags, and per port its state, MTUs, link layer and non-empty GIDs with their types\n"+
 		"(IB, RoCE v1, RoCE v2) and netdevs.")
-	provider := fs.String("provider", "soft", "verbs provider: soft (a fabric of two in-process devices) or ibv (rdma-core)")
+	spec := providerSpec{name: "soft"}
+	addProviderFlags(fs, &spec, "soft, a fabric of two in-process devices")
 	dev := fs.String("d", "", "show only this device")
 	gids := fs.Int("gids", 16, "how many GID table entries to look at per port (empty ones are not shown)")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
@@ -29,24 +28,19 @@ func runDevices(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	}
-	p, closeProv, err := openProvider(*provider)
+	if err := resolveProvider(fs, &spec, "soft"); err != nil {
+		return usageError{err}
+	}
+	n := 2 // soft's fabric of two; rocev2: the one device this process would bind
+	if spec.name == "rocev2" {
+		n = 1
+	}
+	p, closeProv, err := openProvider(spec, n)
 	if err != nil {
 		return err
 	}
 	defer closeProv()
 	return devices(stdout, p, *dev, *gids)
-}
-
-// openProvider returns the provider called name and what releases it.
-func openProvider(name string) (verbs.Provider, func(), error) {
-	switch name {
-	case "soft":
-		p := soft.New(soft.Config{Devices: 2})
-		return p, func() { p.Close() }, nil
-	case "ibv":
-		return ibv.New(), func() {}, nil
-	}
-	return nil, nil, usageErrorf("unknown provider %q (soft or ibv)", name)
 }
 
 // errNoDevice says that provider has no device called name, which the

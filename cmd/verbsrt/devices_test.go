@@ -12,7 +12,7 @@ import (
 )
 
 func TestDevices(t *testing.T) {
-	p, closeProv, err := openProvider("soft")
+	p, closeProv, err := openProvider(providerSpec{name: "soft"}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestDevices(t *testing.T) {
 	if err := devices(&out, p, "mlx5_0", 16); !errors.Is(err, verbs.ErrNotFound) {
 		t.Errorf("unknown device: %v, want ErrNotFound", err)
 	}
-	if _, _, err := openProvider("nope"); err == nil {
+	if _, _, err := openProvider(providerSpec{name: "nope"}, 2); err == nil {
 		t.Error("unknown provider accepted")
 	}
 }
@@ -79,7 +79,7 @@ func TestDevicesGIDTypes(t *testing.T) {
 // TestDevicesIBV lists the ibv provider's devices where it has some (the
 // rxevm guest), and checks that a host without any says so.
 func TestDevicesIBV(t *testing.T) {
-	p, closeProv, err := openProvider("ibv")
+	p, closeProv, err := openProvider(providerSpec{name: "ibv"}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,13 @@
 //
 //	verbsrt help [COMMAND]
 //	verbsrt version
-//	verbsrt bench [write|read|send|atomic] [-lat] [-s SIZE|-a] [-n ITERS|-D SECS] [-q QPS] [-callers N] [-t DEPTH] [--provider soft|ibv] [-d DEV] [--json]
+//	verbsrt bench [write|read|send|atomic] [-lat] [-s SIZE|-a] [-n ITERS|-D SECS] [-q QPS] [-callers N] [-t DEPTH] [-provider soft|rocev2|ibv] [-d DEV] [--json]
 //	verbsrt bench [TEST] [flags] -server [-p PORT]     (perftest's server: waits for one client)
 //	verbsrt bench TEST [flags] [-p PORT] HOST          (perftest's client)
 //	verbsrt demo [-s SIZE] [-b BATCH]
-//	verbsrt devices [--provider soft|ibv] [-d DEVICE] [-gids N]
-//	verbsrt pingpong [--provider ibv|soft] [-d DEV] [-i PORT] [-g GIDX] [-s SIZE] [-n ITERS] [-m MTU] [-r RXDEPTH] [-p TCPPORT] [-e] [-c] [HOST]
-//	verbsrt serve-metrics [-listen ADDR] [--provider soft|ibv] [-d DEV] [-q QPS] [-callers N] [-rate OPS] [-s SIZE]
+//	verbsrt devices [-provider soft|rocev2|ibv] [-d DEVICE] [-gids N]
+//	verbsrt pingpong [-provider ibv|rocev2|soft] [-d DEV] [-i PORT] [-g GIDX] [-s SIZE] [-n ITERS] [-m MTU] [-r RXDEPTH] [-p TCPPORT] [-e] [-c] [HOST]
+//	verbsrt serve-metrics [-listen ADDR] [-provider soft|rocev2|ibv] [-d DEV] [-q QPS] [-callers N] [-rate OPS] [-s SIZE]
 //
 // Each command prints its flags with -h, or through verbsrt help
 // COMMAND, on stdout and exits 0. A command line that cannot run (an
@@ -21,6 +21,17 @@
 // goroutines issue operations.
 //
 // bench with neither -server nor HOST runs both ends in this process.
+//
+// The provider: -provider, else $VERBSRT_PROVIDER, else the command's
+// default (soft; ibv for bench's -server and client and for pingpong).
+// soft reaches runtimes of its own process only. rocev2 speaks RoCE v2
+// over UDP from an unprivileged socket bound to -rocev2-addr (an IPv6
+// address, ::1 by default) and -rocev2-port (0 by default: a free port),
+// so two processes of one host, or two hosts, connect without a NIC or a
+// kernel module: each process binds a port of its own and the connection
+// handshake announces it as the port's LID (package verbs/rocev2 says
+// how). The commands that take -provider also take -rocev2-addr and
+// -rocev2-port.
 //
 // demo runs the main job on the soft provider: it connects an RC QP on
 // soft0 to one on soft1, runs an RDMA WRITE, a READ, a SEND with immediate

@@ -21,7 +21,7 @@ var commands = map[string]command{
 	"bench":         {runBench, "perftest-style bandwidth and latency tests (write, read, send, atomic) over the runtime"},
 	"demo":          {runDemo, "move data over RC QPs on the soft provider and print what happened"},
 	"devices":       {runDevices, "list devices, ports, GIDs and limits, like ibv_devinfo -v"},
-	"pingpong":      {runPingpong, "ibv_rc_pingpong over the ibv provider: server without a host, client with one"},
+	"pingpong":      {runPingpong, "ibv_rc_pingpong over the ibv or rocev2 provider: server without a host, client with one"},
 	"serve-metrics": {runServeMetrics, "run a steady workload and serve its Prometheus metrics on /metrics until interrupted"},
 }
 
@@ -95,6 +95,12 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "  %-*s  %s\n", width, "help", "this list, or with a command's name its flags")
 	fmt.Fprintf(w, "  %-*s  %s\n", width, "version", "print the module's version and VCS revision")
 	fmt.Fprintln(w, "\n'verbsrt help COMMAND' or 'verbsrt COMMAND -h' shows a command's flags.")
+	fmt.Fprintf(w, "\nProviders: the commands that open a device take -provider %s,\nor $%s when the flag is absent:\n", strings.Join(providerNames, "|"), providerEnv)
+	fmt.Fprintln(w, "  soft    a device in memory: reaches runtimes of this process only (the default)")
+	fmt.Fprintln(w, "  rocev2  RoCE v2 over UDP from an unprivileged socket: between processes and hosts, no NIC,")
+	fmt.Fprintln(w, "          no root; -rocev2-addr is the IPv6 address it binds (default ::1), -rocev2-port")
+	fmt.Fprintln(w, "          its UDP port (default 0: a free one, which the connection handshake announces)")
+	fmt.Fprintln(w, "  ibv     rdma-core's libibverbs: RDMA NICs and the kernel's rxe")
 }
 
 // runHelp is "verbsrt help [COMMAND]": the list of commands, or a

@@ -21,7 +21,8 @@ import (
 // ppConfig holds ibv_rc_pingpong's options.
 type ppConfig struct {
 	provider string
-	dev      string // "": the first device
+	spec     providerSpec // -provider, -rocev2-addr and -rocev2-port
+	dev      string       // "": the first device
 	ibPort   int
 	size     int
 	mtu      int
@@ -46,8 +47,10 @@ const (
 // be the C program: without a host it serves one client on TCP port -p,
 // with one it connects there; the two swap LID, QPN, PSN and GID in
 // ibv_rc_pingpong's text format, then bounce -n SENDs of -s bytes over RC
-// QPs and print the throughput and latency lines. With --provider soft it
-// runs both ends in this process over the soft provider.
+// QPs and print the throughput and latency lines. With -provider rocev2
+// each end is a process of its own as with ibv, its peer another verbsrt
+// pingpong -provider rocev2 (the LID they swap is the UDP port of its
+// RoCE v2 socket). With -provider soft it runs both ends in this process.
 func runPingpong(args []string, stdout, stderr io.Writer) error {
 	cfg, err := parsePingpong(args, stdout, stderr)
 	if err != nil {
@@ -55,13 +58,16 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.provider == "soft" {
 		if cfg.host != "" {
-			return usageErrorf("the soft provider has no peer outside this process: omit the host for a self-test")
+			return usageErrorf("the soft provider has no peer outside this process: omit the host for a self-test, " +
+				"or run both ends with -provider rocev2 (RoCE v2 over UDP: no NIC, no root) or -provider ibv")
 		}
 		return pingpongSelfTest(context.Background(), stdout, cfg)
 	}
-	if cfg.provider != "ibv" {
-		return usageErrorf("unknown provider %q (ibv or soft)", cfg.provider)
+	p, closeProv, err := openProvider(cfg.spec, 1)
+	if err != nil {
+		return err
 	}
+	defer closeProv()
 	var ln net.Listener
 	if cfg.host == "" {
 		// Like the C server: any address, the given port, one connection.
@@ -69,8 +75,11 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("couldn't listen to port %d: %w", cfg.port, err)
 		}
 		defer ln.Close()
+		if cfg.port == 0 {
+			fmt.Fprintf(stderr, "verbsrt pingpong: waiting for a client on %s\n", ln.Addr())
+		}
 	}
-	return pingpong(context.Background(), stdout, ibv.New(), cfg, ln)
+	return pingpong(context.Background(), stdout, p, cfg, ln)
 }
 
 // parsePingpong parses ibv_rc_pingpong's flags (short and long names) and
@@ -82,13 +91,14 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (ppConfig, error) {
 	fs := newFlagSet("pingpong", "usage: verbsrt pingpong [flags]        start a server and wait for connection\n"+
 		"       verbsrt pingpong [flags] HOST   connect to server at HOST\n\n"+
 		"rdma-core's ibv_rc_pingpong, flags, protocol and output included: either end may be the C program.")
-	fs.StringVar(&cfg.provider, "provider", cfg.provider, "verbs provider: ibv, or soft for a self-test of both ends in this process")
+	cfg.spec.name = cfg.provider
+	addProviderFlags(fs, &cfg.spec, "ibv; soft runs a self-test of both ends in this process")
 	for _, f := range []struct {
 		p           *int
 		short, long string
 		usage       string
 	}{
-		{&cfg.port, "p", "port", "listen on/connect to TCP port"},
+		{&cfg.port, "p", "port", "listen on/connect to TCP port (a server's 0: a free one, said on stderr)"},
 		{&cfg.ibPort, "i", "ib-port", "use this port of the device"},
 		{&cfg.size, "s", "size", "size of message to exchange"},
 		{&cfg.mtu, "m", "mtu", "path MTU"},
@@ -118,10 +128,17 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (ppConfig, error) {
 		}
 		cfg.host, args = fs.Arg(0), fs.Args()[1:]
 	}
+	if err := resolveProvider(fs, &cfg.spec, "ibv"); err != nil {
+		return cfg, usageError{err}
+	}
+	cfg.provider = cfg.spec.name
+	if cfg.provider == "rocev2" && cfg.gidx < 0 {
+		cfg.gidx = 0 // its one GID, the bound address: RoCE v2 routes by it
+	}
 	switch {
 	case verbs.MTUFromBytes(cfg.mtu) == 0:
 		return cfg, usageErrorf("-m %d: the path MTU is 256, 512, 1024, 2048 or 4096", cfg.mtu)
-	case cfg.port < 0 || cfg.port > 65535:
+	case cfg.port < 0 || cfg.port > 65535 || (cfg.port == 0 && cfg.host != ""):
 		return cfg, usageErrorf("-p %d: not a TCP port", cfg.port)
 	case cfg.ibPort < 1 || cfg.ibPort > 255:
 		return cfg, usageErrorf("-i %d: ports are numbered from 1", cfg.ibPort)
@@ -347,6 +364,7 @@ func (e *ppEnd) run(ctx context.Context, w io.Writer) error {
 		pending |= ppSendWRID
 	}
 	var wcs [2]verbs.WC
+	netpolled := cfg.provider == "rocev2"
 	rcnt, scnt := 0, 0
 	start := time.Now()
 	for rcnt < cfg.iters || scnt < cfg.iters {
@@ -376,6 +394,15 @@ func (e *ppEnd) run(ctx context.Context, w io.Writer) error {
 			// goroutines run (a soft provider's engine needs a P) and
 			// giving up when ctx ends.
 			runtime.Gosched()
+			if netpolled && empty%64 == 0 {
+				// rocev2's packets arrive through Go's netpoller, which a
+				// P polls only when it finds no goroutine to run: a
+				// Gosched loop always finds itself on the global run
+				// queue, and sysmon polls for it only every 10 ms, a
+				// wait per packet. Parking a moment leaves the P idle,
+				// and an idle P polls the network.
+				time.Sleep(time.Microsecond)
+			}
 			if empty%1024 == 0 && ctx.Err() != nil {
 				return fmt.Errorf("poll CQ: %w", ctx.Err())
 			}

@@ -24,14 +24,21 @@ func TestParsePingpong(t *testing.T) {
 				events: true, validate: true, host: "198.18.0.2"}},
 		{[]string{"--provider", "soft", "-r", "16", "-l", "3", "-i", "2"},
 			ppConfig{provider: "soft", ibPort: 2, size: 4096, mtu: 1024, rxDepth: 16, iters: 1000, sl: 3, gidx: -1, port: 18515}},
+		// rocev2 routes by GID: its one GID, index 0, unless -g says.
+		{[]string{"-provider", "rocev2", "-p", "0"},
+			ppConfig{provider: "rocev2", ibPort: 1, size: 4096, mtu: 1024, rxDepth: 500, iters: 1000, gidx: 0}},
 	} {
 		got, err := parsePingpong(tc.args, io.Discard, io.Discard)
+		if got.spec != (providerSpec{name: got.provider, addr: rocev2DefaultAddr}) {
+			t.Errorf("parsePingpong(%q): provider flags %+v", tc.args, got.spec)
+		}
+		got.spec = providerSpec{}
 		if err != nil || got != tc.want {
 			t.Errorf("parsePingpong(%q) =\n %+v, %v; want\n %+v", tc.args, got, err, tc.want)
 		}
 	}
 	for _, args := range [][]string{{"-m", "1000"}, {"-p", "70000"}, {"-i", "0"}, {"-s", "0"}, {"-r", "1"},
-		{"a", "b"}, {"-x"}} {
+		{"a", "b"}, {"-x"}, {"-p", "0", "h"}, {"-provider", "rxe"}, {"-provider", "rocev2", "-rocev2-addr", "10.0.0.1"}} {
 		if _, err := parsePingpong(args, io.Discard, io.Discard); err == nil {
 			t.Errorf("parsePingpong(%q) accepted", args)
 		}

@@ -24,7 +24,7 @@ import (
 // smConfig holds the flags of "verbsrt serve-metrics".
 type smConfig struct {
 	listen   string
-	provider string
+	provider providerSpec
 	dev      string
 	peerDev  string
 	qps      int
@@ -34,12 +34,12 @@ type smConfig struct {
 }
 
 func parseServeMetrics(args []string, stdout, stderr io.Writer) (smConfig, error) {
-	cfg := smConfig{listen: "127.0.0.1:9464", provider: "soft", qps: 2, callers: 4, rate: 1000, size: 4096}
+	cfg := smConfig{listen: "127.0.0.1:9464", provider: providerSpec{name: "soft"}, qps: 2, callers: 4, rate: 1000, size: 4096}
 	fs := newFlagSet("serve-metrics", "usage: verbsrt serve-metrics [-listen ADDR] [flags]\n\n"+
 		"Runs a steady mix of WRITE, READ, SEND and FETCH_AND_ADD between two runtimes and serves\n"+
 		"their metrics on /metrics until interrupted.")
 	fs.StringVar(&cfg.listen, "listen", cfg.listen, "HTTP address to serve /metrics on")
-	fs.StringVar(&cfg.provider, "provider", cfg.provider, "verbs provider: soft or ibv")
+	addProviderFlags(fs, &cfg.provider, "soft")
 	fs.StringVar(&cfg.dev, "d", "", "client device (default: the first)")
 	fs.StringVar(&cfg.peerDev, "peer-d", "", "server device (default: the second, else the client's)")
 	fs.IntVar(&cfg.qps, "q", cfg.qps, "QPs (connections)")
@@ -49,11 +49,12 @@ func parseServeMetrics(args []string, stdout, stderr io.Writer) (smConfig, error
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return cfg, err
 	}
+	if err := resolveProvider(fs, &cfg.provider, "soft"); err != nil {
+		return cfg, usageError{err}
+	}
 	switch {
 	case fs.NArg() > 0:
 		return cfg, usageErrorf("unexpected argument %q", fs.Arg(0))
-	case cfg.provider != "soft" && cfg.provider != "ibv":
-		return cfg, usageErrorf("unknown provider %q (soft or ibv)", cfg.provider)
 	case cfg.qps < 1 || cfg.qps > 64 || cfg.callers < 1 || cfg.callers > 4096 || cfg.rate < 0:
 		return cfg, usageErrorf("-q 1 to 64, -callers 1 to 4096, -rate at least 0")
 	case cfg.size < 8 || cfg.size > 1<<20:
@@ -81,7 +82,8 @@ func runServeMetrics(args []string, stdout, stderr io.Writer) error {
 func serveMetrics(ctx context.Context, cfg smConfig, ln net.Listener, log io.Writer) error {
 	// The runtime's default spin (50 µs): paced traffic leaves the
 	// pollers idle most of the time, and they should sleep then.
-	pair, err := openBenchPair(benchConfig{test: "send", provider: cfg.provider, dev: cfg.dev,
+	pair, err := openBenchPair(benchConfig{test: "send", provider: cfg.provider.name,
+		rocev2Addr: cfg.provider.addr, rocev2Port: cfg.provider.port, dev: cfg.dev,
 		peerDev: cfg.peerDev, qps: cfg.qps, spin: 50 * time.Microsecond}, cfg.size)
 	if err != nil {
 		ln.Close()
@@ -105,7 +107,7 @@ func serveMetrics(ctx context.Context, cfg smConfig, ln net.Listener, log io.Wri
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(log, "verbsrt serve-metrics: %s %s -> %s, %d QPs, %d callers, %d ops/s; metrics on http://%s/metrics\n",
-		cfg.provider, pair.cliRT.Stats().Device, pair.srvRT.Stats().Device, cfg.qps, cfg.callers, cfg.rate, ln.Addr())
+		cfg.provider.name, pair.cliRT.Stats().Device, pair.srvRT.Stats().Device, cfg.qps, cfg.callers, cfg.rate, ln.Addr())
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()

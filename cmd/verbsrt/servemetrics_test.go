@@ -94,7 +94,7 @@ func TestServeMetrics(t *testing.T) {
 
 func TestParseServeMetrics(t *testing.T) {
 	cfg, err := parseServeMetrics([]string{"-listen", ":0", "--provider", "ibv", "-rate", "0"}, io.Discard, io.Discard)
-	if err != nil || cfg.listen != ":0" || cfg.provider != "ibv" || cfg.rate != 0 {
+	if err != nil || cfg.listen != ":0" || cfg.provider.name != "ibv" || cfg.rate != 0 {
 		t.Errorf("%+v %v", cfg, err)
 	}
 	for _, bad := range [][]string{{"-rate", "-1"}, {"--provider", "x"}, {"-s", "1"}, {"extra"}} {

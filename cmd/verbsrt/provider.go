@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/ibv"
+	"github.com/verbsrt/verbsrt/verbs/rocev2"
+	"github.com/verbsrt/verbsrt/verbs/soft"
+)
+
+// providerNames are the providers the commands open, in the order their
+// help lists them.
+var providerNames = []string{"soft", "rocev2", "ibv"}
+
+// providerEnv names the environment variable that chooses the provider of
+// every command that opens one; a -provider flag wins over it.
+const providerEnv = "VERBSRT_PROVIDER"
+
+// rocev2DefaultAddr is the address a rocev2 device binds without
+// -rocev2-addr: the IPv6 loopback, which reaches every process of this
+// host and no other.
+const rocev2DefaultAddr = "::1"
+
+// providerSpec is what the -provider, -rocev2-addr and -rocev2-port flags
+// of a command say.
+type providerSpec struct {
+	name string
+	// addr is the IPv6 address the rocev2 devices bind; port the UDP port
+	// of the first device (0: the kernel picks one, and the connection
+	// handshake announces it as the port's LID).
+	addr string
+	port int
+}
+
+// providerUsage is the help line of -provider; def describes the default.
+func providerUsage(def string) string {
+	return fmt.Sprintf("verbs provider: %s (default: %s; $%s sets it when the flag is absent). "+
+		"soft is an in-memory device that reaches runtimes of this process only; rocev2 speaks RoCE v2 "+
+		"over UDP from an unprivileged socket, between processes and hosts, with no NIC and no kernel module; "+
+		"ibv is rdma-core's libibverbs (NICs, the kernel's rxe)",
+		strings.Join(providerNames, ", "), def, providerEnv)
+}
+
+// addProviderFlags adds -provider (to name, whose default the caller has
+// set, "" where the command decides later), -rocev2-addr and -rocev2-port
+// to fs. def describes the default for the help.
+func addProviderFlags(fs *flag.FlagSet, spec *providerSpec, def string) {
+	fs.StringVar(&spec.name, "provider", spec.name, providerUsage(def))
+	spec.addr = rocev2DefaultAddr
+	fs.StringVar(&spec.addr, "rocev2-addr", spec.addr, "with -provider rocev2: the IPv6 address its devices bind, whose GID it is (IPv4 is not supported: a plain socket cannot check the ICRC of an IPv4 packet)")
+	fs.IntVar(&spec.port, "rocev2-port", spec.port, "with -provider rocev2: the UDP port of its first device (0: the kernel picks a free one; the connection handshake announces it as the port's LID; rxe and RoCE NICs send to 4791)")
+}
+
+// resolveProvider completes spec once fs has parsed: the provider from
+// $VERBSRT_PROVIDER when -provider was not given, else def ("": leave it
+// to the caller), and an error naming the valid values when a value or
+// the rocev2 flags are wrong.
+func resolveProvider(fs *flag.FlagSet, spec *providerSpec, def string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["provider"] {
+		spec.name = def
+		if env := os.Getenv(providerEnv); env != "" {
+			if !slices.Contains(providerNames, env) {
+				return fmt.Errorf("$%s=%s: unknown provider (the providers are %s)", providerEnv, env, strings.Join(providerNames, ", "))
+			}
+			spec.name = env
+		}
+	}
+	if spec.name != "" && !slices.Contains(providerNames, spec.name) {
+		return fmt.Errorf("-provider %s: unknown provider (the providers are %s)", spec.name, strings.Join(providerNames, ", "))
+	}
+	if spec.name != "rocev2" && spec.name != "" && (set["rocev2-addr"] || set["rocev2-port"]) {
+		return fmt.Errorf("-rocev2-addr and -rocev2-port are for -provider rocev2, not %s", spec.name)
+	}
+	if _, err := spec.rocev2Addr(); err != nil {
+		return err
+	}
+	if spec.port < 0 || spec.port > 65535 {
+		return fmt.Errorf("-rocev2-port %d: a UDP port is 0 to 65535 (0: the kernel picks one)", spec.port)
+	}
+	return nil
+}
+
+// rocev2Addr parses -rocev2-addr: an IPv6 address of this host (with or
+// without brackets), not the unspecified one, whose source address the
+// ICRC would cover unseen.
+func (spec providerSpec) rocev2Addr() (netip.Addr, error) {
+	s := strings.TrimSuffix(strings.TrimPrefix(spec.addr, "["), "]")
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return a, fmt.Errorf("-rocev2-addr %q: not an IP address (an IPv6 address of this host, such as %s)", spec.addr, rocev2DefaultAddr)
+	case a.Is4() || a.Is4In6():
+		return a, fmt.Errorf("-rocev2-addr %s: the rocev2 provider speaks IPv6 only (over IPv4 the ICRC covers the identification field, which a plain socket cannot read); give an IPv6 address of this host, such as %s", spec.addr, rocev2DefaultAddr)
+	case a.IsUnspecified():
+		return a, fmt.Errorf("-rocev2-addr %s: give a specific IPv6 address of this host, such as %s (the ICRC covers the source address, which an unbound socket leaves to the kernel)", spec.addr, rocev2DefaultAddr)
+	}
+	return a, nil
+}
+
+// openProvider returns the provider spec names, with devices devices
+// where the provider makes them (soft, rocev2), and what releases it.
+func openProvider(spec providerSpec, devices int) (verbs.Provider, func(), error) {
+	switch spec.name {
+	case "soft":
+		p := soft.New(soft.Config{Devices: devices})
+		return p, func() { p.Close() }, nil
+	case "ibv":
+		return ibv.New(), func() {}, nil
+	case "rocev2":
+		a, err := spec.rocev2Addr()
+		if err != nil {
+			return nil, nil, usageError{err}
+		}
+		// One socket per device on the same address: the first on
+		// -rocev2-port, the others on ports the kernel picks.
+		cfg := rocev2.Config{Addrs: make([]netip.Addr, devices), Ports: []uint16{uint16(spec.port)}}
+		for i := range cfg.Addrs {
+			cfg.Addrs[i] = a
+		}
+		p, err := rocev2.New(cfg)
+		if err != nil {
+			return nil, nil, rocev2Error(spec, err)
+		}
+		return p, func() { p.Close() }, nil
+	}
+	return nil, nil, usageErrorf("unknown provider %q (the providers are %s)", spec.name, strings.Join(providerNames, ", "))
+}
+
+// rocev2Error explains why the rocev2 provider could not bind its socket.
+func rocev2Error(spec providerSpec, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("rocev2: UDP port %d of %s is taken (another process binds it: give another -rocev2-port, or 0 for a free one): %w", spec.port, spec.addr, err)
+	case errors.Is(err, syscall.EADDRNOTAVAIL), errors.Is(err, rocev2.ErrNotSupported):
+		return fmt.Errorf("rocev2: cannot bind %s (-rocev2-addr must be an IPv6 address of this host; ::1 needs IPv6 on the loopback): %w", spec.addr, err)
+	}
+	return fmt.Errorf("rocev2: %w", err)
+}
