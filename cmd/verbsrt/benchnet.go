@@ -343,6 +343,7 @@ func (p *benchPair) serveClient(ctx context.Context, w, progress io.Writer, cfg 
 		return err
 	}
 	ctl.c.SetDeadline(time.Time{}) // the run takes as long as the client says
+	var sent, sentBytes uint64     // what the client's results count
 	if !cfg.json {
 		printBenchHeader(w, cfg, p)
 	}
@@ -357,6 +358,19 @@ func (p *benchPair) serveClient(ctx context.Context, w, progress io.Writer, cfg 
 			return errors.New("protocol error: a result message without a result")
 		}
 		printBenchResult(w, cfg, *m.Result)
+		sent += m.Result.Iterations
+		sentBytes += m.Result.Iterations * uint64(m.Result.Bytes)
+	}
+	if cfg.test == "send" && m.Error == "" {
+		// The messages themselves, counted where they arrived.
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		err := p.received(rctx, sent, sentBytes)
+		cancel()
+		if err != nil {
+			ctl.reject(err)
+			return err
+		}
+		fmt.Fprintf(progress, "verbsrt bench: the server received %d messages, %d bytes: every SEND the client completed\n", sent, sentBytes)
 	}
 	ctl.c.SetDeadline(time.Now().Add(timeout))
 	if err := ctl.send(benchMsg{Type: "done"}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/sched"
@@ -29,8 +30,13 @@ type benchPair struct {
 	remote         vrt.RemoteRef // dst, as the client's operations name it
 	cliDev, srvDev string
 	recvDone       sync.WaitGroup
-	recvCancel     context.CancelFunc
-	statsTo        io.Writer // -stats: where close prints the runtimes' counters
+	// What serveRecv took: the messages and their bytes, and a signal
+	// after each, for a server that checks them against the client's
+	// count (received).
+	recvMsgs, recvBytes atomic.Uint64
+	recvSignal          chan struct{}
+	recvCancel          context.CancelFunc
+	statsTo             io.Writer // -stats: where close prints the runtimes' counters
 }
 
 // newBenchPair returns a pair with no runtime yet on prov, or on a new
@@ -217,6 +223,7 @@ func (p *benchPair) dial(ctx context.Context, addr string, n int) error {
 func (p *benchPair) serveRecv(pingpong bool) {
 	rctx, rcancel := context.WithCancel(context.Background())
 	p.recvCancel = rcancel
+	p.recvSignal = make(chan struct{}, 1)
 	for _, ep := range p.srv {
 		p.recvDone.Add(1)
 		go func() {
@@ -228,6 +235,12 @@ func (p *benchPair) serveRecv(pingpong bool) {
 				}
 				n := m.Len()
 				m.Release()
+				p.recvBytes.Add(uint64(n))
+				p.recvMsgs.Add(1)
+				select {
+				case p.recvSignal <- struct{}{}:
+				default:
+				}
 				if !pingpong {
 					continue
 				}
@@ -237,6 +250,28 @@ func (p *benchPair) serveRecv(pingpong bool) {
 				}
 			}
 		}()
+	}
+}
+
+// received waits until serveRecv has taken msgs messages of bytes bytes
+// in all, what the client reports its SENDs completed: an RC SEND
+// completes once the server's device acknowledged it, and the message
+// reaches serveRecv's goroutine after that. It returns an error if more
+// came, or if fewer came before ctx ended.
+func (p *benchPair) received(ctx context.Context, msgs, bytes uint64) error {
+	for {
+		gotMsgs, gotBytes := p.recvMsgs.Load(), p.recvBytes.Load()
+		switch {
+		case gotMsgs == msgs && gotBytes == bytes:
+			return nil
+		case gotMsgs > msgs || gotBytes > bytes:
+			return fmt.Errorf("the server received %d messages (%d bytes), more than the client's %d SENDs completed (%d bytes)", gotMsgs, gotBytes, msgs, bytes)
+		}
+		select {
+		case <-p.recvSignal:
+		case <-ctx.Done():
+			return fmt.Errorf("the server received %d messages (%d bytes) of the client's %d SENDs completed (%d bytes)", gotMsgs, gotBytes, msgs, bytes)
+		}
 	}
 }
 
