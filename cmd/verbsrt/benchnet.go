@@ -302,6 +302,9 @@ func (p *benchPair) serveClient(ctx context.Context, w, progress io.Writer, cfg 
 	if err == nil {
 		cfg, err = adoptBenchConfig(cfg, m.Config)
 	}
+	if err == nil {
+		err = checkRocev2Reach(cfg.providerSpec(), ctl.c.RemoteAddr())
+	}
 	if err != nil {
 		ctl.reject(err)
 		return err
@@ -452,6 +455,9 @@ func benchClient(ctx context.Context, w, progress io.Writer, cfg benchConfig, ad
 // connectServer sends cfg, connects the QPs where the server says and
 // waits until the server is ready.
 func (p *benchPair) connectServer(ctx context.Context, ctl *benchCtl, cfg benchConfig) error {
+	if err := checkRocev2Reach(cfg.providerSpec(), ctl.c.RemoteAddr()); err != nil {
+		return err
+	}
 	wire := cfg.wire(p.cliDev)
 	if err := ctl.send(benchMsg{Type: "config", Config: &wire}); err != nil {
 		return err

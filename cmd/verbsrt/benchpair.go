@@ -59,7 +59,7 @@ func newBenchPair(cfg benchConfig, prov verbs.Provider, devices int) (*benchPair
 	}
 	if err != nil {
 		p.close()
-		return nil, nil, err
+		return nil, nil, withProviderHint(cfg.provider, err)
 	}
 	return p, devs, nil
 }

@@ -79,7 +79,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "verbsrt pingpong: waiting for a client on %s\n", ln.Addr())
 		}
 	}
-	return pingpong(context.Background(), stdout, p, cfg, ln)
+	return withProviderHint(cfg.provider, pingpong(context.Background(), stdout, p, cfg, ln))
 }
 
 // parsePingpong parses ibv_rc_pingpong's flags (short and long names) and

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -145,4 +146,41 @@ func rocev2Error(spec providerSpec, err error) error {
 		return fmt.Errorf("rocev2: cannot bind %s (-rocev2-addr must be an IPv6 address of this host; ::1 needs IPv6 on the loopback): %w", spec.addr, err)
 	}
 	return fmt.Errorf("rocev2: %w", err)
+}
+
+// withProviderHint adds to err, when the ibv provider found no RDMA
+// support on this machine, that rocev2 needs none.
+func withProviderHint(provider string, err error) error {
+	if err != nil && provider == "ibv" && errors.Is(err, verbs.ErrNotSupported) {
+		return fmt.Errorf("%w; without RDMA hardware or rxe, -provider rocev2 (RoCE v2 over UDP, no root) connects processes and hosts", err)
+	}
+	return err
+}
+
+// checkRocev2Reach refuses a peer at remote, the address of the TCP
+// connection to it, on another host when this end's rocev2 device is
+// bound to a loopback address: the peer's packets would never arrive,
+// and the QPs would fail only after their retries.
+func checkRocev2Reach(spec providerSpec, remote net.Addr) error {
+	a, err := spec.rocev2Addr()
+	tcp, ok := remote.(*net.TCPAddr)
+	if spec.name != "rocev2" || err != nil || !ok || !a.IsLoopback() || tcp.IP.IsLoopback() || isLocalIP(tcp.IP) {
+		return nil
+	}
+	return fmt.Errorf("the peer at %s is on another host, and this end's rocev2 device is bound to %s, which only this host reaches: "+
+		"give -rocev2-addr an IPv6 address of this host that the peer reaches", tcp.IP, spec.addr)
+}
+
+// isLocalIP says whether ip is an address of this host's interfaces.
+func isLocalIP(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // unknown: let the connection try
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
