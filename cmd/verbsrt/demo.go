@@ -9,26 +9,38 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
-	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 func runDemo(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo", "usage: verbsrt demo [-s SIZE] [-b BATCH]\n\n"+
-		"Connects an RC QP on soft0 to one on soft1, runs an RDMA WRITE, a READ, a SEND with\n"+
-		"immediate data, a FETCH_AND_ADD, a CMP_AND_SWP and a batch of WRITEs posted with one\n"+
-		"doorbell, checks the memory each touched and prints what happened.")
+	fs := newFlagSet("demo", "usage: verbsrt demo [-s SIZE] [-b BATCH] [-provider soft|rocev2]\n\n"+
+		"Connects an RC QP on soft0 to one on soft1 (rocev2_0 and rocev2_1 with -provider rocev2:\n"+
+		"two UDP sockets), runs an RDMA WRITE, a READ, a SEND with immediate data, a FETCH_AND_ADD,\n"+
+		"a CMP_AND_SWP and a batch of WRITEs posted with one doorbell, checks the memory each\n"+
+		"touched and prints what happened.")
 	size := fs.Int("s", 4096, "message size in bytes, 8 to 1048576")
 	batch := fs.Int("b", 64, "WRITEs posted in one PostSend, 1 to 512")
+	spec := providerSpec{name: "soft"}
+	addProviderFlags(fs, &spec, "soft; both ends are in this process, on soft or rocev2")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
+	if err := resolveProvider(fs, &spec, "soft"); err != nil {
+		return usageError{err}
+	}
 	switch {
+	case spec.name == "ibv":
+		return usageErrorf("-provider ibv: the demo runs both ends in this process, on soft or rocev2 (verbsrt bench and pingpong run on ibv)")
 	case fs.NArg() > 0:
 		return usageErrorf("unexpected argument %q", fs.Arg(0))
 	case *size < 8 || *size > 1<<20 || *batch < 1 || *batch > 512:
 		return usageErrorf("-s must be 8..1048576 and -b 1..512")
 	}
-	return demo(stdout, *size, *batch)
+	p, closeProv, err := openProvider(spec, 2)
+	if err != nil {
+		return err
+	}
+	defer closeProv()
+	return demo(stdout, p, *size, *batch)
 }
 
 // end is one side of the demo connection.
@@ -44,21 +56,25 @@ type end struct {
 
 // openEnd opens d and makes one end on it; on an error it closes what it
 // made.
-func openEnd(d verbs.Device, size, batch int) (*end, error) {
+func openEnd(d verbs.Device, gidIndex, size, batch int) (*end, error) {
 	e := &end{}
-	if err := e.open(d, size, batch); err != nil {
+	if err := e.open(d, gidIndex, size, batch); err != nil {
 		e.close()
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *end) open(d verbs.Device, size, batch int) error {
+func (e *end) open(d verbs.Device, gidIndex, size, batch int) error {
 	var err error
 	if e.ctx, err = d.Open(); err != nil {
 		return err
 	}
-	gid, err := e.ctx.QueryGID(1, 1)
+	gid, err := e.ctx.QueryGID(1, gidIndex)
+	if err != nil {
+		return err
+	}
+	port, err := e.ctx.QueryPort(1)
 	if err != nil {
 		return err
 	}
@@ -80,7 +96,7 @@ func (e *end) open(d verbs.Device, size, batch int) error {
 	if e.mr, err = e.pd.RegMR(e.arena.Bytes(), verbs.AccessLocalWrite); err != nil {
 		return err
 	}
-	e.info = verbs.PeerInfo{QPN: e.qp.QPN(), GID: gid}
+	e.info = verbs.PeerInfo{LID: port.LID, QPN: e.qp.QPN(), GID: gid}
 	return nil
 }
 
@@ -127,23 +143,34 @@ func waitWC(cq verbs.CQ, n int) ([]verbs.WC, error) {
 	return out, nil
 }
 
-// demo connects an RC QP on soft0 to one on soft1 and runs each kind of
-// transfer once, checking what arrived.
-func demo(w io.Writer, size, batch int) error {
-	p := soft.New(soft.Config{Devices: 2})
-	defer p.Close()
-	devs, _ := p.Devices()
-	a, err := openEnd(devs[0], size, batch)
+// demo connects an RC QP on the first device of p, soft or rocev2, to one
+// on its second and runs each kind of transfer once, checking what
+// arrived.
+func demo(w io.Writer, p verbs.Provider, size, batch int) error {
+	devs, err := p.Devices()
+	if err != nil {
+		return err
+	}
+	if len(devs) < 2 {
+		return fmt.Errorf("provider %s: the demo needs two devices, it has %d", p.Name(), len(devs))
+	}
+	// soft's GID 1 is the IPv4-mapped RoCE v2 one; rocev2 has one, its
+	// bound address.
+	gidIndex := 0
+	if p.Name() == "soft" {
+		gidIndex = 1
+	}
+	a, err := openEnd(devs[0], gidIndex, size, batch)
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	b, err := openEnd(devs[1], size, batch)
+	b, err := openEnd(devs[1], gidIndex, size, batch)
 	if err != nil {
 		return err
 	}
 	defer b.close()
-	spec := verbs.ConnectSpec{GIDIndex: 1}
+	spec := verbs.ConnectSpec{GIDIndex: uint8(gidIndex)}
 	if err := verbs.Connect(a.qp, spec, b.info); err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@
 //	verbsrt bench [write|read|send|atomic] [-lat] [-s SIZE|-a] [-n ITERS|-D SECS] [-q QPS] [-callers N] [-t DEPTH] [-provider soft|rocev2|ibv] [-d DEV] [--json]
 //	verbsrt bench [TEST] [flags] -server [-p PORT]     (perftest's server: waits for one client)
 //	verbsrt bench TEST [flags] [-p PORT] HOST          (perftest's client)
-//	verbsrt demo [-s SIZE] [-b BATCH]
+//	verbsrt demo [-s SIZE] [-b BATCH] [-provider soft|rocev2]
 //	verbsrt devices [-provider soft|rocev2|ibv] [-d DEVICE] [-gids N]
 //	verbsrt pingpong [-provider ibv|rocev2|soft] [-d DEV] [-i PORT] [-g GIDX] [-s SIZE] [-n ITERS] [-m MTU] [-r RXDEPTH] [-p TCPPORT] [-e] [-c] [HOST]
 //	verbsrt serve-metrics [-listen ADDR] [-provider soft|rocev2|ibv] [-d DEV] [-q QPS] [-callers N] [-rate OPS] [-s SIZE]
@@ -33,8 +33,9 @@
 // how). The commands that take -provider also take -rocev2-addr and
 // -rocev2-port.
 //
-// demo runs the main job on the soft provider: it connects an RC QP on
-// soft0 to one on soft1, runs an RDMA WRITE, a READ, a SEND with immediate
+// demo runs the main job on the soft provider (or on rocev2, two sockets
+// of this process): it connects an RC QP on its first device to one on its
+// second, runs an RDMA WRITE, a READ, a SEND with immediate
 // data, a FETCH_AND_ADD, a CMP_AND_SWP and a batch of WRITEs posted with one
 // doorbell, checks the memory each touched and prints what happened.
 package main
