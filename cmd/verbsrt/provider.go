@@ -50,9 +50,9 @@ func providerUsage(def string) string {
 		strings.Join(providerNames, ", "), def, providerEnv)
 }
 
-// addProviderFlags adds -provider (to name, whose default the caller has
-// set, "" where the command decides later), -rocev2-addr and -rocev2-port
-// to fs. def describes the default for the help.
+// addProviderFlags adds -provider, -rocev2-addr and -rocev2-port to fs,
+// parsed into spec; def describes the default provider for the help,
+// which resolveProvider applies.
 func addProviderFlags(fs *flag.FlagSet, spec *providerSpec, def string) {
 	fs.StringVar(&spec.name, "provider", spec.name, providerUsage(def))
 	spec.addr = rocev2DefaultAddr
@@ -60,10 +60,10 @@ func addProviderFlags(fs *flag.FlagSet, spec *providerSpec, def string) {
 	fs.IntVar(&spec.port, "rocev2-port", spec.port, "with -provider rocev2: the UDP port of its first device (0: the kernel picks a free one; the connection handshake announces it as the port's LID; rxe and RoCE NICs send to 4791)")
 }
 
-// resolveProvider completes spec once fs has parsed: the provider from
-// $VERBSRT_PROVIDER when -provider was not given, else def ("": leave it
-// to the caller), and an error naming the valid values when a value or
-// the rocev2 flags are wrong.
+// resolveProvider completes spec once fs has parsed: when -provider was
+// not given, the provider is $VERBSRT_PROVIDER's, else def. It returns an
+// error naming the valid values when a value is wrong, and one when the
+// rocev2 flags are given for another provider or out of range.
 func resolveProvider(fs *flag.FlagSet, spec *providerSpec, def string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
