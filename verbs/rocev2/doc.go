@@ -149,7 +149,6 @@
 //
 // XRC; end-to-end credits; one sendmmsg for a UD chain (RC and UC send
 // what one PostSend, ACK or timer lets out, and a READ's response, with
-// one sendmmsg on Linux: Transport.SendBatch); the runtime's Listen and
-// Dial between processes (its handshake must carry the port's LID);
-// interop tested against rxe.
+// one sendmmsg on Linux: Transport.SendBatch); IPv4; interop tested
+// against rxe.
 package rocev2
