@@ -52,3 +52,7 @@ func loadedPath(prefix string) string {
 	defer f.Close()
 	return mappedPath(bufio.NewScanner(f), prefix)
 }
+
+// InstallHint says which packages provide rdma-core's libraries: the text
+// the provider's errors end with where they are missing.
+const InstallHint = installHint
