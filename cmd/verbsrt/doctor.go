@@ -448,8 +448,8 @@ func parseLimitValue(s string) (uint64, bool) {
 	return n, err == nil
 }
 
-// readNofile returns RLIMIT_NOFILE, which Go's os package raised to the
-// hard limit at start.
+// readNofile returns RLIMIT_NOFILE, whose soft limit Go's syscall package
+// raised to one below the hard limit at start.
 func readNofile() rlimit {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
