@@ -461,12 +461,19 @@ func readNofile() rlimit {
 // capIPCLock is CAP_IPC_LOCK's bit in the capability sets.
 const capIPCLock = 14
 
-// hasIPCLock reports whether the process's effective capabilities
-// (/proc/self/status CapEff) hold CAP_IPC_LOCK, with which the kernel pins
-// registered memory past RLIMIT_MEMLOCK.
+// hasIPCLock reports whether the kernel lets this process pin registered
+// memory past RLIMIT_MEMLOCK: its effective capabilities (/proc/self/status
+// CapEff) hold CAP_IPC_LOCK, and it runs in the initial user namespace.
+// The kernel asks for the capability there (capable()), so a rootless
+// container's root, whose capabilities are its own namespace's, is held to
+// the limit.
 func hasIPCLock() bool {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
+		return false
+	}
+	m, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil || !initialUserNS(string(m)) {
 		return false
 	}
 	for l := range strings.Lines(string(b)) {
@@ -476,6 +483,13 @@ func hasIPCLock() bool {
 		}
 	}
 	return false
+}
+
+// initialUserNS reports whether uidMap (/proc/self/uid_map) is the initial
+// user namespace's: one line mapping every uid to itself.
+func initialUserNS(uidMap string) bool {
+	f := strings.Fields(uidMap)
+	return len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295"
 }
 
 func netdevPresent(name string) bool {

@@ -266,3 +266,22 @@ func TestNofileCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestInitialUserNS: CAP_IPC_LOCK lifts the memlock limit only in the
+// initial user namespace, whose uid_map maps every uid to itself; a
+// rootless container's maps a range.
+func TestInitialUserNS(t *testing.T) {
+	for _, tc := range []struct {
+		uidMap string
+		want   bool
+	}{
+		{"         0          0 4294967295\n", true},
+		{"         0       1000          1\n         1     100000      65536\n", false},
+		{"         0     100000      65536\n", false},
+		{"", false},
+	} {
+		if got := initialUserNS(tc.uidMap); got != tc.want {
+			t.Errorf("%q: %t, want %t", tc.uidMap, got, tc.want)
+		}
+	}
+}
