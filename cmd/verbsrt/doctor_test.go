@@ -29,9 +29,12 @@ func checkLines(t *testing.T, out string) {
 }
 
 // softDoctor returns a doctor over fabric with a /dev/infiniband of its
-// own holding uverbs0 and rdma_cm, the netdev lo in the namespace, and
-// limits that pass, for tests to change.
+// own holding uverbs0 and rdma_cm, and limits that pass, for tests to
+// change; the runtime's VERBSRT_* variables are unset.
 func softDoctor(t *testing.T, fabric *soft.Provider) *doctor {
+	for _, k := range []string{"VERBSRT_DEVICE", "VERBSRT_PORT", "VERBSRT_GID_INDEX"} {
+		t.Setenv(k, "")
+	}
 	dir := t.TempDir()
 	for _, n := range []string{"uverbs0", "rdma_cm"} {
 		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o666); err != nil {
@@ -46,7 +49,6 @@ func softDoctor(t *testing.T, fabric *soft.Provider) *doctor {
 		nofile:   func() rlimit { return rlimit{cur: 1 << 20, max: 1 << 20, known: true} },
 		ipcLock:  func() bool { return false },
 		present:  netdevPresent,
-		getenv:   func(string) string { return "" },
 	}
 }
 
@@ -123,7 +125,8 @@ func TestDoctorThisMachine(t *testing.T) {
 // a netdev outside the namespace, doctor lists the table with types and
 // netdevs, marks the absent one, and reports the runtime's own choice,
 // the RoCE v2 GID of lo, and why; with -device naming port 2 of a
-// two-port device, that port's GID. Nothing fails.
+// two-port device, that port's GID; with VERBSRT_GID_INDEX, the entry it
+// names and where that came from. Nothing fails.
 func TestDoctorSoftChoice(t *testing.T) {
 	a1, a2 := netip.MustParseAddr("10.1.0.1"), netip.MustParseAddr("10.2.0.1")
 	table := append(soft.RoCEPairs("vrt-absent0", netip.MustParseAddr("10.9.0.1")), soft.RoCEPairs("lo", a1)...)
@@ -158,6 +161,20 @@ func TestDoctorSoftChoice(t *testing.T) {
 	out, _ = runDoctorChecks(t, d)
 	if want := "ok    runtime's choice: device soft0 port 2, GID[1] 10.2.0.1 (RoCE v2, netdev lo"; !strings.Contains(out, want) {
 		t.Errorf("-device soft0:2: no %q in the output", want)
+	}
+
+	// The environment applies as it does to any program's runtime, and
+	// doctor says it did.
+	d.device = ""
+	t.Setenv("VERBSRT_GID_INDEX", "2")
+	out, _ = runDoctorChecks(t, d)
+	for _, want := range []string{
+		"ok    runtime's choice: device soft0 port 1, GID[2] 10.1.0.1 (RoCE v1, netdev lo, link layer Ethernet, MTU 1024): " +
+			"GID index 2 asked for (VERBSRT_GID_INDEX)\n        from the environment: VERBSRT_GID_INDEX=2\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("VERBSRT_GID_INDEX=2: no %q in the output", want)
+		}
 	}
 }
 
