@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/verbs"
@@ -110,3 +111,59 @@ func (e *connFailed) Error() string {
 }
 
 func (e *connFailed) Unwrap() []error { return []error{ErrConnFailed, e.cause} }
+
+// memlockError is the error of an arena chunk whose registration the
+// kernel refused with ENOMEM. On Linux that is, most often, the
+// locked-memory limit: registration pins the pages and counts them against
+// RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK, and containers start
+// with 64 KiB or 8 MiB. So it names the limit, what the arena needed
+// locked, and how to raise it. It matches ErrNoMemory and the provider's
+// error (verbs.ErrNoMemory, syscall.ENOMEM).
+type memlockError struct {
+	size       int    // bytes of the chunk being registered
+	registered int    // bytes the arena had registered before it
+	limit      rlimit // RLIMIT_MEMLOCK as the process had it then
+	err        error  // the provider's
+}
+
+func (e *memlockError) Error() string {
+	need := e.registered + e.size
+	var b strings.Builder
+	fmt.Fprintf(&b, "registering %d bytes of the arena (%d registered before it): ", e.size, e.registered)
+	switch {
+	case !e.limit.known:
+		fmt.Fprintf(&b, "out of memory; on Linux, the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) "+
+			"must allow at least %s", kib(uint64(need)))
+	case e.limit.cur == rlimInfinity:
+		fmt.Fprintf(&b, "out of memory, with an unlimited locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) and %s "+
+			"needed locked: the device ran out of registration resources, or the system of memory to pin", kib(uint64(need)))
+	case e.limit.cur >= uint64(need):
+		fmt.Fprintf(&b, "out of memory, with a locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) of %s, above the %s "+
+			"the arena needed: memory the application registered itself, or queues a NIC keeps in user memory, "+
+			"take the rest (raise the limit: ulimit -l unlimited, docker run --ulimit memlock=-1, systemd "+
+			"LimitMEMLOCK=infinity), or the device ran out of registration resources",
+			kib(e.limit.cur), kib(uint64(need)))
+	default:
+		fmt.Fprintf(&b, "the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) is %s and the runtime needed %s locked "+
+			"(more with memory of the application's own registered, or queues a NIC keeps in user memory); ",
+			kib(e.limit.cur), kib(uint64(need)))
+		ulimit := fmt.Sprintf("ulimit -l %d", (need+1023)/1024)
+		if e.limit.max != rlimInfinity && e.limit.max < uint64(need) {
+			fmt.Fprintf(&b, "the hard limit is %s too, so raising it takes privilege (%s as root, "+
+				"docker run --ulimit memlock=-1, systemd LimitMEMLOCK=infinity) or CAP_IPC_LOCK; ",
+				kib(e.limit.max), ulimit)
+		} else {
+			fmt.Fprintf(&b, "raise it (%s, docker run --ulimit memlock=-1, systemd LimitMEMLOCK=infinity), "+
+				"grant CAP_IPC_LOCK, ", ulimit)
+		}
+		b.WriteString("or lower WithMemoryLimit to what the limit allows")
+	}
+	fmt.Fprintf(&b, ": %v", e.err)
+	return b.String()
+}
+
+func (e *memlockError) Unwrap() []error { return []error{ErrNoMemory, e.err} }
+
+// kib renders n bytes as "N bytes (K KiB)", the units of getrlimit and of
+// ulimit -l.
+func kib(n uint64) string { return fmt.Sprintf("%d bytes (%d KiB)", n, n/1024) }

@@ -7,6 +7,7 @@
 //	verbsrt bench TEST [flags] [-p PORT] HOST          (perftest's client)
 //	verbsrt demo [-s SIZE] [-b BATCH] [-provider soft|rocev2]
 //	verbsrt devices [-provider soft|rocev2|ibv] [-d DEVICE] [-gids N]
+//	verbsrt doctor [-device SPEC] [-memory-limit BYTES]
 //	verbsrt pingpong [-provider ibv|rocev2|soft] [-d DEV] [-i PORT] [-g GIDX] [-s SIZE] [-n ITERS] [-m MTU] [-r RXDEPTH] [-p TCPPORT] [-e] [-c] [HOST]
 //	verbsrt serve-metrics [-listen ADDR] [-provider soft|rocev2|ibv] [-d DEV] [-q QPS] [-callers N] [-rate OPS] [-s SIZE]
 //

@@ -21,6 +21,7 @@ var commands = map[string]command{
 	"bench":         {runBench, "perftest-style bandwidth and latency tests (write, read, send, atomic) over the runtime"},
 	"demo":          {runDemo, "move data over RC QPs on the soft provider and print what happened"},
 	"devices":       {runDevices, "list devices, ports, GIDs and limits, like ibv_devinfo -v"},
+	"doctor":        {runDoctor, "check what an RDMA deployment needs (libraries, devices, GID choice, memlock) and say how to fix it"},
 	"pingpong":      {runPingpong, "ibv_rc_pingpong over the ibv or rocev2 provider: server without a host, client with one"},
 	"serve-metrics": {runServeMetrics, "run a steady workload and serve its Prometheus metrics on /metrics until interrupted"},
 }

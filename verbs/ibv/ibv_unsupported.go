@@ -33,3 +33,12 @@ func errNoCgo(op string) error {
 }
 
 var _ verbs.Provider = (*Provider)(nil)
+
+// Libraries reports both libraries as not loadable: this build cannot load
+// them.
+func Libraries() []Library {
+	return []Library{
+		{Name: "libibverbs", Soname: "libibverbs.so.1", Err: errNoCgo("dlopen libibverbs.so.1")},
+		{Name: "librdmacm", Soname: "librdmacm.so.1", Err: errNoCgo("dlopen librdmacm.so.1")},
+	}
+}

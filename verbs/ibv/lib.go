@@ -61,3 +61,18 @@ func loadLib(soname string, load func(soname, why *C.char, n C.int) C.int) error
 	}
 	return verbs.Errorf("dlopen "+soname, verbs.ErrNotSupported, "%s; %s", C.GoString(&why[0]), installHint)
 }
+
+// Libraries loads libibverbs and librdmacm as Devices and ListenCM do (once
+// per process) and reports, for each, the file loaded or why it could not
+// be. librdmacm needs libibverbs: where that did not load, librdmacm's
+// error says so.
+func Libraries() []Library {
+	verbsLib := Library{Name: "libibverbs", Soname: libibverbsName, Err: loadVerbs()}
+	cmLib := Library{Name: "librdmacm", Soname: librdmacmName, Err: loadRDMACM()}
+	for _, l := range []*Library{&verbsLib, &cmLib} {
+		if l.Err == nil {
+			l.Path = loadedPath(l.Name + ".so")
+		}
+	}
+	return []Library{verbsLib, cmLib}
+}

@@ -29,12 +29,17 @@ func reportLoadErrors(libs string) {
 	fmt.Printf("listen: %v: not-supported=%t\n", err, errors.Is(err, verbs.ErrNotSupported))
 	_, err = ibv.DialCM(context.Background(), "", "127.0.0.1:1")
 	fmt.Printf("dial: %v: not-supported=%t\n", err, errors.Is(err, verbs.ErrNotSupported))
+	for _, l := range ibv.Libraries() {
+		fmt.Printf("library %s: %v: path=%q: not-supported=%t\n", l.Name, l.Err, l.Path, errors.Is(l.Err, verbs.ErrNotSupported))
+	}
 }
 
 // TestMissingLibraries runs the provider in a child process where
 // libibverbs (or librdmacm) cannot be loaded, as on a machine without
 // rdma-core: every entry point fails with verbs.ErrNotSupported, naming the
-// library and the packages to install, and nothing crashes.
+// library and the packages to install, and nothing crashes. Libraries
+// (what verbsrt doctor prints) reports the same error for the library
+// that did not load, and the file of one that did.
 func TestMissingLibraries(t *testing.T) {
 	const install = "apt install libibverbs1 ibverbs-providers librdmacm1"
 	for _, tc := range []struct {
@@ -85,6 +90,14 @@ func TestMissingLibraries(t *testing.T) {
 			check("devices", tc.devices)
 			check("listen", tc.cm)
 			check("dial", tc.cm)
+			check("library libibverbs", tc.devices)
+			check("library librdmacm", tc.cm)
+			// A library that loaded is reported with the file it came from.
+			for _, name := range []string{"libibverbs", "librdmacm"} {
+				if l := lines["library "+name]; strings.HasPrefix(l, "<nil>") && !strings.Contains(l, `path="/`) {
+					t.Errorf("library %s loaded but its file is not named: %s", name, l)
+				}
+			}
 		})
 	}
 }
