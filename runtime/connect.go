@@ -12,9 +12,22 @@ import (
 )
 
 // hello returns what every hello of this runtime says, whichever way it
-// travels: the version, the receive credits and the largest message.
+// travels: the version, the receive credits, the largest message, the
+// port's MTU and the read/atomic depths its QPs connect with.
 func (rt *Runtime) hello() hello {
-	return hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, Window: initialWindow, MsgSize: rt.cfg.msgSize}
+	s := rt.connectSpec()
+	return hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, Window: initialWindow, MsgSize: rt.cfg.msgSize,
+		MTU: s.PathMTU.Bytes(), MaxRdAtomic: int(s.MaxRdAtomic), MaxDestRdAtomic: int(s.MaxDestRdAtomic)}
+}
+
+// rdAtomicDepths returns the read/atomic depths of the runtime's QPs: what
+// its device allows as initiator (max_qp_init_rd_atom) and as responder
+// (max_qp_rd_atom), at most maxRdAtomic, and at least the 1 a peer's
+// hello must say (a device that reports 0 takes no READ or atomic at all,
+// and its QP's move to RTR fails as it would with any depth).
+func (rt *Runtime) rdAtomicDepths() (initiator, responder uint8) {
+	clamp := func(n int) uint8 { return uint8(min(max(n, 1), maxRdAtomic)) }
+	return clamp(rt.devAttr.MaxQPInitRdAtom), clamp(rt.devAttr.MaxQPRdAtom)
 }
 
 // helloOf returns the hello of ep, for the TCP handshake.

@@ -11,15 +11,17 @@ import (
 
 // The hello of a connection through the connection manager rides in the
 // private data of the connect request and of the accept (see doc.go, "Wire
-// format"): 16 bytes, big-endian.
+// format"): 20 bytes, big-endian.
 //
-//	0       4         6        8            12         16
-//	| "VRTH" | version | window | recv depth | msg size |
+//	0       4         6        8            12         16    18     19        20
+//	| "VRTH" | version | window | recv depth | msg size | mtu | rd_at | dest_rd |
 //
 // The QP numbers, PSNs and the path are the connection manager's business.
+// The version comes first and is checked first, so that a peer of another
+// version, whatever its layout, is told so.
 const (
 	cmHelloMagic = "VRTH"
-	cmHelloLen   = 16
+	cmHelloLen   = 20
 )
 
 func (h hello) marshalCM() []byte {
@@ -29,21 +31,46 @@ func (h hello) marshalCM() []byte {
 	binary.BigEndian.PutUint16(b[6:], uint16(h.Window))
 	binary.BigEndian.PutUint32(b[8:], uint32(h.RecvDepth))
 	binary.BigEndian.PutUint32(b[12:], uint32(h.MsgSize))
+	binary.BigEndian.PutUint16(b[16:], uint16(h.MTU))
+	b[18], b[19] = uint8(h.MaxRdAtomic), uint8(h.MaxDestRdAtomic)
 	return b
 }
 
 // unmarshalCMHello reads a peer's hello from private data, which the
 // transport pads with zeros.
 func unmarshalCMHello(b []byte) (hello, error) {
-	if len(b) < cmHelloLen || string(b[:4]) != cmHelloMagic {
+	if len(b) < 6 || string(b[:4]) != cmHelloMagic {
 		return hello{}, fmt.Errorf("%w: private data %x is not a verbsrt hello", ErrProtocol, b[:min(len(b), cmHelloLen)])
 	}
+	if v := int(binary.BigEndian.Uint16(b[4:])); v != helloVersion {
+		return hello{}, versionError(v)
+	}
+	if len(b) < cmHelloLen {
+		return hello{}, fmt.Errorf("%w: private data of %d bytes is shorter than a verbsrt hello's %d", ErrProtocol, len(b), cmHelloLen)
+	}
 	h := hello{Version: int(binary.BigEndian.Uint16(b[4:])), Window: int(binary.BigEndian.Uint16(b[6:])),
-		RecvDepth: int(binary.BigEndian.Uint32(b[8:])), MsgSize: int(binary.BigEndian.Uint32(b[12:]))}
+		RecvDepth: int(binary.BigEndian.Uint32(b[8:])), MsgSize: int(binary.BigEndian.Uint32(b[12:])),
+		MTU: int(binary.BigEndian.Uint16(b[16:])), MaxRdAtomic: int(b[18]), MaxDestRdAtomic: int(b[19])}
 	if err := h.check(); err != nil {
 		return hello{}, err
 	}
 	return h, nil
+}
+
+// cmSpec is the spec a QP of the connection manager connects with, peer
+// the other side's hello when this side has it (the listener's). The
+// connection manager takes one read/atomic depth for both directions
+// (verbs.ConnManager), so it is the smallest of the depths known: each
+// side's own as initiator and as responder, and the peer's. The path MTU
+// is the connection manager's, from the route it resolved.
+func (rt *Runtime) cmSpec(peer *hello) verbs.ConnectSpec {
+	s := rt.connectSpec()
+	d := min(s.MaxRdAtomic, s.MaxDestRdAtomic)
+	if peer != nil {
+		d = min(d, uint8(peer.MaxRdAtomic), uint8(peer.MaxDestRdAtomic))
+	}
+	s.MaxRdAtomic, s.MaxDestRdAtomic = d, d
+	return s
 }
 
 // connManager returns the provider's connection manager.
@@ -103,7 +130,7 @@ func (rt *Runtime) DialCM(ctx context.Context, addr string) (*Endpoint, error) {
 		return nil, err
 	}
 	ep.watch.link = newCMLink(conn)
-	if err = conn.Connect(ctx, ep.qp, rt.connectSpec(), rt.hello().marshalCM()); err == nil {
+	if err = conn.Connect(ctx, ep.qp, rt.cmSpec(nil), rt.hello().marshalCM()); err == nil {
 		var peer hello
 		if peer, err = unmarshalCMHello(conn.PeerData()); err == nil {
 			err = ep.run(peer)
@@ -150,7 +177,7 @@ func (l *Listener) acceptCM(ctx context.Context) (ep *Endpoint, fatal bool, err 
 	// The QP reaches RTS before the accept leaves, and the peer's only
 	// after it, so the peer may send as soon as it is connected; Accept
 	// returns once the peer's RTU (ESTABLISHED) arrived.
-	if err = conn.Accept(ctx, ep.qp, rt.connectSpec(), rt.hello().marshalCM()); err == nil {
+	if err = conn.Accept(ctx, ep.qp, rt.cmSpec(&peer), rt.hello().marshalCM()); err == nil {
 		err = ep.run(peer)
 	}
 	ep, err = rt.connectedCM(ep, err)

@@ -169,38 +169,60 @@
 //
 // The handshake is versioned, and its version covers what travels on the
 // connection after it; a peer of another version is refused with
-// ErrProtocol, never half-connected. Version 3:
+// ErrProtocol, never half-connected, and the error names both versions
+// and which side is older. Version 4:
 //
 //   - Over TCP, each side writes one line of JSON, its hello, and reads the
-//     peer's: {"version":3,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
-//     "recv_depth":N,"window":N,"msg_size":N}, the QP number, first PSN,
-//     LID and GID that ibv_rc_pingpong exchanges, plus the largest window
-//     of receive credits the side grants, the credits the peer starts with
-//     and the largest message the side accepts (its data, without the
-//     header below). The dialer writes first; the listener reads the
-//     dialer's hello before it makes an endpoint, and answers with its
-//     own. A line is at most 512 bytes, and a hello is refused unless
-//     qpn is 2 to 2^24-1, psn below 2^24, gid an IPv6 address's text,
-//     recv_depth 2 to 65536, window 2 to recv_depth and msg_size 1 to
-//     2^30; so is one that names the reader's own QP. Each side then moves
-//     its QP to RTS and writes the line "ready", and waits for the peer's
-//     before it returns, so neither side sends to a QP not yet ready to
-//     receive. A side that will not connect writes, in place of its hello
-//     or of its "ready", a refusal: {"version":3,"error":"text",
-//     "cause":"name"}, the cause one of no_memory, emfile, enfile,
-//     enomem, protocol and events_lost, or absent (ErrRefused). Each side
-//     keeps the connection open until its endpoint is over (closed, after
-//     the goodbye's acknowledgement, or failed) or its process ends; the
-//     only line written after "ready" is "bye", by an endpoint that ends
-//     the connection itself, just before it does (it may half-close first
-//     and read the peer's "bye"). A connection that ends without it was
-//     ended by the peer's kernel: its process died. Other bytes are
+//     peer's: {"version":4,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
+//     "recv_depth":N,"window":N,"msg_size":N,"mtu":N,"max_rd_atomic":N,
+//     "max_dest_rd_atomic":N}, the QP number, first PSN, LID (the port's;
+//     0 on RoCE) and GID that ibv_rc_pingpong exchanges, plus the largest
+//     window of receive credits the side grants, the credits the peer
+//     starts with, the largest message the side accepts (its data,
+//     without the header below), its port's active MTU in bytes (at most
+//     4096), and how many RDMA READs and atomics its QP may have
+//     outstanding as initiator and takes at once as responder (its
+//     device's max_qp_init_rd_atom and max_qp_rd_atom, at most 16). The
+//     dialer writes first; the listener reads the dialer's hello before it
+//     makes an endpoint, and answers with its own. A line is at most 512
+//     bytes, and a hello is refused unless qpn is 2 to 2^24-1, psn below
+//     2^24, gid an IPv6 address's text, recv_depth 2 to 65536, window 2 to
+//     recv_depth, msg_size 1 to 2^30, mtu one of 256, 512, 1024, 2048 and
+//     4096, and max_rd_atomic and max_dest_rd_atomic 1 to 16; so is one
+//     that names the reader's own QP. Each side then moves its QP to RTS
+//     with what the two hellos negotiate: the path MTU is the smaller mtu
+//     of the two (a port drops packets larger than its own), and the QP's
+//     max_rd_atomic the smaller of its own and the peer's
+//     max_dest_rd_atomic (its max_dest_rd_atomic stays its own). On an
+//     InfiniBand port the peer is addressed by its LID, without a global
+//     route, when its GID has the same subnet prefix (the first 8 bytes) as
+//     the port's, and through the global route to its GID otherwise; RoCE
+//     always takes the global route. Each side then writes the line
+//     "ready", and waits for the peer's before it returns, so neither side
+//     sends to a QP not yet ready to receive. A side that will not connect
+//     writes, in place of its hello or of its "ready", a refusal:
+//     {"version":4,"error":"text","cause":"name"}, the cause one of
+//     no_memory, emfile, enfile, enomem, protocol and events_lost, or
+//     absent (ErrRefused); a refusal is read whatever its version. Each
+//     side keeps the connection open until its endpoint is over (closed,
+//     after the goodbye's acknowledgement, or failed) or its process ends;
+//     the only line written after "ready" is "bye", by an endpoint that
+//     ends the connection itself, just before it does (it may half-close
+//     first and read the peer's "bye"). A connection that ends without it
+//     was ended by the peer's kernel: its process died. Other bytes are
 //     skipped.
-//   - Through the connection manager, the hello is 16 bytes of private
+//   - Through the connection manager, the hello is 20 bytes of private
 //     data in the connect request and in the accept: "VRTH", the version
 //     (2 bytes), the initial credits (2 bytes), the largest window (4
-//     bytes) and the largest message (4 bytes), big-endian. The QP
-//     numbers, PSNs and path are the connection manager's.
+//     bytes), the largest message (4 bytes), the MTU (2 bytes), then
+//     max_rd_atomic and max_dest_rd_atomic (1 byte each), big-endian,
+//     checked as over TCP (the version first, so that a peer of another
+//     version is told so whatever its layout). The QP numbers, PSNs and
+//     path, the path MTU included, are the connection manager's. It takes
+//     one read/atomic depth for both directions: the dialer offers the
+//     smaller of its own two, the listener accepts with the smallest of
+//     both sides' four, and the connection manager carries them in its own
+//     request and reply.
 //   - On the connection, every SEND (and SEND_WITH_IMM) starts with an
 //     8-byte header: the receive credits its sender granted since its
 //     last report (4 bytes, big-endian), the kind (1 byte: 0 a message, 1

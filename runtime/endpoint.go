@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -139,21 +140,27 @@ func (ep *Endpoint) setup() error {
 	return nil
 }
 
-// start connects the QP to the peer, registers the endpoint and starts its
-// actor and polling.
+// start connects the QP to the peer, with what the two hellos negotiate,
+// registers the endpoint and starts its actor and polling.
 func (ep *Endpoint) start(peer hello) error {
 	rt := ep.rt
-	if err := verbs.Connect(ep.qp, rt.connectSpec(), verbs.PeerInfo{QPN: peer.QPN, PSN: peer.PSN, LID: peer.LID, GID: peer.gid}); err != nil {
+	spec := negotiate(rt.connectSpec(), rt.sel.attr.LinkLayer, rt.gid, peer)
+	if err := verbs.Connect(ep.qp, spec, verbs.PeerInfo{QPN: peer.QPN, PSN: peer.PSN, LID: peer.LID, GID: peer.gid}); err != nil {
 		return err
 	}
 	return ep.run(peer)
 }
 
 // connectSpec is how the runtime's QPs connect, out of band or through the
-// connection manager (which takes only the retry counts and atomics).
+// connection manager (which takes only the retry counts and atomics), before
+// the peer's hello narrows it (negotiate): this side's MTU and read/atomic
+// depths.
 func (rt *Runtime) connectSpec() verbs.ConnectSpec {
-	return verbs.ConnectSpec{Port: rt.sel.port, GIDIndex: rt.gidIndex, PathMTU: min(rt.mtu, verbs.MTU4096), RNRRetry: rt.cfg.rnrRetry,
-		Explicit: true, Timeout: 14, RetryCnt: 7, PSN: 0}
+	initiator, responder := rt.rdAtomicDepths()
+	// A port that reports no active MTU gets verbs.Connect's default.
+	mtu := cmp.Or(min(rt.mtu, verbs.MTU4096), verbs.MTU1024)
+	return verbs.ConnectSpec{Port: rt.sel.port, GIDIndex: rt.gidIndex, PathMTU: mtu, RNRRetry: rt.cfg.rnrRetry,
+		Explicit: true, Timeout: 14, RetryCnt: 7, PSN: 0, MaxRdAtomic: initiator, MaxDestRdAtomic: responder}
 }
 
 // run starts an endpoint whose QP is in RTS: the credits the peer's hello

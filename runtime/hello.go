@@ -13,8 +13,10 @@ import (
 )
 
 // hello is what the two ends exchange over TCP before their QPs connect:
-// what ibv_rc_pingpong exchanges (LID, QPN, PSN, GID) plus the receive
-// window and message size the credit scheme needs. One JSON line each way,
+// what ibv_rc_pingpong exchanges (LID, QPN, PSN, GID), the receive window
+// and message size the credit scheme needs, and what the two QPs must
+// agree on: the path MTU and the read/atomic depths (negotiate). One JSON
+// line each way,
 // then one "ready" line each way once both QPs are in RTS. A side that
 // cannot or will not connect writes a refusal instead of its hello or of
 // its "ready": a line with an "error" (and, where it has one, a "cause"),
@@ -29,6 +31,12 @@ type hello struct {
 	RecvDepth int    `json:"recv_depth"` // the largest window (WithRecvDepth)
 	Window    int    `json:"window"`     // the initial window: the peer's first credits
 	MsgSize   int    `json:"msg_size"`
+	// The port's active MTU in bytes, and the read/atomic depths of the
+	// side's QPs: as initiator (max_rd_atomic) and as responder
+	// (max_dest_rd_atomic).
+	MTU             int `json:"mtu"`
+	MaxRdAtomic     int `json:"max_rd_atomic"`
+	MaxDestRdAtomic int `json:"max_dest_rd_atomic"`
 
 	// A refusal's: why, in words, and the cause's name (refusalCauses).
 	Error string `json:"error,omitempty"`
@@ -42,15 +50,16 @@ type hello struct {
 // reports from the immediate data of SENDs into a header in front of their
 // data, giving the immediate data to the application. Version 3 shares
 // receives: windows start at Window, grow to RecvDepth, and the header
-// carries the backlog flag and the want field.
-const helloVersion = 3
+// carries the backlog flag and the want field. Version 4 carries the
+// port's MTU and the read/atomic depths, which both sides negotiate.
+const helloVersion = 4
 
 // Bounds of a hello, checked on every one received (TCP and the connection
 // manager's private data alike), so that no peer can hand the runtime a
 // value it cannot honour.
 const (
 	// maxHelloLine bounds a line of the handshake, newline included: the
-	// longest hello is under 200 bytes, a refusal's text is cut to fit.
+	// longest hello is under 300 bytes, a refusal's text is cut to fit.
 	maxHelloLine = 512
 	// maxRefusalText bounds the words of a refusal written.
 	maxRefusalText = 320
@@ -66,7 +75,20 @@ const (
 	// and the message, within the 2 GiB the transport allows a message,
 	// with room to spare for the length arithmetic of both sides.
 	maxHelloMsgSize = 1 << 30
+	// minHelloMTU and maxHelloMTU bound mtu, which must be one of the
+	// path MTUs a QP takes: a power of two from 256 to 4096 bytes.
+	minHelloMTU = 256
+	maxHelloMTU = 4096
+	// maxHelloRdAtomic bounds max_rd_atomic and max_dest_rd_atomic: the
+	// most the runtime asks of its own device (maxRdAtomic), and at least
+	// one, as the endpoint's READs and atomics need the peer to answer
+	// them.
+	maxHelloRdAtomic = maxRdAtomic
 )
+
+// maxRdAtomic caps the read/atomic depths the runtime asks of its device,
+// as initiator and as responder: verbs.ConnectSpec's default.
+const maxRdAtomic = 16
 
 // ErrRefused matches the error of Dial (and of a listener's failed
 // handshake, which its logger reports) when the other side refused the
@@ -178,19 +200,55 @@ func parseHello(line []byte) (hello, error) {
 }
 
 // check checks the fields of a hello that both handshakes carry (TCP and
-// the connection manager's): the version, the windows and the message size.
+// the connection manager's): the version, the windows, the message size,
+// the MTU and the read/atomic depths.
 func (h *hello) check() error {
 	switch {
 	case h.Version != helloVersion:
-		return fmt.Errorf("%w: the peer's hello: version %d, this runtime speaks %d", ErrProtocol, h.Version, helloVersion)
+		return versionError(h.Version)
 	case h.RecvDepth < 2 || h.RecvDepth > maxHelloWindow:
 		return fmt.Errorf("%w: the peer's hello: recv_depth %d outside [2, %d]", ErrProtocol, h.RecvDepth, maxHelloWindow)
 	case h.Window < 2 || h.Window > h.RecvDepth:
 		return fmt.Errorf("%w: the peer's hello: window %d outside [2, recv_depth %d]", ErrProtocol, h.Window, h.RecvDepth)
 	case h.MsgSize < 1 || h.MsgSize > maxHelloMsgSize:
 		return fmt.Errorf("%w: the peer's hello: msg_size %d outside [1, %d]", ErrProtocol, h.MsgSize, maxHelloMsgSize)
+	case h.MTU < minHelloMTU || h.MTU > maxHelloMTU || h.MTU&(h.MTU-1) != 0:
+		return fmt.Errorf("%w: the peer's hello: mtu %d is not 256, 512, 1024, 2048 or 4096", ErrProtocol, h.MTU)
+	case h.MaxRdAtomic < 1 || h.MaxRdAtomic > maxHelloRdAtomic:
+		return fmt.Errorf("%w: the peer's hello: max_rd_atomic %d outside [1, %d]", ErrProtocol, h.MaxRdAtomic, maxHelloRdAtomic)
+	case h.MaxDestRdAtomic < 1 || h.MaxDestRdAtomic > maxHelloRdAtomic:
+		return fmt.Errorf("%w: the peer's hello: max_dest_rd_atomic %d outside [1, %d]", ErrProtocol, h.MaxDestRdAtomic, maxHelloRdAtomic)
 	}
 	return nil
+}
+
+// versionError is the error of a peer's hello of version v, not this
+// runtime's: the two cannot talk, whichever is newer, and the text says
+// which side to upgrade.
+func versionError(v int) error {
+	hint := ""
+	switch {
+	case v > 0 && v < helloVersion:
+		hint = ": the peer's verbsrt is older; upgrade it"
+	case v > helloVersion:
+		hint = ": the peer's verbsrt is newer; upgrade this one"
+	}
+	return fmt.Errorf("%w: the peer's hello: version %d, this runtime speaks version %d%s", ErrProtocol, v, helloVersion, hint)
+}
+
+// negotiate returns how ep's QP connects to the peer whose hello is peer,
+// from spec, this side's own (Runtime.connectSpec): both sides use the
+// smaller of the two ports' MTUs, since a port drops packets larger than
+// its own; this side initiates at most as many READs and atomics at once
+// as the peer takes as responder, since the responder NAKs those beyond
+// its depth and the QP fails; and on InfiniBand a peer of the same subnet
+// is addressed by LID (verbs.LIDRouted), where ll is the port's link layer
+// and gid its GID.
+func negotiate(spec verbs.ConnectSpec, ll verbs.LinkLayer, gid verbs.GID, peer hello) verbs.ConnectSpec {
+	spec.PathMTU = min(spec.PathMTU, verbs.MTUFromBytes(peer.MTU))
+	spec.MaxRdAtomic = min(spec.MaxRdAtomic, uint8(peer.MaxDestRdAtomic))
+	spec.ByLID = verbs.LIDRouted(ll, gid, peer.gid)
+	return spec
 }
 
 // refusedFrom is the error of the refusal h.

@@ -8,10 +8,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // validHello is a hello this runtime takes, as a line of the handshake.
-const validHello = `{"version":3,"qpn":17,"psn":0,"lid":0,"gid":"::ffff:10.77.0.1","recv_depth":64,"window":3,"msg_size":4096}` + "\n"
+const validHello = `{"version":4,"qpn":17,"psn":0,"lid":0,"gid":"::ffff:10.77.0.1","recv_depth":64,"window":3,"msg_size":4096,` +
+	`"mtu":1024,"max_rd_atomic":16,"max_dest_rd_atomic":8}` + "\n"
 
 // TestParseHelloRefusesEveryFieldOutOfRange: each field of the peer's
 // hello beyond what the runtime can honour is refused with ErrProtocol,
@@ -21,8 +24,9 @@ func TestParseHelloRefusesEveryFieldOutOfRange(t *testing.T) {
 		t.Fatalf("a valid hello: %v", err)
 	}
 	for _, c := range []struct{ replace, with, field string }{
-		{`"version":3`, `"version":99`, "version"},
-		{`"version":3`, `"version":0`, "version"},
+		{`"version":4`, `"version":99`, "version"},
+		{`"version":4`, `"version":0`, "version"},
+		{`"version":4`, `"version":3`, "version 3, this runtime speaks version 4"},
 		{`"qpn":17`, `"qpn":4294967295`, "qpn"},
 		{`"qpn":17`, `"qpn":16777216`, "qpn"},
 		{`"qpn":17`, `"qpn":0`, "qpn"},
@@ -44,6 +48,19 @@ func TestParseHelloRefusesEveryFieldOutOfRange(t *testing.T) {
 		{`"msg_size":4096`, `"msg_size":1073741825`, "msg_size"},
 		{`"msg_size":4096`, `"msg_size":0`, "msg_size"},
 		{`"msg_size":4096`, `"msg_size":1e300`, "msg_size"},
+		{`"mtu":1024`, `"mtu":0`, "mtu"},
+		{`"mtu":1024`, `"mtu":128`, "mtu"},
+		{`"mtu":1024`, `"mtu":1500`, "mtu"},
+		{`"mtu":1024`, `"mtu":8192`, "mtu"},
+		{`"mtu":1024`, `"mtu":-1024`, "mtu"},
+		{`"mtu":1024`, `"mtu":4294968320`, "mtu"},
+		{`,"mtu":1024`, ``, "mtu"},
+		{`"max_rd_atomic":16`, `"max_rd_atomic":0`, "max_rd_atomic"},
+		{`"max_rd_atomic":16`, `"max_rd_atomic":17`, "max_rd_atomic"},
+		{`"max_rd_atomic":16`, `"max_rd_atomic":272`, "max_rd_atomic"},
+		{`"max_dest_rd_atomic":8`, `"max_dest_rd_atomic":0`, "max_dest_rd_atomic"},
+		{`"max_dest_rd_atomic":8`, `"max_dest_rd_atomic":-8`, "max_dest_rd_atomic"},
+		{`"max_dest_rd_atomic":8`, `"max_dest_rd_atomic":255`, "max_dest_rd_atomic"},
 	} {
 		line := strings.Replace(validHello, c.replace, c.with, 1)
 		_, err := parseHello([]byte(line))
@@ -108,10 +125,11 @@ func TestRefusalCarriesItsCause(t *testing.T) {
 //	go test -run '^$' -fuzz FuzzParseHello ./runtime
 func FuzzParseHello(f *testing.F) {
 	f.Add([]byte(validHello))
-	f.Add([]byte(`{"version":3,"qpn":16777215,"psn":16777215,"lid":65535,"gid":"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff","recv_depth":65536,"window":65536,"msg_size":1073741824}`))
-	f.Add([]byte(`{"version":3,"qpn":4294967295,"psn":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4611686018427387904}`))
-	f.Add([]byte(`{"version":3,"error":"verbsrt: out of registered memory","cause":"no_memory"}`))
-	f.Add([]byte(`{"version":3,"qpn":17,"gid":"1.2.3.4","recv_depth":3,"window":3,"msg_size":1,"extra":[1,2,{}]}`))
+	f.Add([]byte(`{"version":4,"qpn":16777215,"psn":16777215,"lid":65535,"gid":"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff","recv_depth":65536,"window":65536,"msg_size":1073741824,"mtu":4096,"max_rd_atomic":16,"max_dest_rd_atomic":16}`))
+	f.Add([]byte(`{"version":4,"qpn":4294967295,"psn":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4611686018427387904,"mtu":256,"max_rd_atomic":1,"max_dest_rd_atomic":1}`))
+	f.Add([]byte(`{"version":4,"error":"verbsrt: out of registered memory","cause":"no_memory"}`))
+	f.Add([]byte(`{"version":4,"qpn":17,"gid":"1.2.3.4","recv_depth":3,"window":3,"msg_size":1,"mtu":2048,"max_rd_atomic":4,"max_dest_rd_atomic":4,"extra":[1,2,{}]}`))
+	f.Add([]byte(`{"version":3,"qpn":17,"psn":0,"lid":0,"gid":"::ffff:10.77.0.1","recv_depth":64,"window":3,"msg_size":4096}`))
 	f.Add([]byte("ready\n"))
 	f.Add([]byte("GET / HTTP/1.0\r\n\r\n"))
 	f.Add([]byte("0000:000011:000000:fe800000000000000000000000000001\n")) // ibv_rc_pingpong's own line
@@ -131,6 +149,9 @@ func FuzzParseHello(f *testing.F) {
 			h.RecvDepth < 2 || h.RecvDepth > maxHelloWindow,
 			h.Window < 2 || h.Window > h.RecvDepth,
 			h.MsgSize < 1 || h.MsgSize > maxHelloMsgSize,
+			h.MTU == 0 || verbs.MTUFromBytes(h.MTU).Bytes() != h.MTU,
+			h.MaxRdAtomic < 1 || h.MaxRdAtomic > maxRdAtomic,
+			h.MaxDestRdAtomic < 1 || h.MaxDestRdAtomic > maxRdAtomic,
 			h.Error != "" || h.Cause != "":
 			t.Fatalf("%q taken as %+v, out of range", line, h)
 		}
@@ -142,4 +163,71 @@ func FuzzParseHello(f *testing.F) {
 			t.Fatalf("%q: %+v written and parsed again is %+v, %v", line, h, again, err)
 		}
 	})
+}
+
+// TestCMHello: the connection manager's hello carries what the TCP one
+// does and is checked alike; a version-3 peer's 16 bytes are refused with
+// an error naming both versions, not taken for a malformed hello.
+func TestCMHello(t *testing.T) {
+	h, err := parseHello([]byte(validHello))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := h.marshalCM()
+	got, err := unmarshalCMHello(append(b, make([]byte, 36)...)) // padded, as the transport does
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != h.Version || got.Window != h.Window || got.RecvDepth != h.RecvDepth || got.MsgSize != h.MsgSize ||
+		got.MTU != h.MTU || got.MaxRdAtomic != h.MaxRdAtomic || got.MaxDestRdAtomic != h.MaxDestRdAtomic {
+		t.Errorf("%+v read back as %+v", h, got)
+	}
+	v3 := []byte("VRTH\x00\x03\x00\x03\x00\x00\x00\x40\x00\x00\x10\x00")
+	if _, err := unmarshalCMHello(append(v3, make([]byte, 40)...)); !errors.Is(err, ErrProtocol) ||
+		!strings.Contains(err.Error(), "version 3, this runtime speaks version 4") || !strings.Contains(err.Error(), "older") {
+		t.Errorf("a version-3 hello: %v, want ErrProtocol naming versions 3 and 4 and the older side", err)
+	}
+	for _, c := range []struct {
+		at    int
+		value byte
+		field string
+	}{{16, 0x05, "mtu"}, {17, 0x01, "mtu"}, {18, 0, "max_rd_atomic"}, {18, 17, "max_rd_atomic"}, {19, 0, "max_dest_rd_atomic"}} {
+		bad := h.marshalCM()
+		bad[c.at] = c.value
+		if _, err := unmarshalCMHello(bad); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("byte %d = %d: %v, want ErrProtocol naming %s", c.at, c.value, err, c.field)
+		}
+	}
+	if _, err := unmarshalCMHello(b[:cmHelloLen-1]); !errors.Is(err, ErrProtocol) {
+		t.Errorf("a hello cut short: %v, want ErrProtocol", err)
+	}
+}
+
+// TestNegotiate: the path MTU is the smaller of the two ports', this
+// side's read/atomic depth as initiator the smaller of its own and the
+// peer's as responder (its depth as responder stays its own), and an
+// InfiniBand peer on the same subnet is addressed by LID.
+func TestNegotiate(t *testing.T) {
+	own := verbs.ConnectSpec{PathMTU: verbs.MTU4096, MaxRdAtomic: 16, MaxDestRdAtomic: 8}
+	ib := func(prefix byte) verbs.GID { return verbs.GID{0xfe, 0x80, 7: prefix, 15: 1} }
+	for _, c := range []struct {
+		ll               verbs.LinkLayer
+		peerGID          verbs.GID
+		mtu, rd, dest    int
+		wantMTU          verbs.MTU
+		wantRd, wantDest uint8
+		wantByLID        bool
+	}{
+		{verbs.LinkLayerEthernet, ib(0), 1024, 16, 4, verbs.MTU1024, 4, 8, false},
+		{verbs.LinkLayerEthernet, ib(0), 4096, 1, 16, verbs.MTU4096, 16, 8, false},
+		{verbs.LinkLayerInfiniBand, ib(0), 2048, 16, 16, verbs.MTU2048, 16, 8, true},
+		{verbs.LinkLayerInfiniBand, ib(1), 256, 16, 2, verbs.MTU256, 2, 8, false},
+	} {
+		peer := hello{MTU: c.mtu, MaxRdAtomic: c.rd, MaxDestRdAtomic: c.dest, gid: c.peerGID}
+		s := negotiate(own, c.ll, ib(0), peer)
+		if s.PathMTU != c.wantMTU || s.MaxRdAtomic != c.wantRd || s.MaxDestRdAtomic != c.wantDest || s.ByLID != c.wantByLID {
+			t.Errorf("%s, peer %+v: mtu %s, max_rd_atomic %d, max_dest_rd_atomic %d, by LID %v; want %s, %d, %d, %v",
+				c.ll, peer, s.PathMTU, s.MaxRdAtomic, s.MaxDestRdAtomic, s.ByLID, c.wantMTU, c.wantRd, c.wantDest, c.wantByLID)
+		}
+	}
 }

@@ -43,8 +43,8 @@ func TestAcceptSkipsAFailedHandshake(t *testing.T) {
 	}()
 	for _, c := range []struct{ send, want string }{
 		{"GET / HTTP/1.0\r\n\r\n", "hello"},
-		{`{"version":3,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4611686018427387904}` + "\n", "msg_size"},
-		{`{"version":3,"qpn":4294967295,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096}` + "\n", "qpn"},
+		{`{"version":4,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4611686018427387904,"mtu":4096,"max_rd_atomic":16,"max_dest_rd_atomic":16}` + "\n", "msg_size"},
+		{`{"version":4,"qpn":4294967295,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096,"mtu":4096,"max_rd_atomic":16,"max_dest_rd_atomic":16}` + "\n", "qpn"},
 	} {
 		junk, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {

@@ -26,7 +26,19 @@ type ConnectSpec struct {
 	RetryCnt    uint8
 	RNRRetry    uint8
 	MinRNRTimer uint8
-	MaxRdAtomic uint8
+	// MaxRdAtomic is how many RDMA READs and atomics the QP may have
+	// outstanding as initiator (max_rd_atomic, at most the device's
+	// max_qp_init_rd_atom and the peer's max_dest_rd_atomic).
+	// MaxDestRdAtomic is how many of the peer's it takes at once as
+	// responder (max_dest_rd_atomic, at most the device's max_qp_rd_atom);
+	// 0: MaxRdAtomic.
+	MaxRdAtomic     uint8
+	MaxDestRdAtomic uint8
+	// ByLID addresses the peer by its LID alone (PeerInfo.LID; the address
+	// vector's is_global 0, no GRH): InfiniBand within one subnet
+	// (LIDRouted). False: by its GID, with a global route header, which
+	// RoCE always needs and InfiniBand across subnets.
+	ByLID bool
 	// Explicit: use Timeout, RetryCnt and RNRRetry as given, zeros included
 	// (rnr_retry 0 means no RNR retry at all).
 	Explicit bool
@@ -66,7 +78,19 @@ func (s ConnectSpec) withDefaults(t QPType) ConnectSpec {
 	if s.MaxRdAtomic == 0 {
 		s.MaxRdAtomic = 16
 	}
+	if s.MaxDestRdAtomic == 0 {
+		s.MaxDestRdAtomic = s.MaxRdAtomic
+	}
 	return s
+}
+
+// LIDRouted reports whether a port of link layer ll whose GID is sgid
+// reaches the peer whose GID is dgid by LID alone: on InfiniBand, when
+// both GIDs carry the same subnet prefix (their first 8 bytes), since a
+// LID is unique only within its subnet and a router forwards by the GRH.
+// RoCE has no LIDs: its packets always carry the global route.
+func LIDRouted(ll LinkLayer, sgid, dgid GID) bool {
+	return ll == LinkLayerInfiniBand && [8]byte(sgid[:8]) == [8]byte(dgid[:8])
 }
 
 // Init moves qp from RESET to INIT, where receives may be posted.
@@ -100,10 +124,13 @@ func Connect(qp QP, local ConnectSpec, peer PeerInfo) error {
 		}
 	}
 	var mask QPAttrMask
+	ah := AHAttr{IsGlobal: true, DLID: peer.LID, PortNum: s.Port,
+		GRH: GlobalRoute{DGID: peer.GID, SGIDIndex: s.GIDIndex, HopLimit: 64}}
+	if s.ByLID {
+		ah = AHAttr{DLID: peer.LID, PortNum: s.Port}
+	}
 	rtr := QPAttr{State: QPStateRTR, PathMTU: s.PathMTU, DestQPN: peer.QPN, RQPSN: peer.PSN,
-		MaxDestRdAtomic: s.MaxRdAtomic, MinRNRTimer: s.MinRNRTimer,
-		AH: AHAttr{IsGlobal: true, DLID: peer.LID, PortNum: s.Port,
-			GRH: GlobalRoute{DGID: peer.GID, SGIDIndex: s.GIDIndex, HopLimit: 64}}}
+		MaxDestRdAtomic: s.MaxDestRdAtomic, MinRNRTimer: s.MinRNRTimer, AH: ah}
 	mask = QPAttrState
 	switch t {
 	case QPTypeRC, QPTypeXRCRecv:

@@ -31,6 +31,8 @@ type device struct {
 	guid  uint64
 	pci   string
 	ports []port
+	// rdAtom and initRdAtom: max_qp_rd_atom and max_qp_init_rd_atom.
+	rdAtom, initRdAtom int
 
 	nextQPN  atomic.Uint32
 	nextKey  atomic.Uint32
@@ -52,6 +54,12 @@ func newDevice(p *Provider, i int, m DeviceModel) (*device, error) {
 	}
 	d := &device{p: p, idx: i, name: deviceName(i), guid: guid, pci: m.PCIAddress, ports: ports,
 		contexts: make(map[*context]struct{})}
+	if d.rdAtom, err = rdAtomic(i, "MaxQPRdAtom", m.MaxQPRdAtom); err != nil {
+		return nil, err
+	}
+	if d.initRdAtom, err = rdAtomic(i, "MaxQPInitRdAtom", m.MaxQPInitRdAtom); err != nil {
+		return nil, err
+	}
 	d.nextQPN.Store(firstQPN - 1)
 	d.nextKey.Store(0)
 	d.nextSRQN.Store(0)
@@ -118,8 +126,8 @@ func (d *device) attr() verbs.DeviceAttr {
 		MaxCQE:          maxCQE,
 		MaxMR:           maxObjects,
 		MaxPD:           maxObjects,
-		MaxQPRdAtom:     maxRdAtomic,
-		MaxQPInitRdAtom: maxRdAtomic,
+		MaxQPRdAtom:     d.rdAtom,
+		MaxQPInitRdAtom: d.initRdAtom,
 		MaxSRQ:          maxObjects,
 		MaxSRQWR:        maxSRQWR,
 		MaxSRQSGE:       maxSGE,

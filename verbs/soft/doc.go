@@ -12,10 +12,17 @@
 // an InfiniBand link layer with a LID, per-port MTUs, a PCI address, and
 // GID tables with types and network devices (verbs.GIDTabler): mlx5's RoCE
 // v1/v2 pair per address (RoCEPairs), empty slots, entries of a netdev in
-// another network namespace, IPv4 and IPv6. Every GID of the fabric routes
-// to its device, whatever its type. A packet larger than the receiving
-// port's active MTU is lost, as a NIC drops it: a UD message above it, and
-// an RC or UC message sent at a path MTU above it (RETRY_EXC_ERR on RC).
+// another network namespace, IPv4 and IPv6, and read/atomic depths
+// (max_qp_rd_atom, max_qp_init_rd_atom). Every GID of the fabric routes
+// to its device, whatever its type. On an InfiniBand port an address
+// vector may also go without a global route (is_global 0): its DLID then
+// routes to the port with that LID, and only QPs of that port receive;
+// RoCE ports refuse such a vector. A destination that answers to nothing
+// (an unknown GID or LID, a QP not on the port) is a path no packet comes
+// back from: RC sends retry and fail with RETRY_EXC_ERR. A packet larger
+// than the receiving port's active MTU is lost, as a NIC drops it: a UD
+// message above it, and an RC or UC message sent at a path MTU above it
+// (RETRY_EXC_ERR on RC).
 //
 // # What it implements
 //

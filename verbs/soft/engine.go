@@ -319,13 +319,13 @@ func (e *engine) execute(q *qp, drop bool) result {
 	if drop {
 		return noAnswer()
 	}
-	r := e.connectedPeer(q)
+	r, port := e.connectedPeer(q)
 	if r == nil {
 		return noAnswer()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.accepting() || r.attr.DestQPN != q.qpn || e.mtuDrop(r, w) {
+	if !r.accepting() || r.attr.DestQPN != q.qpn || !onPort(r, port) || e.mtuDrop(r, w) {
 		return noAnswer()
 	}
 	return e.respond(q, r, w)

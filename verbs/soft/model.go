@@ -18,6 +18,14 @@ type DeviceModel struct {
 	// Ports are the device's ports, port 1 first (at most 255). None: one
 	// port with the default GID table (Ports' doc).
 	Ports []PortModel
+	// MaxQPRdAtom is how many RDMA READs and atomics a QP of the device
+	// takes at once as responder (max_qp_rd_atom, the bound of a QP's
+	// max_dest_rd_atomic), and MaxQPInitRdAtom how many it may have
+	// outstanding as initiator (max_qp_init_rd_atom, the bound of
+	// max_rd_atomic): 1 to 16, 0 means 16. A modify past either fails with
+	// EINVAL, as on hardware.
+	MaxQPRdAtom     int
+	MaxQPInitRdAtom int
 }
 
 // PortModel describes one port of a DeviceModel.
@@ -27,7 +35,10 @@ type PortModel struct {
 	// ActiveMTU is the port's active MTU in bytes, 256 to 4096; 0 means
 	// Config.ActiveMTU.
 	ActiveMTU int
-	// LID is the port's local identifier on an InfiniBand link layer.
+	// LID is the port's local identifier on an InfiniBand link layer: a
+	// QP on such a port whose address vector has no global route (is_global
+	// 0) reaches the port of the fabric whose LID is the vector's DLID,
+	// and nothing when there is none. The first port with a LID keeps it.
 	LID uint16
 	// GIDs is the GID table: entry i is at index i (its Index field is
 	// ignored), a zero GID is an empty slot. Nil gives the default table:
@@ -104,6 +115,18 @@ func defaultGIDs(i int, guid uint64) []verbs.GIDEntry {
 	binary.BigEndian.PutUint64(ll[8:], guid)
 	v4 := netip.AddrFrom4([4]byte{10, 77, byte(i >> 8), byte(i + 1)})
 	return []verbs.GIDEntry{{GID: ll, Type: verbs.GIDTypeRoCEv2}, {GID: verbs.GIDFromAddr(v4), Type: verbs.GIDTypeRoCEv2}}
+}
+
+// rdAtomic is a depth of a model (MaxQPRdAtom, MaxQPInitRdAtom), checked:
+// 0 means maxRdAtomic.
+func rdAtomic(i int, what string, n int) (int, error) {
+	switch {
+	case n == 0:
+		return maxRdAtomic, nil
+	case n < 1 || n > maxRdAtomic:
+		return 0, fmt.Errorf("soft: device %d: %s %d outside 1..%d", i, what, n, maxRdAtomic)
+	}
+	return n, nil
 }
 
 // port returns port n of d (numbered from 1), nil when there is none.

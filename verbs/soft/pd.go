@@ -86,19 +86,24 @@ func (p *pd) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) { return newSRQ(p,
 // none.
 func avPort(a *verbs.AHAttr) uint8 { return max(a.PortNum, 1) }
 
-// checkAV validates an address vector the way a RoCE device does: it needs
-// a GRH (RoCE has no LIDs) whose source GID index exists on its port.
+// checkAV validates an address vector the way a device does: on a RoCE
+// port it needs a GRH (RoCE has no LIDs), on an InfiniBand port the GRH is
+// optional (without one the DLID alone routes, within the subnet); a GRH's
+// source GID index must exist on the port.
 type avError string
 
 func (e avError) Error() string { return string(e) }
 
 func checkAV(d *device, a *verbs.AHAttr) error {
-	if !a.IsGlobal {
-		return avError("RoCE address vectors need a GRH (is_global)")
-	}
 	pt := d.portN(avPort(a))
 	if pt == nil {
 		return avError("port_num")
+	}
+	if !a.IsGlobal {
+		if pt.linkLayer != verbs.LinkLayerInfiniBand {
+			return avError("RoCE address vectors need a GRH (is_global)")
+		}
+		return nil
 	}
 	if int(a.GRH.SGIDIndex) >= len(pt.gids) {
 		return avError("sgid_index out of the GID table")

@@ -36,9 +36,12 @@ type Provider struct {
 	mtu     verbs.MTU
 	inline  bool // doorbells execute on the poster's goroutine when they can
 
-	// byGID is the fabric's routing table. It is filled by New and never
-	// changes, so the engines read it without a lock.
+	// byGID and byLID are the fabric's routing tables: by GID (a global
+	// route) to a device, by LID (an InfiniBand route within the subnet)
+	// to a port of one. New fills them and they never change, so the
+	// engines read them without a lock.
 	byGID map[verbs.GID]*device
+	byLID map[uint16]lidPort
 
 	mu     sync.Mutex
 	closed bool
@@ -57,7 +60,7 @@ func New(cfg Config) *Provider {
 	if mtu == 0 {
 		mtu = verbs.MTU4096
 	}
-	p := &Provider{mtu: mtu, byGID: make(map[verbs.GID]*device), inline: !cfg.EngineOnly}
+	p := &Provider{mtu: mtu, byGID: make(map[verbs.GID]*device), byLID: make(map[uint16]lidPort), inline: !cfg.EngineOnly}
 	for i := range max(n, len(cfg.Models)) {
 		var m DeviceModel
 		if i < len(cfg.Models) {
@@ -68,7 +71,10 @@ func New(cfg Config) *Provider {
 			panic(err.Error())
 		}
 		p.devices = append(p.devices, d)
-		for _, pt := range d.ports {
+		for n, pt := range d.ports {
+			if _, taken := p.byLID[pt.lid]; !taken && pt.lid != 0 && pt.linkLayer == verbs.LinkLayerInfiniBand {
+				p.byLID[pt.lid] = lidPort{d, uint8(n + 1)}
+			}
 			for _, e := range pt.gids {
 				if _, taken := p.byGID[e.GID]; !taken && !e.GID.IsZero() {
 					p.byGID[e.GID] = d
@@ -114,8 +120,23 @@ func (p *Provider) Close() error {
 	return nil
 }
 
-// deviceByGID finds the device a GID belongs to: the routing of the fabric.
-func (p *Provider) deviceByGID(g verbs.GID) *device { return p.byGID[g] }
+// lidPort is where a LID leads: a port of a device.
+type lidPort struct {
+	dev  *device
+	port uint8
+}
+
+// route finds where the address vector a leads: by its GID when it has a
+// global route, else by its DLID to an InfiniBand port. port is 0 when the
+// route names a device only (a GID reaches its device whatever the port of
+// the QP it is delivered to); dev is nil when nothing answers to it.
+func (p *Provider) route(a *verbs.AHAttr) (dev *device, port uint8) {
+	if a.IsGlobal {
+		return p.byGID[a.GRH.DGID], 0
+	}
+	lp := p.byLID[a.DLID]
+	return lp.dev, lp.port
+}
 
 func deviceName(i int) string { return fmt.Sprintf("soft%d", i) }
 

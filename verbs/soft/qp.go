@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,9 +68,10 @@ type qp struct {
 	faults  faultState
 
 	// peer caches the destination QP found for the current DestQPN and
-	// DGID; only the engine goroutine touches it.
-	peer    *qp
-	peerGID verbs.GID
+	// address vector; only the engine that executes q's WQEs touches it.
+	peer     *qp
+	peerAV   avKey
+	peerPort uint8
 
 	queued    atomic.Bool // on the engine's run queue
 	postCalls atomic.Uint64
@@ -417,9 +419,10 @@ func (q *qp) checkAttrValues(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		mask&verbs.QPAttrRNRRetry != 0 && a.RNRRetry > 7,
 		mask&verbs.QPAttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
 		return avError("timeout, retry_cnt, rnr_retry or min_rnr_timer out of range")
-	case mask&verbs.QPAttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > maxRdAtomic,
-		mask&verbs.QPAttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > maxRdAtomic:
-		return avError("max_rd_atomic above 16")
+	case mask&verbs.QPAttrMaxQPRdAtomic != 0 && int(a.MaxRdAtomic) > q.dev.initRdAtom:
+		return avError(fmt.Sprintf("max_rd_atomic %d above the device's max_qp_init_rd_atom %d", a.MaxRdAtomic, q.dev.initRdAtom))
+	case mask&verbs.QPAttrMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > q.dev.rdAtom:
+		return avError(fmt.Sprintf("max_dest_rd_atomic %d above the device's max_qp_rd_atom %d", a.MaxDestRdAtomic, q.dev.rdAtom))
 	case mask&verbs.QPAttrAccessFlags != 0 &&
 		a.AccessFlags&^(verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic) != 0:
 		return avError("qp_access_flags")

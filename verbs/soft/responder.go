@@ -1,34 +1,63 @@
 package soft
 
-import "github.com/verbsrt/verbsrt/verbs"
+import (
+	"cmp"
 
-// connectedPeer finds the QP the connected QP q sends to: the device that
-// owns the destination GID, then the destination QPN on it.
-func (e *engine) connectedPeer(q *qp) *qp {
-	if c := q.peer; c != nil && c.qpn == e.attr.DestQPN && q.peerGID == e.attr.AH.GRH.DGID {
-		return c // QPNs are never reused: a closed peer is caught by accepting()
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// connectedPeer finds the QP the connected QP q sends to: the device its
+// address vector routes to (Provider.route), then the destination QPN on
+// it, and the port the route arrives on (0: any), which the caller checks
+// under r's lock (onPort).
+func (e *engine) connectedPeer(q *qp) (r *qp, port uint8) {
+	av := &e.attr.AH
+	if c := q.peer; c != nil && c.qpn == e.attr.DestQPN && q.peerAV == avKeyOf(av) {
+		return c, q.peerPort // QPNs are never reused: a closed peer is caught by accepting()
 	}
-	d := e.ctx.dev.p.deviceByGID(e.attr.AH.GRH.DGID)
+	d, port := e.ctx.dev.p.route(av)
 	if d == nil {
-		return nil
+		return nil, 0
 	}
 	r, found := d.qps.get(e.attr.DestQPN)
 	if !found {
-		return nil
+		return nil, 0
 	}
 	switch q.typ {
 	case verbs.QPTypeXRCSend:
 		if r.typ != verbs.QPTypeXRCRecv {
-			return nil
+			return nil, 0
 		}
 	default:
 		if r.typ != q.typ {
-			return nil
+			return nil, 0
 		}
 	}
-	q.peer, q.peerGID = r, e.attr.AH.GRH.DGID
-	return r
+	q.peer, q.peerAV, q.peerPort = r, avKeyOf(av), port
+	return r, port
 }
+
+// avKey is what of an address vector decides where it leads.
+type avKey struct {
+	global bool
+	dgid   verbs.GID
+	dlid   uint16
+}
+
+func avKeyOf(a *verbs.AHAttr) avKey {
+	if a.IsGlobal {
+		return avKey{global: true, dgid: a.GRH.DGID}
+	}
+	return avKey{dlid: a.DLID}
+}
+
+// onPort reports whether r takes packets that arrive on port (0: any):
+// those of its own port only (qpPort). The caller holds r.mu.
+func onPort(r *qp, port uint8) bool { return port == 0 || qpPort(&r.attr) == port }
+
+// qpPort is the port of a QP whose attributes are a: its address vector's
+// once it has one, else the one it was initialised on, else port 1.
+func qpPort(a *verbs.QPAttr) uint8 { return max(cmp.Or(a.AH.PortNum, a.PortNum), 1) }
 
 // accepting reports whether the responder side of r takes packets: RTR and
 // the states after it, short of ERR.
@@ -188,6 +217,14 @@ func rnrOrDrop(r *qp, reliable bool) result {
 func (e *engine) completeRecv(q, r *qp, w *sendWQE, op verbs.WCOpcode, n uint32) {
 	wc := verbs.WC{WRID: e.rwqe.id, Opcode: op, ByteLen: n, QPNum: r.qpn, SrcQP: q.qpn,
 		Flags: verbs.WCFlagGRH} // rxe sets GRH on RC and UC receives too (RoCE packets carry one)
+	if av := &e.attr.AH; q.typ == verbs.QPTypeUD {
+		av = &w.ah.attr
+		if !av.IsGlobal {
+			wc.Flags, wc.SLID = 0, q.dev.portN(avPort(av)).lid
+		}
+	} else if !av.IsGlobal {
+		wc.Flags, wc.SLID = 0, q.dev.portN(qpPort(&e.attr)).lid
+	}
 	switch {
 	case w.op.HasImm():
 		wc.Flags |= verbs.WCFlagWithImm
@@ -252,7 +289,7 @@ func (e *engine) localInvalidate(q *qp, key uint32) result {
 // sender completes successfully in every case (SEMANTICS 13).
 func (e *engine) deliverUD(q *qp, w *sendWQE) {
 	a := &w.ah.attr
-	d := e.ctx.dev.p.deviceByGID(a.GRH.DGID)
+	d, port := e.ctx.dev.p.route(a)
 	if d == nil {
 		return
 	}
@@ -266,7 +303,7 @@ func (e *engine) deliverUD(q *qp, w *sendWQE) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.accepting() || r.attr.QKey != qkey {
+	if !r.accepting() || r.attr.QKey != qkey || !onPort(r, port) {
 		return
 	}
 	if pt := d.portN(max(r.attr.PortNum, 1)); pt == nil || w.length > uint64(pt.mtu.Bytes()) {
@@ -286,8 +323,14 @@ func (e *engine) deliverUD(q *qp, w *sendWQE) {
 		e.recvError(r, verbs.WCLocLenErr, 0, false)
 		return
 	}
-	sgid := q.dev.portN(avPort(a)).gids[a.GRH.SGIDIndex].GID
-	writeGRH(&e.grh, sgid, a.GRH.DGID, a.GRH.HopLimit, a.GRH.TrafficClass, a.GRH.FlowLabel, int(w.length))
+	if a.IsGlobal {
+		sgid := q.dev.portN(avPort(a)).gids[a.GRH.SGIDIndex].GID
+		writeGRH(&e.grh, sgid, a.GRH.DGID, a.GRH.HopLimit, a.GRH.TrafficClass, a.GRH.FlowLabel, int(w.length))
+	} else {
+		// No GRH travelled: the first 40 bytes of the buffer are the
+		// spec's "undefined"; zeros here.
+		e.grh = [grhLen]byte{}
+	}
 	e.src = append(e.src, nil)
 	copy(e.src[1:], e.src)
 	e.src[0] = e.grh[:]
