@@ -18,12 +18,12 @@ import (
 func Clients(t testing.TB, addr string, n int, stop <-chan struct{}) (wait func()) {
 	t.Helper()
 	bad := []string{
-		`{"version":3,"qpn":4294967295,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096}`,
-		`{"version":3,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4611686018427387904}`,
-		`{"version":3,"qpn":17,"psn":16777216,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096}`,
-		`{"version":3,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":4611686018427387904,"window":1048576,"msg_size":4096}`,
-		`{"version":3,"qpn":17,"psn":0,"lid":0,"gid":"no GID","recv_depth":64,"window":3,"msg_size":4096}`,
-		`{"version":99,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096}`,
+		`{"version":4,"qpn":4294967295,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096,"mtu":1024,"max_rd_atomic":16,"max_dest_rd_atomic":16}`,
+		`{"version":4,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4611686018427387904,"mtu":1024,"max_rd_atomic":16,"max_dest_rd_atomic":16}`,
+		`{"version":4,"qpn":17,"psn":16777216,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096,"mtu":1024,"max_rd_atomic":16,"max_dest_rd_atomic":16}`,
+		`{"version":4,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":4611686018427387904,"window":1048576,"msg_size":4096,"mtu":1024,"max_rd_atomic":16,"max_dest_rd_atomic":16}`,
+		`{"version":4,"qpn":17,"psn":0,"lid":0,"gid":"no GID","recv_depth":64,"window":3,"msg_size":4096,"mtu":1024,"max_rd_atomic":16,"max_dest_rd_atomic":16}`,
+		`{"version":99,"qpn":17,"psn":0,"lid":0,"gid":"::1","recv_depth":64,"window":3,"msg_size":4096,"mtu":1024,"max_rd_atomic":16,"max_dest_rd_atomic":16}`,
 	}
 	chunk := make([]byte, 64<<10)
 	for i := range chunk {

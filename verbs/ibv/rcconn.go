@@ -46,10 +46,12 @@ func (c rcConn) RemoteAddr() netip.AddrPort { return c.CMConn.RemoteAddr() }
 func (c rcConn) PeerData() []byte           { return c.PeerParam().PrivateData }
 
 // param is the rdma_conn_param of spec: the connection manager negotiates
-// the retry counts and the outstanding reads and atomics each way.
+// the retry counts and the outstanding reads and atomics each way, the
+// responder resources being what this side takes (MaxDestRdAtomic) and
+// the initiator depth what it issues (MaxRdAtomic).
 func param(qp verbs.QP, spec verbs.ConnectSpec, private []byte) ConnParam {
 	s := spec.WithDefaults(qp.Type())
-	return ConnParam{PrivateData: private, ResponderResources: s.MaxRdAtomic, InitiatorDepth: s.MaxRdAtomic,
+	return ConnParam{PrivateData: private, ResponderResources: s.MaxDestRdAtomic, InitiatorDepth: s.MaxRdAtomic,
 		RetryCount: s.RetryCnt, RNRRetryCount: s.RNRRetry}
 }
 
