@@ -105,7 +105,8 @@
 //	              callbacks go to the runtime's executor)
 //	cqOwner.mu -> runtime recvStore.mu -> SRQ.PostRecv (the provider's
 //	              queue lock)
-//	cqOwner.mu -> qpactor.Actor.GrantPeerCredits -> an inline drain ->
+//	cqOwner.mu -> qpactor.Actor.GrantPeerCredits, or Actor.Polled after
+//	              the poll -> an inline drain of what was queued ->
 //	              QP.PostSend (the provider's queue lock)
 //	              -> Driver.Progress -> cqOwner.mu, tried only
 //

@@ -290,6 +290,8 @@ func (p *Poller) pollLocked(t *Target, wcs []verbs.WC) int {
 			// overrun lost them): fail what is outstanding, including
 			// WRs whose post the actor published after it broke.
 			t.Send.FailOutstanding(err)
+		} else if got > 0 {
+			t.Send.Polled()
 		}
 	}
 	return got

@@ -41,7 +41,7 @@ type Target struct {
 	own cqOwner
 	// waitWCs is the batch waiters poll into (Driver.Poll), used only by
 	// the handler of the moment.
-	waitWCs [4]verbs.WC
+	waitWCs [32]verbs.WC
 	// driveWCs is the batch the driving actor polls into, taken from the
 	// poller's pool by Drive(true) and given back by Drive(false), so that
 	// an idle target holds none. The actor's goroutine alone uses it.

@@ -257,8 +257,9 @@ type Actor struct {
 	postCost stdatomic.Uint32
 	exec     future.Executor
 	log      *slog.Logger
-	spin     time.Duration
-	scratch  Scratch
+	// spin is Config.Spin: atomic, as the tests set it on an idle actor.
+	spin    atomic.Duration
+	scratch Scratch
 
 	inbox *ring.Ring[submission]
 	waker *ring.Waker
@@ -328,7 +329,7 @@ func New(cfg Config) (*Actor, error) {
 	}
 	a := &Actor{
 		id: cfg.ID, qp: cfg.QP, sqDepth: int32(depth), exec: cfg.Executor, log: cfg.Logger, wrapError: cfg.WrapError, clock: cfg.Clock,
-		spin: cfg.Spin, inline: cfg.InlinePost && !cfg.Park, scratch: cfg.Scratch,
+		inline: cfg.InlinePost && !cfg.Park, scratch: cfg.Scratch,
 		waitPollMicros: waitPollMicros(cfg.WaitPoll),
 		limits:         verbs.SendLimits{Type: cfg.QP.Type(), MaxSendSGE: attr.Cap.MaxSendSGE, MaxInlineData: attr.Cap.MaxInlineData},
 		signalEvery:    int32(min(cfg.SignalEvery, depth)),
@@ -346,8 +347,9 @@ func New(cfg Config) (*Actor, error) {
 	if a.signalEvery <= 0 {
 		a.signalEvery = int32(max(1, depth/4))
 	}
-	if a.spin <= 0 {
-		a.spin = 50 * time.Microsecond
+	a.spin.Store(cfg.Spin)
+	if cfg.Spin <= 0 {
+		a.spin.Store(50 * time.Microsecond)
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)

@@ -19,6 +19,7 @@ import (
 // device, with a goroutine-free poll loop the test drives itself.
 type rig struct {
 	actor *qpactor.Actor
+	qp    verbs.QP
 	cq    verbs.CQ
 	local verbs.MR
 	peer  verbs.MR
@@ -73,7 +74,7 @@ func newRig(t *testing.T, sqDepth int, configure ...func(*qpactor.Config)) *rig 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { act.Close(context.Background()) })
-	return &rig{actor: act, cq: a.cq, local: a.mr, peer: b.mr}
+	return &rig{actor: act, qp: a.qp, cq: a.cq, local: a.mr, peer: b.mr}
 }
 
 // poll hands completions to the actor until every future in fs resolved.
@@ -90,6 +91,7 @@ func (r *rig) poll(t *testing.T, fs ...future.Future) {
 			for i := range wcs[:n] {
 				r.actor.Complete(&wcs[i])
 			}
+			r.actor.Polled()
 			if time.Now().After(deadline) {
 				t.Fatal("a future never resolved")
 			}
@@ -272,6 +274,7 @@ func TestOutstandingDropsBeforeFutureResolves(t *testing.T) {
 			for j := range wcs[:n] {
 				r.actor.Complete(&wcs[j])
 			}
+			r.actor.Polled()
 			select {
 			case o := <-seen:
 				if o != 0 {

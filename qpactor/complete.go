@@ -40,10 +40,44 @@ func (a *Actor) Complete(wc *verbs.WC) bool {
 	a.credits.Add(int64(len(done)))
 	a.resolve(done, nil)
 	a.retired = done[:0]
-	if a.waitsForCredits.Load() {
-		a.waker.Wake()
-	}
 	return true
+}
+
+// Polled is called by the goroutine handling the QP's CQ after a poll
+// whose completions Complete handled, once for them all: the send-queue
+// slots they gave back may let queued work go, and what submitters left
+// queued while WRs were in flight (coalesces) waits for this call. With
+// inline posting the caller posts it, as a grant's handler does
+// (GrantPeerCredits), if the actor is idle; otherwise it wakes the actor.
+//
+// Against a submitter that leaves work queued: it publishes the work, then
+// reads the credits (coalesces); Complete adds the credits, then this
+// looks at the inbox. One of the two sees the other's write, so the
+// submitter posts itself or this call finds its work. The same holds for
+// an actor going to sleep on credits (sleepsOnCredits).
+func (a *Actor) Polled() {
+	if !a.waitsForCredits.Load() && a.inbox.Peek() == nil {
+		return
+	}
+	a.flush()
+}
+
+// flushQueued flushes what submitters left queued (coalesces), if anything.
+func (a *Actor) flushQueued() {
+	if a.inline && a.inbox.Peek() != nil {
+		a.flush()
+	}
+}
+
+// flush runs the actor's next drain on the calling goroutine if the actor
+// is idle and posts inline, and otherwise wakes it.
+func (a *Actor) flush() {
+	if a.inline && a.waker.Claim() {
+		a.waker.StopLater()
+		a.runInline()
+		return
+	}
+	a.waker.Wake()
 }
 
 // retiredWR is a WR taken off the send queue whose future is still to be

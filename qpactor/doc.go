@@ -45,7 +45,12 @@
 //     posts, and leaves as an idle actor does. What that drain cannot take
 //     (credits), or work that came meanwhile, goes to an actor goroutine,
 //     so the submitter never waits in the actor's place. The actor stays
-//     the only code that posts: the submitter is its run.
+//     the only code that posts: the submitter is its run. A submission
+//     made while WRs are in flight stays queued (coalesces): the goroutine
+//     that handles the next completion (Polled) or a waiter that finds
+//     none runs the drain, which posts everything queued in one chain,
+//     so a caller streaming operations rings one doorbell per chain, not
+//     one per WR.
 //   - Config.WaitPoll: a goroutine waiting for a future (or, in the
 //     runtime, a message) polls the CQ through the Driver itself, so the
 //     completion is handled on the thread that waits for it, for

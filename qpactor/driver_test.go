@@ -57,6 +57,7 @@ func (d *recordingDriver) Poll() int {
 	for i := range d.wcs[:n] {
 		d.r.actor.Complete(&d.wcs[i])
 	}
+	d.r.actor.Polled()
 	d.polled += n
 	return n
 }
@@ -83,6 +84,7 @@ func (d *recordingDriver) Progress() int {
 	for i := range d.wcs[:n] {
 		d.r.actor.Complete(&d.wcs[i])
 	}
+	d.r.actor.Polled()
 	d.handled += n
 	return n
 }

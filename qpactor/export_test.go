@@ -13,6 +13,10 @@ var WaitPollMicros = waitPollMicros
 // external tests.
 func (a *Actor) SetPostCost(d time.Duration) { a.postCost.Store(uint32(d)) }
 
+// SetSpin sets the spin window of an actor that has gone idle (no
+// goroutine of it runs), for the external tests.
+func (a *Actor) SetSpin(d time.Duration) { a.spin.Store(d) }
+
 // SetWakeUpCost is sched.SetWakeUpCost, for the external tests.
 var SetWakeUpCost = sched.SetWakeUpCost
 

@@ -22,6 +22,20 @@ func (a *Actor) inlineWorthIt() bool {
 	return time.Duration(a.postCost.Load()) < costlyPost || a.Outstanding() == 0
 }
 
+// coalesces reports whether work queued on an actor that posts inline may
+// stay queued until the next completion is handled (Polled) or a caller
+// waits (WaitUntil): while WRs are in flight a completion is sure to come
+// (the last WR of every post is signaled), and what is queued until then
+// goes in one PostSend instead of one each. A submitter that finds nothing
+// in flight, the request of a request/response caller, posts at once; so
+// does the one whose submission fills a chain of gatherTarget. The first
+// submission left queued bounds the wait (push): a completion slow to
+// come leaves what is queued to an actor goroutine after the spin window.
+func (a *Actor) coalesces() bool {
+	return a.inline && a.Outstanding() > 0 && !a.inbox.Reached(min(gatherTarget, a.inbox.Cap())) &&
+		!a.closing.Load() && a.broken.Load() == nil
+}
+
 // costlyPost is the PostSend time beyond which a submitter with
 // operations in flight hands its submission to the actor goroutine
 // (inlineWorthIt): PostSend is a fraction of a µs on soft and on NICs
@@ -61,7 +75,7 @@ func (a *Actor) runInline() {
 	switch {
 	case a.finished():
 		go a.run()
-	case a.inbox.Peek() == nil:
+	case a.inbox.Peek() == nil || a.coalesces():
 		if !a.rest(nil) {
 			go a.run()
 		}
@@ -74,7 +88,7 @@ func (a *Actor) runInline() {
 		// spin window if they have not come, and watches the contexts of
 		// what waits, which this rest leaves unwatched (a watch
 		// allocates).
-		a.waker.WakeAfter(a.spin)
+		a.waker.WakeAfter(a.spin.Load())
 		if !a.restWatching(nil, false) {
 			a.waker.StopLater()
 			go a.run()
@@ -92,9 +106,14 @@ func (a *Actor) WaitFor(s *future.State) bool { return a.WaitUntil(s.Resolved) }
 // the wait window has passed (waitWindow), yielding between polls (the
 // goroutines its completions wake may need its P); otherwise it yields as
 // YieldUntil does. It reports whether ready did.
+//
+// What it waits for may be queued, left for the next completion
+// (coalesces): a waiter whose poll finds no completion, or one that does
+// not poll, posts what is queued first.
 func (a *Actor) WaitUntil(ready func() bool) bool {
 	d := a.driver
 	if a.waitPollMicros == 0 || d == nil || !sched.AcquirePollingWaiter() {
+		a.flushQueued()
 		if sched.YieldUntil(ready) {
 			return true
 		}
@@ -119,6 +138,7 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 			idle.Busy()
 			continue
 		}
+		a.flushQueued()
 		if idle.Idle() >= window {
 			d.WaitEnd(true, 0)
 			a.stats.Ops.WaitsParked.Inc()

@@ -2,6 +2,8 @@ package qpactor_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 // TestInlinePostPostsOnCaller: with InlinePost, a submission that finds the
@@ -363,30 +366,77 @@ func waitLate(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, clk
 	}
 }
 
-// TestCostlyPostGoesToActor: where PostSend is costly (a system call on
-// rxe), a submission made while others are in flight goes to the actor
-// goroutine, which chains what comes meanwhile, instead of a PostSend of
-// its own on the caller; one made with nothing in flight is still posted
-// inline.
-func TestCostlyPostGoesToActor(t *testing.T) {
+// TestWritesInFlightAreChained: with inline posting, a submission made
+// while others are in flight is left queued, and posted with those queued
+// after it in one PostSend by the goroutine that handles the next
+// completion (Polled), whether PostSend is cheap (soft) or costly (a
+// system call on rxe); one made with nothing in flight is posted inline at
+// once. No actor goroutine starts for either.
+func TestWritesInFlightAreChained(t *testing.T) {
+	for _, cost := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprintf("post-cost=%v", cost), func(t *testing.T) {
+			r := newRig(t, 64, func(c *qpactor.Config) { c.InlinePost = true })
+			startIdle(t, r)
+			// A spin window longer than the test: what is queued waits
+			// for the completion, not for the bound of that wait.
+			r.actor.SetSpin(time.Hour)
+			r.actor.SetPostCost(cost)
+			st := r.actor.Stats()
+			ctx := context.Background()
+			op := r.write(0)
+			f0, err := r.actor.Submit(ctx, &op)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Ops.InlineRuns.Load(); got != 1 {
+				t.Fatalf("%d inline runs for a write with nothing in flight, want 1", got)
+			}
+			// f0 is in flight (nobody polled the CQ): the next writes wait
+			// for its completion.
+			runs, posts := st.Ops.Runs.Load(), st.PostCalls.Load()
+			futs := []future.Future{f0}
+			const more = 7
+			for i := 1; i <= more; i++ {
+				op := r.write(i)
+				f, err := r.actor.Submit(ctx, &op)
+				if err != nil {
+					t.Fatal(err)
+				}
+				futs = append(futs, f)
+			}
+			if got := st.PostCalls.Load() - posts; got != 0 {
+				t.Fatalf("%d PostSends for writes made with one in flight, want 0 before its completion", got)
+			}
+			for _, f := range futs {
+				r.poll(t, f)
+				if _, err := f.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := st.PostCalls.Load() - posts; got != 1 {
+				t.Errorf("%d PostSends for the %d writes made with one in flight, want 1", got, more)
+			}
+			if got := st.Ops.Runs.Load() - runs; got != 0 {
+				t.Errorf("%d actor goroutine starts, want 0", got)
+			}
+		})
+	}
+}
+
+// TestQueuedWorkDoesNotWaitForASlowWR: what submitters leave queued while
+// a WR is in flight (to be posted with the next completion) is posted by
+// an actor goroutine after the spin window when that completion is slow
+// to come: a WR that takes long (a large WRITE on rxe, a retransmission)
+// does not hold back those queued behind it.
+func TestQueuedWorkDoesNotWaitForASlowWR(t *testing.T) {
 	r := newRig(t, 64, func(c *qpactor.Config) { c.InlinePost = true })
 	startIdle(t, r)
-	r.actor.SetPostCost(time.Millisecond)
-	st := r.actor.Stats()
-	ctx := context.Background()
-	op := r.write(0)
-	f0, err := r.actor.Submit(ctx, &op)
-	if err != nil {
+	if err := soft.Inject(r.qp, soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if got := st.Ops.InlineRuns.Load(); got != 1 {
-		t.Fatalf("%d inline runs for a write with nothing in flight, want 1", got)
-	}
-	// f0 is in flight (nobody polled the CQ): the next writes go to the
-	// actor goroutine.
-	runs := st.Ops.Runs.Load()
-	futs := []future.Future{f0}
-	for i := 1; i < 8; i++ {
+	ctx := context.Background()
+	var futs []future.Future
+	for i := range 6 {
 		op := r.write(i)
 		f, err := r.actor.Submit(ctx, &op)
 		if err != nil {
@@ -394,16 +444,14 @@ func TestCostlyPostGoesToActor(t *testing.T) {
 		}
 		futs = append(futs, f)
 	}
-	if got := st.Ops.InlineRuns.Load(); got != 1 {
-		t.Errorf("%d inline runs with writes in flight and a costly PostSend, want 1", got)
-	}
-	for _, f := range futs {
-		r.poll(t, f)
-		if _, err := f.Wait(ctx); err != nil {
-			t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second) // a way out, not a measurement
+	for r.actor.Outstanding() < len(futs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d writes posted while the first is in flight", r.actor.Outstanding(), len(futs))
 		}
+		time.Sleep(time.Millisecond)
 	}
-	if st.Ops.Runs.Load() == runs {
-		t.Error("no actor run posted the writes made with others in flight")
+	if err := futs[0].Err(); !errors.Is(err, future.ErrPending) {
+		t.Fatalf("the delayed write: %v, want still pending", err)
 	}
 }

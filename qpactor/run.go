@@ -64,7 +64,7 @@ func (a *Actor) loop() (stopped bool) {
 			}
 			return true
 		}
-		if idle.Idle() < a.spin {
+		if idle.Idle() < a.spin.Load() {
 			if !spin.Acquire() {
 				runtime.Gosched()
 			}
@@ -117,7 +117,8 @@ func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 	a.waker.PrepareSleep()
 	// A closing actor with submissions waiting for credits sleeps too:
 	// returning credits (Complete), Break and Close wake it.
-	if a.canDrain() || a.finished() || a.inbox.PeekAt(seen) != nil {
+	// Work left for the next completion (coalesces) does not keep it up.
+	if ((a.canDrain() || a.inbox.PeekAt(seen) != nil) && !a.coalesces()) || a.finished() {
 		a.waker.CancelSleep()
 	} else if a.waker.Restarts() {
 		return a.waker.Leave()

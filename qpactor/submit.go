@@ -168,9 +168,20 @@ func (a *Actor) push(ctx context.Context, sub submission, n int) error {
 			return err
 		}
 	}
-	if a.inline && a.inlineWorthIt() && a.waker.Claim() {
+	switch {
+	case a.coalesces():
+		// Left queued: the next completion's Polled, or a Wait, posts it
+		// with what follows it in one PostSend. The first one queued
+		// bounds the wait: a WR in flight may take long (a large WRITE
+		// on rxe, a retransmission), and what is queued behind it must
+		// not wait for it; after the spin window an actor goroutine
+		// posts it.
+		if !a.inbox.Reached(2) {
+			a.waker.WakeAfter(a.spin.Load())
+		}
+	case a.inline && a.inlineWorthIt() && a.waker.Claim():
 		a.runInline()
-	} else {
+	default:
 		a.waker.Wake()
 	}
 	if a.stopped.Load() {

@@ -58,9 +58,8 @@ type Waker struct {
 	// sends counts channel operations by Wake, for tests that check the
 	// fast path does none.
 	sends atomic.Uint64
-	// later is WakeAfter's timer, made on its first use; only the
-	// consumer's owner of the moment calls WakeAfter and StopLater.
-	later *time.Timer
+	// later is WakeAfter's timer, made on its first use.
+	later atomic.Pointer[time.Timer]
 }
 
 // NewWaker returns a Waker whose consumer is not sleeping.
@@ -134,22 +133,27 @@ func (w *Waker) Wake() {
 }
 
 // WakeAfter arranges a Wake in d, which StopLater, or another WakeAfter,
-// calls off: for a consumer about to sleep on something that is usually a
-// moment away, as a bound. Only the consumer (or the holder of a run that
-// Claim gave) calls it, before it sleeps or leaves.
+// calls off: for work left for something that is usually a moment away
+// (a consumer about to sleep on it, or a producer that leaves its work
+// queued for another goroutine to take), as a bound. Any goroutine may
+// call it; the last call's d wins.
 func (w *Waker) WakeAfter(d time.Duration) {
-	if w.later == nil {
-		w.later = time.AfterFunc(d, w.Wake)
+	if t := w.later.Load(); t != nil {
+		t.Reset(d)
 		return
 	}
-	w.later.Reset(d)
+	t := time.AfterFunc(d, w.Wake)
+	if !w.later.CompareAndSwap(nil, t) { // another call made one first
+		t.Stop()
+		w.later.Load().Reset(d)
+	}
 }
 
-// StopLater calls off a WakeAfter not yet fired; the consumer's owner
-// calls it once the Wake it bounded is no longer wanted.
+// StopLater calls off a WakeAfter not yet fired, once the Wake it bounded
+// is no longer wanted. Any goroutine may call it.
 func (w *Waker) StopLater() {
-	if w.later != nil {
-		w.later.Stop()
+	if t := w.later.Load(); t != nil {
+		t.Stop()
 	}
 }
 
