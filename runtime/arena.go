@@ -1,18 +1,16 @@
 package runtime
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/bits"
 	"os"
 	goruntime "runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
+	"github.com/verbsrt/verbsrt/internal/rlimit"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -205,7 +203,7 @@ func (a *allocator) mapChunk(size int) (*chunk, error) {
 	if err != nil {
 		ar.Close()
 		if errors.Is(err, syscall.ENOMEM) {
-			return nil, &memlockError{size: size, registered: a.bytesMapped, limit: readMemlock(), err: err}
+			return nil, &memlockError{size: size, registered: a.bytesMapped, limit: rlimit.Read(rlimit.Memlock), err: err}
 		}
 		return nil, fmt.Errorf("registering %d bytes: %w", size, err)
 	}
@@ -307,52 +305,4 @@ func (a *allocator) exhausted(what string) error {
 		"the application allocated and has not freed (Alloc rounds each up), the rest in receive buffers, "+
 		"endpoints' scratch and free blocks: %w",
 		what, a.limit, a.chunk, a.bytesMapped, a.appBytes, a.appBuffers, ErrNoMemory)
-}
-
-// rlimit is a resource limit of the process: the soft limit (cur), which
-// the kernel enforces, and the hard one (max), up to which the process may
-// raise it. rlimInfinity is "unlimited".
-type rlimit struct {
-	cur, max uint64
-	known    bool // false where the system does not tell
-}
-
-const rlimInfinity = ^uint64(0)
-
-// readMemlock returns the process's RLIMIT_MEMLOCK, from /proc/self/limits:
-// the syscall package has no RLIMIT_MEMLOCK, and the file is Linux's,
-// where the limit applies to registration.
-func readMemlock() rlimit {
-	f, err := os.Open("/proc/self/limits")
-	if err != nil {
-		return rlimit{}
-	}
-	defer f.Close()
-	return parseLimit(bufio.NewScanner(f), "Max locked memory")
-}
-
-// parseLimit finds the line of the limit called name in /proc/PID/limits'
-// format ("Max locked memory  65536  65536  bytes").
-func parseLimit(sc *bufio.Scanner, name string) rlimit {
-	num := func(s string) (uint64, bool) {
-		if s == "unlimited" {
-			return rlimInfinity, true
-		}
-		n, err := strconv.ParseUint(s, 10, 64)
-		return n, err == nil
-	}
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), name+" ")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) < 2 {
-			return rlimit{}
-		}
-		cur, ok1 := num(f[0])
-		max, ok2 := num(f[1])
-		return rlimit{cur: cur, max: max, known: ok1 && ok2}
-	}
-	return rlimit{}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/verbsrt/verbsrt/internal/future"
+	"github.com/verbsrt/verbsrt/internal/rlimit"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -120,10 +121,10 @@ func (e *connFailed) Unwrap() []error { return []error{ErrConnFailed, e.cause} }
 // locked, and how to raise it. It matches ErrNoMemory and the provider's
 // error (verbs.ErrNoMemory, syscall.ENOMEM).
 type memlockError struct {
-	size       int    // bytes of the chunk being registered
-	registered int    // bytes the arena had registered before it
-	limit      rlimit // RLIMIT_MEMLOCK as the process had it then
-	err        error  // the provider's
+	size       int          // bytes of the chunk being registered
+	registered int          // bytes the arena had registered before it
+	limit      rlimit.Limit // RLIMIT_MEMLOCK as the process had it then
+	err        error        // the provider's
 }
 
 func (e *memlockError) Error() string {
@@ -131,27 +132,27 @@ func (e *memlockError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "registering %d bytes of the arena (%d registered before it): ", e.size, e.registered)
 	switch {
-	case !e.limit.known:
+	case !e.limit.Known:
 		fmt.Fprintf(&b, "out of memory; on Linux, the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) "+
 			"must allow at least %s", kib(uint64(need)))
-	case e.limit.cur == rlimInfinity:
+	case e.limit.Cur == rlimit.Infinity:
 		fmt.Fprintf(&b, "out of memory, with an unlimited locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) and %s "+
 			"needed locked: the device ran out of registration resources, or the system of memory to pin", kib(uint64(need)))
-	case e.limit.cur >= uint64(need):
+	case e.limit.Cur >= uint64(need):
 		fmt.Fprintf(&b, "out of memory, with a locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) of %s, above the %s "+
 			"the arena needed: memory the application registered itself, or queues a NIC keeps in user memory, "+
 			"take the rest (raise the limit: ulimit -l unlimited, docker run --ulimit memlock=-1, systemd "+
 			"LimitMEMLOCK=infinity), or the device ran out of registration resources",
-			kib(e.limit.cur), kib(uint64(need)))
+			kib(e.limit.Cur), kib(uint64(need)))
 	default:
 		fmt.Fprintf(&b, "the locked-memory limit (ulimit -l, RLIMIT_MEMLOCK) is %s and the runtime needed %s locked "+
 			"(more with memory of the application's own registered, or queues a NIC keeps in user memory); ",
-			kib(e.limit.cur), kib(uint64(need)))
+			kib(e.limit.Cur), kib(uint64(need)))
 		ulimit := fmt.Sprintf("ulimit -l %d", (need+1023)/1024)
-		if e.limit.max != rlimInfinity && e.limit.max < uint64(need) {
+		if e.limit.Max != rlimit.Infinity && e.limit.Max < uint64(need) {
 			fmt.Fprintf(&b, "the hard limit is %s too, so raising it takes privilege (%s as root, "+
 				"docker run --ulimit memlock=-1, systemd LimitMEMLOCK=infinity) or CAP_IPC_LOCK; ",
-				kib(e.limit.max), ulimit)
+				kib(e.limit.Max), ulimit)
 		} else {
 			fmt.Fprintf(&b, "raise it (%s, docker run --ulimit memlock=-1, systemd LimitMEMLOCK=infinity), "+
 				"grant CAP_IPC_LOCK, ", ulimit)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/rlimit"
 	vrt "github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/ibv"
@@ -61,7 +61,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) error {
 		devDir:    "/dev/infiniband",
 		device:    *device,
 		memLimit:  *memLimit,
-		memlock:   func() rlimit { return readLimit("Max locked memory") },
+		memlock:   func() rlimit.Limit { return rlimit.Read(rlimit.Memlock) },
 		nofile:    readNofile,
 		ipcLock:   hasIPCLock,
 		present:   netdevPresent,
@@ -80,8 +80,8 @@ type doctor struct {
 	devDir    string               // /dev/infiniband
 	device    string               // -device: WithDevice's argument, "" for none
 	memLimit  int                  // the runtime's WithMemoryLimit
-	memlock   func() rlimit        // RLIMIT_MEMLOCK
-	nofile    func() rlimit        // RLIMIT_NOFILE
+	memlock   func() rlimit.Limit  // RLIMIT_MEMLOCK
+	nofile    func() rlimit.Limit  // RLIMIT_NOFILE
 	ipcLock   func() bool          // the process has CAP_IPC_LOCK
 	present   func(netdev string) bool
 }
@@ -405,57 +405,14 @@ func (h *upLog) why() string {
 	return h.w
 }
 
-// rlimit is a resource limit: the soft limit the kernel enforces (cur) and
-// the hard one the process may raise it to (max); unlimited is
-// rlimInfinity.
-type rlimit struct {
-	cur, max uint64
-	known    bool
-}
-
-const rlimInfinity = ^uint64(0)
-
-// readLimit reads the limit called name ("Max locked memory") from
-// /proc/self/limits: the syscall package has no RLIMIT_MEMLOCK.
-func readLimit(name string) rlimit {
-	f, err := os.Open("/proc/self/limits")
-	if err != nil {
-		return rlimit{}
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), name+" ")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) < 2 {
-			break
-		}
-		cur, ok1 := parseLimitValue(f[0])
-		max, ok2 := parseLimitValue(f[1])
-		return rlimit{cur: cur, max: max, known: ok1 && ok2}
-	}
-	return rlimit{}
-}
-
-func parseLimitValue(s string) (uint64, bool) {
-	if s == "unlimited" {
-		return rlimInfinity, true
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	return n, err == nil
-}
-
 // readNofile returns RLIMIT_NOFILE, whose soft limit Go's syscall package
 // raised to one below the hard limit at start.
-func readNofile() rlimit {
+func readNofile() rlimit.Limit {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		return rlimit{}
+		return rlimit.Limit{}
 	}
-	return rlimit{cur: l.Cur, max: l.Max, known: true}
+	return rlimit.Limit{Cur: l.Cur, Max: l.Max, Known: true}
 }
 
 // capIPCLock is CAP_IPC_LOCK's bit in the capability sets.
@@ -500,7 +457,7 @@ func netdevPresent(name string) bool {
 // size renders n bytes with the units getrlimit (bytes) and ulimit -l
 // (KiB) use.
 func size(n uint64) string {
-	if n == rlimInfinity {
+	if n == rlimit.Infinity {
 		return "unlimited"
 	}
 	return fmt.Sprintf("%d bytes (%d KiB)", n, n/1024)
@@ -512,45 +469,45 @@ func size(n uint64) string {
 // RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK. Below the first chunk
 // nothing registers (FAIL); below memLimit, the arena fails when it grows
 // past the limit (warn).
-func memlockCheck(l rlimit, memLimit int, ipcLock bool) result {
+func memlockCheck(l rlimit.Limit, memLimit int, ipcLock bool) result {
 	const check = "memlock"
 	need := uint64(memLimit)
 	first := uint64(min(arenaChunk, memLimit))
 	kibUp := (need + 1023) / 1024
 	r := result{check: check}
 	switch {
-	case !l.known:
+	case !l.Known:
 		r.status = statusWarn
 		r.finding = "RLIMIT_MEMLOCK unknown (no /proc/self/limits)"
 		r.fix = fmt.Sprintf("make sure ulimit -l allows %s", size(need))
-	case l.cur == rlimInfinity:
+	case l.Cur == rlimit.Infinity:
 		r.finding = "RLIMIT_MEMLOCK unlimited"
-	case l.cur >= need:
+	case l.Cur >= need:
 		r.finding = fmt.Sprintf("RLIMIT_MEMLOCK %s allows the %s the runtime registers at most (WithMemoryLimit)",
-			size(l.cur), size(need))
+			size(l.Cur), size(need))
 	case ipcLock:
 		r.finding = fmt.Sprintf("RLIMIT_MEMLOCK %s, below the %s the runtime registers at most, but the process has "+
-			"CAP_IPC_LOCK, so the kernel does not enforce it", size(l.cur), size(need))
+			"CAP_IPC_LOCK, so the kernel does not enforce it", size(l.Cur), size(need))
 	default:
 		r.status = statusWarn
-		if l.cur < first {
+		if l.Cur < first {
 			r.status = statusFail
 			r.finding = fmt.Sprintf("RLIMIT_MEMLOCK %s is below the %s the runtime registers at its first Alloc or "+
 				"connection (and the %s it may register in all, WithMemoryLimit): registration fails with ENOMEM",
-				size(l.cur), size(first), size(need))
+				size(l.Cur), size(first), size(need))
 		} else {
 			r.finding = fmt.Sprintf("RLIMIT_MEMLOCK %s is below the %s the runtime may register (WithMemoryLimit): "+
-				"registration fails with ENOMEM once its arena grows past the limit", size(l.cur), size(need))
+				"registration fails with ENOMEM once its arena grows past the limit", size(l.Cur), size(need))
 		}
-		if l.max == rlimInfinity || l.max >= need {
+		if l.Max == rlimit.Infinity || l.Max >= need {
 			r.fix = fmt.Sprintf("raise the soft limit before starting the program, up to the hard limit (%s): "+
-				"ulimit -l %d (or unlimited)", size(l.max), kibUp)
+				"ulimit -l %d (or unlimited)", size(l.Max), kibUp)
 		} else {
 			r.fix = fmt.Sprintf("the hard limit (%s) is below it too: raise both where the process is started "+
 				"(docker run --ulimit memlock=-1, systemd LimitMEMLOCK=infinity, limits.conf memlock, "+
-				"the container runtime's default ulimits for Kubernetes pods), or grant CAP_IPC_LOCK", size(l.max))
+				"the container runtime's default ulimits for Kubernetes pods), or grant CAP_IPC_LOCK", size(l.Max))
 		}
-		r.fix += fmt.Sprintf("; or run with a lower WithMemoryLimit (at most %d here)", l.cur)
+		r.fix += fmt.Sprintf("; or run with a lower WithMemoryLimit (at most %d here)", l.Cur)
 	}
 	return r
 }
@@ -561,17 +518,17 @@ func memlockCheck(l rlimit, memLimit int, ipcLock bool) result {
 const minNofile = 4096
 
 // nofileCheck checks RLIMIT_NOFILE.
-func nofileCheck(l rlimit) result {
+func nofileCheck(l rlimit.Limit) result {
 	r := result{check: "open files"}
 	switch {
-	case !l.known:
+	case !l.Known:
 		r.status, r.finding = statusWarn, "RLIMIT_NOFILE unknown"
-	case l.cur == rlimInfinity || l.cur >= minNofile:
-		r.finding = fmt.Sprintf("RLIMIT_NOFILE %s: each endpoint holds one descriptor (its peer link)", limitString(l.cur))
+	case l.Cur == rlimit.Infinity || l.Cur >= minNofile:
+		r.finding = fmt.Sprintf("RLIMIT_NOFILE %s: each endpoint holds one descriptor (its peer link)", limitString(l.Cur))
 	default:
 		r.status = statusWarn
 		r.finding = fmt.Sprintf("RLIMIT_NOFILE %d (hard %s): each endpoint holds one descriptor (its peer link), "+
-			"so a process holds fewer than %d connections", l.cur, limitString(l.max), l.cur)
+			"so a process holds fewer than %d connections", l.Cur, limitString(l.Max), l.Cur)
 		r.fix = "raise the hard limit where the process is started (docker run --ulimit nofile=1048576, systemd " +
 			"LimitNOFILE=1048576); Go raises the soft limit to the hard one itself"
 	}
@@ -579,7 +536,7 @@ func nofileCheck(l rlimit) result {
 }
 
 func limitString(n uint64) string {
-	if n == rlimInfinity {
+	if n == rlimit.Infinity {
 		return "unlimited"
 	}
 	return strconv.FormatUint(n, 10)

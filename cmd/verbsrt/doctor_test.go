@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/verbsrt/verbsrt/internal/rlimit"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/ibv"
 	"github.com/verbsrt/verbsrt/verbs/soft"
@@ -45,8 +46,8 @@ func softDoctor(t *testing.T, fabric *soft.Provider) *doctor {
 		provider: fabric,
 		devDir:   dir,
 		memLimit: defaultMemoryLimit,
-		memlock:  func() rlimit { return rlimit{cur: rlimInfinity, max: rlimInfinity, known: true} },
-		nofile:   func() rlimit { return rlimit{cur: 1 << 20, max: 1 << 20, known: true} },
+		memlock:  func() rlimit.Limit { return rlimit.Limit{Cur: rlimit.Infinity, Max: rlimit.Infinity, Known: true} },
+		nofile:   func() rlimit.Limit { return rlimit.Limit{Cur: 1 << 20, Max: 1 << 20, Known: true} },
 		ipcLock:  func() bool { return false },
 		present:  netdevPresent,
 	}
@@ -230,19 +231,19 @@ func TestDoctorDevFiles(t *testing.T) {
 // rounded up, when the hard limit allows it, and privilege when not.
 func TestMemlockCheck(t *testing.T) {
 	const GiB = 1 << 30
-	lim := func(cur, max uint64) rlimit { return rlimit{cur: cur, max: max, known: true} }
+	lim := func(cur, max uint64) rlimit.Limit { return rlimit.Limit{Cur: cur, Max: max, Known: true} }
 	for _, tc := range []struct {
 		name     string
-		l        rlimit
+		l        rlimit.Limit
 		memLimit int
 		ipcLock  bool
 		want     status
 		finding  string // in the finding
 		fix      string // in the fix
 	}{
-		{"unlimited", lim(rlimInfinity, rlimInfinity), GiB, false, statusOK, "unlimited", ""},
+		{"unlimited", lim(rlimit.Infinity, rlimit.Infinity), GiB, false, statusOK, "unlimited", ""},
 		{"equal", lim(GiB, GiB), GiB, false, statusOK, "1073741824 bytes (1048576 KiB) allows the 1073741824 bytes", ""},
-		{"one byte short", lim(GiB-1, rlimInfinity), GiB, false, statusWarn,
+		{"one byte short", lim(GiB-1, rlimit.Infinity), GiB, false, statusWarn,
 			"1073741823 bytes (1048575 KiB) is below the 1073741824 bytes", "ulimit -l 1048576 "},
 		{"64 KiB, the common container default", lim(64<<10, 64<<10), GiB, false, statusFail,
 			"65536 bytes (64 KiB) is below the 4194304 bytes (4096 KiB) the runtime registers at its first", "CAP_IPC_LOCK"},
@@ -250,10 +251,10 @@ func TestMemlockCheck(t *testing.T) {
 		{"8 MiB, a small memory limit", lim(8<<20, 8<<20), 8 << 20, false, statusOK, "allows the 8388608 bytes", ""},
 		{"memory limit below a chunk", lim(1<<20, 1<<20), 2 << 20, false, statusFail,
 			"below the 2097152 bytes (2048 KiB) the runtime registers at its first", "at most 1048576 here"},
-		{"KiB rounded up", lim(64<<10, rlimInfinity), 8<<20 + 1, false, statusFail, "", "ulimit -l 8193 "},
+		{"KiB rounded up", lim(64<<10, rlimit.Infinity), 8<<20 + 1, false, statusFail, "", "ulimit -l 8193 "},
 		{"hard limit exactly the need", lim(64<<10, 8<<20), 8 << 20, false, statusFail, "", "ulimit -l 8192 "},
 		{"CAP_IPC_LOCK", lim(64<<10, 64<<10), GiB, true, statusOK, "CAP_IPC_LOCK", ""},
-		{"unknown", rlimit{}, GiB, false, statusWarn, "unknown", "1073741824 bytes"},
+		{"unknown", rlimit.Limit{}, GiB, false, statusWarn, "unknown", "1073741824 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := memlockCheck(tc.l, tc.memLimit, tc.ipcLock)
@@ -270,13 +271,13 @@ func TestMemlockCheck(t *testing.T) {
 // TestNofileCheck: at least 4096 open files passes, fewer warns.
 func TestNofileCheck(t *testing.T) {
 	for _, tc := range []struct {
-		l    rlimit
+		l    rlimit.Limit
 		want status
 	}{
-		{rlimit{cur: 4096, max: 4096, known: true}, statusOK},
-		{rlimit{cur: 4095, max: 4095, known: true}, statusWarn},
-		{rlimit{cur: rlimInfinity, max: rlimInfinity, known: true}, statusOK},
-		{rlimit{}, statusWarn},
+		{rlimit.Limit{Cur: 4096, Max: 4096, Known: true}, statusOK},
+		{rlimit.Limit{Cur: 4095, Max: 4095, Known: true}, statusWarn},
+		{rlimit.Limit{Cur: rlimit.Infinity, Max: rlimit.Infinity, Known: true}, statusOK},
+		{rlimit.Limit{}, statusWarn},
 	} {
 		if r := nofileCheck(tc.l); r.status != tc.want {
 			t.Errorf("%+v: %s (%s), want %s", tc.l, r.status, r.finding, tc.want)
