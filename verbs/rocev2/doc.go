@@ -25,6 +25,20 @@
 // packets a predicate over their decoded headers chooses, as they leave.
 // Timers run on a Clock; tests use ManualClock.
 //
+// Two readers take turns on the socket, one at a time (a mutex held while
+// the packets are handed over and flushed, so they reach their QPs in the
+// order the socket received them): the transport's receive goroutine,
+// which waits in Go's network poller, and a poll of a CQ of the device
+// that finds it empty, which reads without waiting what the socket holds
+// (on every eighth empty poll, to bound the system calls, and only if the
+// lock is free). The second reader is there because the scheduler
+// consults the network poller only when it runs out of goroutines to run,
+// or from sysmon every 10 ms or so, and the runtime's pollers and waiters
+// spin (runtime.Gosched loops, locked threads), so it may never run out:
+// completions then come as fast as something polls. Where a read cannot
+// tell "nothing queued" without waiting (platforms that are not unix),
+// the receive goroutine alone reads.
+//
 // The RC transport (rcQP, internal: the Provider wraps it), requester and
 // responder in one object under one lock: SEND and SEND with
 // immediate, RDMA WRITE and WRITE with immediate, RDMA READ, CMP_AND_SWP
