@@ -159,10 +159,21 @@
 // binds 4791 (a process can, without privileges); processes that share a
 // host and all talk to rxe need an address each (IPv6 gives a host many).
 //
+// # Against rxe
+//
+// make test-rxe-2host runs verbsrt pingpong on this provider, in a guest
+// without rxe, against ibv_rc_pingpong on another guest's rxe, both ways,
+// with 4 KiB and 1-byte messages and the data checked (verbs/ibv/rxevm,
+// cross). With 64 KiB messages the transfer from this provider to rxe
+// can end in RETRY_EXC_ERR under emulation: rxe treats retry_cnt 7 as no
+// limit and keeps retrying, this provider gives up after seven retries
+// without progress, and its socket's receive buffer (capped by the host's
+// net.core.rmem_max) overflows in bursts.
+//
 // # What does not work yet
 //
 // XRC; end-to-end credits; one sendmmsg for a UD chain (RC and UC send
 // what one PostSend, ACK or timer lets out, and a READ's response, with
-// one sendmmsg on Linux: Transport.SendBatch); IPv4; interop tested
-// against rxe.
+// one sendmmsg on Linux: Transport.SendBatch); IPv4; READ, WRITE and the
+// atomics against rxe are not tested.
 package rocev2
