@@ -21,8 +21,8 @@ var ErrNotSupported = errors.New("rocev2: not supported")
 type Receiver interface {
 	// Receive handles p, which is valid only during the call. It runs on
 	// the transport's receive goroutine or in an empty CQ poll of the
-	// transport's device, one packet at a time and
-	// in the order the socket received them.
+	// transport's device, one packet at a time and in the order the
+	// socket received them.
 	Receive(from netip.AddrPort, p *Packet)
 	// Flush runs after the packets the socket held have all been
 	// received, for each Receiver that got one of them: the place to send
@@ -54,11 +54,11 @@ type Transport struct {
 	// them in the order it received them. Lock order: rxMu, then a
 	// Receiver's own lock, then mu.
 	rxMu    sync.Mutex
-	rd      reader     // guarded by rxMu
-	rxPkt   Packet     // guarded by rxMu: the packet being handled
-	touched []Receiver // guarded by rxMu: got packets since the last flush
-	idle    atomic.Uint64
-	rxStop  atomic.Bool // the receive goroutine ends at its next wake-up (tests)
+	rd      reader        // its buffer guarded by rxMu where pollSocket reads (unix)
+	rxPkt   Packet        // guarded by rxMu: the packet being handled
+	touched []Receiver    // guarded by rxMu: got packets since the last flush
+	idle    atomic.Uint64 // pollSocket's calls, to read on every pollEvery-th
+	rxStop  atomic.Bool   // the receive goroutine ends at its next wake-up (tests)
 
 	mu        sync.Mutex // guards receivers and faults; lock order: a Receiver's own lock, then mu
 	receivers map[uint32]Receiver
