@@ -110,10 +110,16 @@ func (q *cq) push(wc *verbs.WC, solicited bool) {
 
 var errCQClosed = verbs.NewError("ibv_poll_cq", verbs.ErrClosed, "CQ")
 
-// Poll copies out up to len(wcs) completions, oldest first.
+// Poll copies out up to len(wcs) completions, oldest first. When it finds
+// none it reads the device's socket itself (Transport.pollSocket), so that
+// completions come while the caller spins, whether or not the scheduler
+// runs the transport's receive goroutine.
 func (q *cq) Poll(wcs []verbs.WC) (int, error) {
 	if q.ready.Load() == 0 {
-		return 0, nil
+		q.ctx.dev.t.pollSocket()
+		if q.ready.Load() == 0 {
+			return 0, nil
+		}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -25,6 +25,20 @@
 // packets a predicate over their decoded headers chooses, as they leave.
 // Timers run on a Clock; tests use ManualClock.
 //
+// Two readers take turns on the socket, one at a time (a mutex held while
+// the packets are handed over and flushed, so they reach their QPs in the
+// order the socket received them): the transport's receive goroutine,
+// which waits in Go's network poller, and a poll of a CQ of the device
+// that finds it empty, which reads without waiting what the socket holds
+// (on every eighth empty poll, to bound the system calls, and only if the
+// lock is free). The second reader is there because the scheduler
+// consults the network poller only when it runs out of goroutines to run,
+// or from sysmon every 10 ms or so, and the runtime's pollers and waiters
+// spin (runtime.Gosched loops, locked threads), so it may never run out:
+// completions then come as fast as something polls. Where a read cannot
+// tell "nothing queued" without waiting (platforms that are not unix),
+// the receive goroutine alone reads.
+//
 // The RC transport (rcQP, internal: the Provider wraps it), requester and
 // responder in one object under one lock: SEND and SEND with
 // immediate, RDMA WRITE and WRITE with immediate, RDMA READ, CMP_AND_SWP
@@ -145,10 +159,21 @@
 // binds 4791 (a process can, without privileges); processes that share a
 // host and all talk to rxe need an address each (IPv6 gives a host many).
 //
+// # Against rxe
+//
+// make test-rxe-2host runs verbsrt pingpong on this provider, in a guest
+// without rxe, against ibv_rc_pingpong on another guest's rxe, both ways,
+// with 4 KiB and 1-byte messages and the data checked (verbs/ibv/rxevm,
+// cross). With 64 KiB messages the transfer from this provider to rxe
+// can end in RETRY_EXC_ERR under emulation: rxe treats retry_cnt 7 as no
+// limit and keeps retrying, this provider gives up after seven retries
+// without progress, and its socket's receive buffer (capped by the host's
+// net.core.rmem_max) overflows in bursts.
+//
 // # What does not work yet
 //
 // XRC; end-to-end credits; one sendmmsg for a UD chain (RC and UC send
 // what one PostSend, ACK or timer lets out, and a READ's response, with
-// one sendmmsg on Linux: Transport.SendBatch); IPv4; interop tested
-// against rxe.
+// one sendmmsg on Linux: Transport.SendBatch); IPv4; READ, WRITE and the
+// atomics against rxe are not tested.
 package rocev2

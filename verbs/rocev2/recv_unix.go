@@ -3,53 +3,52 @@
 package rocev2
 
 import (
+	"errors"
 	"net"
 	"net/netip"
 	"syscall"
 )
 
-// reader reads datagrams from a UDP socket and can tell "nothing queued"
-// without waiting, which Go's net API cannot: an expired read deadline
-// fails before the system call is tried.
+// canPollSocket: a read can tell "nothing queued" without waiting.
+const canPollSocket = true
+
+// reader reads datagrams from a UDP socket without waiting, which Go's net
+// API cannot do: an expired read deadline fails before the system call is
+// tried. It reads through RawConn.Control, which takes no read lock of the
+// descriptor, so a read from pollSocket never waits behind the receive
+// goroutine parked in RawConn.Read; the socket is non-blocking (Go opens
+// it so), and rxMu orders the readers.
 type reader struct {
 	rc  syscall.RawConn
 	buf []byte
-	err error
 }
 
-func newReader(c *net.UDPConn) *reader {
-	r := &reader{buf: make([]byte, maxPacket)}
-	r.rc, r.err = c.SyscallConn()
-	return r
+func newReader(c *net.UDPConn) (reader, error) {
+	rc, err := c.SyscallConn()
+	return reader{rc: rc, buf: make([]byte, maxPacket)}, err
 }
 
-// read returns the next datagram and its source. With noWait it returns
-// empty when none is queued, instead of waiting for one.
-func (r *reader) read(noWait bool) (b []byte, from netip.AddrPort, empty bool, err error) {
-	if r.err != nil {
-		return nil, from, false, r.err
-	}
+// tryRead returns the next datagram and its source, or ok false when none
+// is queued. b is valid until the next call.
+func (r *reader) tryRead() (b []byte, from netip.AddrPort, ok bool, err error) {
 	var n int
 	var sa syscall.Sockaddr
 	var rerr error
-	err = r.rc.Read(func(fd uintptr) bool {
-		n, sa, rerr = syscall.Recvfrom(int(fd), r.buf, 0)
-		if rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK {
-			if noWait {
-				empty = true
-				return true
+	err = r.rc.Control(func(fd uintptr) {
+		for {
+			n, sa, rerr = syscall.Recvfrom(int(fd), r.buf, 0)
+			if rerr != syscall.EINTR {
+				return
 			}
-			return false // wait until the socket is readable
 		}
-		return true
 	})
-	if empty {
-		return nil, from, true, nil
-	}
 	if err == nil {
 		err = rerr
 	}
-	if err != nil {
+	switch {
+	case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
+		return nil, from, false, nil
+	case err != nil:
 		return nil, from, false, err
 	}
 	switch a := sa.(type) {
@@ -58,5 +57,28 @@ func (r *reader) read(noWait bool) (b []byte, from netip.AddrPort, empty bool, e
 	case *syscall.SockaddrInet4:
 		from = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
 	}
-	return r.buf[:n], from, false, nil
+	return r.buf[:n], from, true, nil
+}
+
+// receive is the transport's receive goroutine: it waits in Go's network
+// poller until the socket is readable, then takes rxMu and drains the
+// socket. The drain runs inside RawConn.Read's function, after the
+// poller's readiness was reset, so a packet that comes after the drain saw
+// the socket empty wakes it again; one that pollSocket took in between
+// makes a wake-up that finds nothing. It ends when the socket closes.
+func (t *Transport) receive() {
+	defer close(t.done)
+	for {
+		err := t.rd.rc.Read(func(uintptr) bool {
+			t.rxMu.Lock()
+			empty, err := t.drain(0)
+			t.rxMu.Unlock()
+			// An error other than "nothing queued" (the socket closing, an
+			// ICMP error reported on it) returns, to look at t.closed.
+			return !empty || err != nil
+		})
+		if t.closed.Load() || t.rxStop.Load() || errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
 }

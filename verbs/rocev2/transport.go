@@ -20,7 +20,9 @@ var ErrNotSupported = errors.New("rocev2: not supported")
 // Receiver is what a Transport hands the packets addressed to a QP.
 type Receiver interface {
 	// Receive handles p, which is valid only during the call. It runs on
-	// the transport's receive goroutine, one packet at a time.
+	// the transport's receive goroutine or in an empty CQ poll of the
+	// transport's device, one packet at a time and in the order the
+	// socket received them.
 	Receive(from netip.AddrPort, p *Packet)
 	// Flush runs after the packets the socket held have all been
 	// received, for each Receiver that got one of them: the place to send
@@ -46,6 +48,18 @@ type Transport struct {
 	local netip.AddrPort
 	clock Clock
 
+	// rxMu admits one reader of the socket at a time, the receive
+	// goroutine or pollSocket, and is held while it hands the packets to
+	// the Receivers and flushes them, so that a socket's packets reach
+	// them in the order it received them. Lock order: rxMu, then a
+	// Receiver's own lock, then mu.
+	rxMu    sync.Mutex
+	rd      reader        // its buffer guarded by rxMu where pollSocket reads (unix)
+	rxPkt   Packet        // guarded by rxMu: the packet being handled
+	touched []Receiver    // guarded by rxMu: got packets since the last flush
+	idle    atomic.Uint64 // pollSocket's calls, to read on every pollEvery-th
+	rxStop  atomic.Bool   // the receive goroutine ends at its next wake-up (tests)
+
 	mu        sync.Mutex // guards receivers and faults; lock order: a Receiver's own lock, then mu
 	receivers map[uint32]Receiver
 	faults    []*faultRule
@@ -53,6 +67,7 @@ type Transport struct {
 
 	stats struct {
 		sent, received, badICRC, malformed, noQP, faulted atomic.Uint64
+		pollReads, pollPackets                            atomic.Uint64
 	}
 	closed atomic.Bool
 	done   chan struct{}
@@ -66,6 +81,8 @@ type Stats struct {
 	Malformed      uint64 // dropped: the decoder refused them
 	NoQP           uint64 // dropped: no Receiver for the destination QP
 	Faulted        uint64 // packets an injected fault acted on
+	PollReads      uint64 // reads of the socket by empty CQ polls, without waiting
+	PollPackets    uint64 // packets those reads received
 }
 
 // Listen opens a Transport on cfg.Addr.
@@ -85,7 +102,12 @@ func Listen(cfg TransportConfig) (*Transport, error) {
 	// kernel caps it at net.core.rmem_max without an error.
 	conn.SetReadBuffer(4 << 20)
 	tuneSocket(conn)
-	t := &Transport{conn: conn, clock: cfg.Clock, receivers: make(map[uint32]Receiver), done: make(chan struct{})}
+	rd, err := newReader(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	t := &Transport{conn: conn, clock: cfg.Clock, rd: rd, receivers: make(map[uint32]Receiver), done: make(chan struct{})}
 	if t.clock == nil {
 		t.clock = SystemClock{}
 	}
@@ -135,7 +157,8 @@ func (t *Transport) quiesce() {
 func (t *Transport) Stats() Stats {
 	return Stats{Sent: t.stats.sent.Load(), Received: t.stats.received.Load(),
 		BadICRC: t.stats.badICRC.Load(), Malformed: t.stats.malformed.Load(),
-		NoQP: t.stats.noQP.Load(), Faulted: t.stats.faulted.Load()}
+		NoQP: t.stats.noQP.Load(), Faulted: t.stats.faulted.Load(),
+		PollReads: t.stats.pollReads.Load(), PollPackets: t.stats.pollPackets.Load()}
 }
 
 // Close closes the socket and waits for the receive goroutine to end.
@@ -231,50 +254,94 @@ func (t *Transport) write(to netip.AddrPort, b []byte) error {
 	return err
 }
 
-// receive reads packets until the socket closes. Once the socket has no
-// packet queued it flushes the Receivers that got packets since the last
-// flush, so a burst is acknowledged once.
-func (t *Transport) receive() {
-	defer close(t.done)
-	r := newReader(t.conn)
-	var touched []Receiver
-	var p Packet
-	for {
-		b, from, empty, err := r.read(len(touched) > 0)
-		if empty {
-			for i, x := range touched {
-				x.Flush()
-				touched[i] = nil
-			}
-			touched = touched[:0]
-			continue
-		}
-		if err != nil {
-			if t.closed.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue // an ICMP error reported on the socket, for instance
-		}
-		h := t.header(from, t.local)
-		if err := CheckICRC(b, &h); err != nil {
-			t.stats.badICRC.Add(1)
-			continue
-		}
-		if err := p.Decode(b); err != nil {
-			t.stats.malformed.Add(1)
-			continue
-		}
-		t.mu.Lock()
-		rc := t.receivers[p.BTH.DestQP]
-		t.mu.Unlock()
-		if rc == nil {
-			t.stats.noQP.Add(1)
-			continue
-		}
-		t.stats.received.Add(1)
-		rc.Receive(from, &p)
-		if !slices.Contains(touched, rc) {
-			touched = append(touched, rc)
-		}
+// pollEvery is how many calls of pollSocket make one read of the socket.
+// A read that finds nothing costs a system call, and a spinning poller
+// calls pollSocket as fast as it polls; reading on every pollEvery-th call
+// bounds the system calls to a fraction of its polls, and a packet waits
+// for at most pollEvery-1 empty polls more than it would if every poll
+// read.
+const pollEvery = 8
+
+// pollSocket is what an empty poll of a CQ of the transport's device
+// does: on every pollEvery-th call (the first included), unless the
+// receive goroutine or another poll is reading the socket, it reads what
+// the socket holds without waiting, at most pollBurst packets, and hands
+// them to their Receivers as the receive goroutine does. It makes
+// receiving independent of the scheduler: the receive goroutine waits in
+// Go's network poller, which the scheduler consults only when it runs out
+// of goroutines to run, or from sysmon every 10 ms or so, and pollers that
+// spin (runtime.Gosched loops, locked threads) never let it run out.
+// Where the platform cannot read without waiting (not unix) it does
+// nothing. Safe for concurrent use; a Receiver's lock must not be held.
+func (t *Transport) pollSocket() {
+	if !canPollSocket || (t.idle.Add(1)-1)%pollEvery != 0 || t.closed.Load() {
+		return
 	}
+	if !t.rxMu.TryLock() {
+		return // another reader has the socket, in order
+	}
+	before := t.stats.received.Load()
+	t.stats.pollReads.Add(1)
+	t.drain(pollBurst)
+	t.stats.pollPackets.Add(t.stats.received.Load() - before)
+	t.rxMu.Unlock()
+}
+
+// pollBurst bounds the packets one pollSocket handles, so that a poll
+// returns in bounded time while packets keep coming; the rest wait for the
+// next poll or the receive goroutine.
+const pollBurst = 64
+
+// drain reads the packets the socket holds without waiting, at most max
+// of them (0: until none is left), hands each to its Receiver, then
+// flushes the Receivers that got one: a burst is acknowledged once. It
+// reports whether it found the socket empty, and a read's error other
+// than "nothing queued". t.rxMu must be held.
+func (t *Transport) drain(max int) (empty bool, err error) {
+	defer t.flush()
+	for n := 0; max == 0 || n < max; n++ {
+		b, from, ok, err := t.rd.tryRead()
+		if err != nil || !ok {
+			return err == nil, err
+		}
+		t.handle(b, from)
+	}
+	return false, nil
+}
+
+// handle checks the ICRC of the datagram b from `from`, decodes it and
+// hands it to the Receiver of its destination QP. t.rxMu must be held.
+func (t *Transport) handle(b []byte, from netip.AddrPort) {
+	h := t.header(from, t.local)
+	if err := CheckICRC(b, &h); err != nil {
+		t.stats.badICRC.Add(1)
+		return
+	}
+	p := &t.rxPkt
+	if err := p.Decode(b); err != nil {
+		t.stats.malformed.Add(1)
+		return
+	}
+	t.mu.Lock()
+	rc := t.receivers[p.BTH.DestQP]
+	t.mu.Unlock()
+	if rc == nil {
+		t.stats.noQP.Add(1)
+		return
+	}
+	t.stats.received.Add(1)
+	rc.Receive(from, p)
+	if !slices.Contains(t.touched, rc) {
+		t.touched = append(t.touched, rc)
+	}
+}
+
+// flush flushes the Receivers that got packets since the last flush.
+// t.rxMu must be held.
+func (t *Transport) flush() {
+	for i, x := range t.touched {
+		x.Flush()
+		t.touched[i] = nil
+	}
+	t.touched = t.touched[:0]
 }
