@@ -364,7 +364,6 @@ func (e *ppEnd) run(ctx context.Context, w io.Writer) error {
 		pending |= ppSendWRID
 	}
 	var wcs [2]verbs.WC
-	netpolled := cfg.provider == "rocev2"
 	rcnt, scnt := 0, 0
 	start := time.Now()
 	for rcnt < cfg.iters || scnt < cfg.iters {
@@ -394,15 +393,6 @@ func (e *ppEnd) run(ctx context.Context, w io.Writer) error {
 			// goroutines run (a soft provider's engine needs a P) and
 			// giving up when ctx ends.
 			runtime.Gosched()
-			if netpolled && empty%64 == 0 {
-				// rocev2's packets arrive through Go's netpoller, which a
-				// P polls only when it finds no goroutine to run: a
-				// Gosched loop always finds itself on the global run
-				// queue, and sysmon polls for it only every 10 ms, a
-				// wait per packet. Parking a moment leaves the P idle,
-				// and an idle P polls the network.
-				time.Sleep(time.Microsecond)
-			}
 			if empty%1024 == 0 && ctx.Err() != nil {
 				return fmt.Errorf("poll CQ: %w", ctx.Err())
 			}
