@@ -332,8 +332,8 @@ func TestRCLostACK(t *testing.T) {
 }
 
 // TestRCRetryExceeded loses every transmission: after the first send and
-// retry_cnt retransmissions the WR fails with RETRY_EXC_ERR and the rest
-// of the queue flushes.
+// retry_cnt retransmissions of the oldest packet the WR fails with
+// RETRY_EXC_ERR and the rest of the queue flushes.
 func TestRCRetryExceeded(t *testing.T) {
 	const retry = 2
 	p := newPair(t, 256, retry, 7)
@@ -344,11 +344,16 @@ func TestRCRetryExceeded(t *testing.T) {
 	p.waitHit(t) // 2
 	for i := range retry {
 		p.clock.Advance(testTimeout)
-		// Go-back-N resends both.
-		if pk := p.waitHit(t); pk.BTH.PSN != 0xfffffe {
-			t.Fatalf("retry %d resent PSN %d first", i, pk.BTH.PSN)
+		// A timeout resends the oldest unacknowledged packet alone, and
+		// asks for an ACK.
+		if pk := p.waitHit(t); pk.BTH.PSN != 0xfffffe || !pk.BTH.AckReq {
+			t.Fatalf("retry %d resent %v", i, &pk)
 		}
-		p.waitHit(t)
+		select {
+		case pk := <-p.hits:
+			t.Fatalf("retry %d resent %v too", i, &pk)
+		default:
+		}
 		noWC(t, p.wcA)
 	}
 	p.clock.Advance(testTimeout)
@@ -515,8 +520,10 @@ func TestRCInvalidRequest(t *testing.T) {
 }
 
 // TestRCAckSkipsResent acknowledges packets the requester was about to
-// send again after going back: it completes their WRs and resumes after
-// them instead of resending them.
+// send again after going back: it completes their WRs, and sends nothing
+// that it sent before the go-back again (the ACK shows those packets are
+// reaching the responder) until the ACK timeout, which resends the oldest
+// unacknowledged one.
 func TestRCAckSkipsResent(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
 	sent := make(chan Packet, 16)
@@ -534,8 +541,14 @@ func TestRCAckSkipsResent(t *testing.T) {
 	p.a.Receive(p.tb.LocalAddr(), &ack)
 	expectWC(t, p.wcA, 1, verbs.WCSuccess)
 	expectWC(t, p.wcA, 2, verbs.WCSuccess)
+	select {
+	case pk := <-sent:
+		t.Fatalf("sent %v again after the ACK", &pk)
+	default:
+	}
+	p.clock.Advance(testTimeout)
 	if pk := next(t, sent); pk.BTH.PSN != start.Add(2) {
-		t.Fatalf("sent PSN %d after the ACK, want %d", pk.BTH.PSN, start.Add(2))
+		t.Fatalf("sent PSN %d after the timeout, want %d", pk.BTH.PSN, start.Add(2))
 	}
 	// A stale ACK changes nothing.
 	p.a.Receive(p.tb.LocalAddr(), &ack)
