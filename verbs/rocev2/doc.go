@@ -63,9 +63,11 @@
 // and spends a retry too, as a timeout does. Below its window the
 // requester keeps a smaller one: a timeout shrinks it to one packet and a
 // sequence NAK halves it; each ACK that shows progress grows it by the
-// packets it acknowledged and resets the retry count. An ACK for packets
-// sent before a go-back and not sent again shows they are reaching the
-// responder, so sending resumes after them instead of resending them. A
+// packets it acknowledged (at most doubling it) and resets the retry
+// count. An ACK for packets sent before a go-back and not sent again shows
+// they are reaching the responder, so sending resumes with new packets
+// after them instead of resending them (with nothing new to send, at the
+// oldest unacknowledged packet, within that smaller window). A
 // timeout thus costs one packet, not a window: a receiver slower than the
 // timeout (rxe under emulation), which still has the window on its way,
 // is not buried under duplicates of it (TestRCSlowReceiver). The

@@ -88,10 +88,13 @@ func (q *rcQP) pump() {
 func (q *rcQP) sendWindow() int { return min(q.window, q.cwnd) }
 
 // advance moves the oldest unacknowledged PSN to una, a PSN after it, and
-// opens the window by as many packets as that acknowledged: they have left
-// the path, so as many may take their place.
+// opens the window by as many packets as that acknowledged (they have left
+// the path, so as many may take their place), but at most doubles it: an
+// ACK for packets sent before a timeout acknowledges more than the window
+// that followed it let out.
 func (q *rcQP) advance(una PSN) {
-	q.cwnd = min(q.window, q.cwnd+una.Diff(q.una))
+	n := una.Diff(q.una)
+	q.cwnd = min(q.window, q.cwnd+min(n, q.cwnd))
 	q.una = una
 }
 
@@ -278,11 +281,15 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 	if q.next < 0 || q.sndPSN.Before(q.una) {
 		// The ACK covers packets sent before a go-back and not sent again
 		// since: the responder is receiving what was sent before it, and
-		// the rest of that is likely on its way too. Sending resumes
-		// after the last packet ever sent; a packet of it that was lost
-		// draws a sequence NAK when a later one arrives, or the next
-		// timeout resends it.
+		// the rest of that is likely on its way too. Sending resumes with
+		// new packets, after the last one ever sent: a packet lost before
+		// them draws a sequence NAK when they arrive. With nothing new to
+		// send, nothing would bring that NAK, and it resumes at the
+		// oldest unacknowledged packet, within the window.
 		q.seek(q.maxPSN)
+		if q.next == len(q.sq) {
+			q.seek(q.una)
+		}
 	}
 	if progress && !q.rnrWait {
 		q.retries = q.cfg.RetryCnt
