@@ -20,7 +20,11 @@
 // the ICRC sealed on send and checked on receive (a bad one is counted and
 // dropped, as rxe drops it), packets routed to a Receiver by destination
 // QP, and after each burst the socket held, one Flush per Receiver that
-// got packets, where a responder sends one ACK for the whole burst. Fault
+// got packets, where a responder sends one ACK for the whole burst. The
+// socket asks for a receive buffer of DefaultReadBuffer (4 MiB), forced
+// past net.core.rmem_max with SO_RCVBUFFORCE where the process has
+// CAP_NET_ADMIN, capped at rmem_max otherwise; Stats.ReadBuffer reports
+// what the kernel granted. Fault
 // injection (Inject) drops, duplicates, reorders, delays or corrupts the
 // packets a predicate over their decoded headers chooses, as they leave.
 // Timers run on a Clock; tests use ManualClock.
@@ -49,13 +53,24 @@
 // FIRST/MIDDLE/LAST/ONLY opcodes; PSNs wrap at 2^24; at most 64 KiB of
 // packets (and at most 64) are unacknowledged, and at most max_rd_atomic
 // READs and atomics await their response. The requester asks for an
-// ACK on the last packet of each message and every quarter window; an ACK
-// acknowledges every PSN up to its own, and the responder sends one per
-// burst (Receiver.Flush). The requester retransmits from the oldest
-// unacknowledged PSN when the local ACK timeout passes, up to retry_cnt
-// times without progress, then fails the WR with RETRY_EXC_ERR and
-// flushes the rest; a NAK for a PSN sequence error sends it back to the
-// NAK's PSN (go-back-N) and spends a retry too, as a timeout does. The
+// ACK on the last packet of each message, every quarter window and on the
+// packet that fills the window; an ACK acknowledges every PSN up to its
+// own, and the responder sends one per burst (Receiver.Flush). The
+// requester resends the oldest unacknowledged packet, alone, when the
+// local ACK timeout passes, up to retry_cnt times in a row without
+// progress, then fails the WR with RETRY_EXC_ERR and flushes the rest; a
+// NAK for a PSN sequence error sends it back to the NAK's PSN (go-back-N)
+// and spends a retry too, as a timeout does. Below its window the
+// requester keeps a smaller one: a timeout shrinks it to one packet and a
+// sequence NAK halves it; each ACK that shows progress grows it by the
+// packets it acknowledged (at most doubling it) and resets the retry
+// count. An ACK for packets sent before a go-back and not sent again shows
+// they are reaching the responder, so sending resumes with new packets
+// after them instead of resending them (with nothing new to send, at the
+// oldest unacknowledged packet, within that smaller window). A
+// timeout thus costs one packet, not a window: a receiver slower than the
+// timeout (rxe under emulation), which still has the window on its way,
+// is not buried under duplicates of it (TestRCSlowReceiver). The
 // responder NAKs a gap once and drops what follows until the expected PSN
 // comes; it acknowledges duplicates again without executing them, except
 // a duplicate READ, which it answers again from memory (a READ resumed
@@ -163,12 +178,12 @@
 //
 // make test-rxe-2host runs verbsrt pingpong on this provider, in a guest
 // without rxe, against ibv_rc_pingpong on another guest's rxe, both ways,
-// with 4 KiB and 1-byte messages and the data checked (verbs/ibv/rxevm,
-// cross). With 64 KiB messages the transfer from this provider to rxe
-// can end in RETRY_EXC_ERR under emulation: rxe treats retry_cnt 7 as no
-// limit and keeps retrying, this provider gives up after seven retries
-// without progress, and its socket's receive buffer (capped by the host's
-// net.core.rmem_max) overflows in bursts.
+// with 64 KiB, 4 KiB and 1-byte messages and the data checked
+// (verbs/ibv/rxevm, cross). rxe treats retry_cnt 7 as no limit; this
+// provider counts it as seven timeouts in a row without progress, as the
+// IB specification does, which a receiver slower than the ACK timeout
+// reaches only if each timeout adds a window of duplicates to what it has
+// to work through: hence one packet per timeout.
 //
 // # What does not work yet
 //

@@ -198,6 +198,11 @@ type rcQP struct {
 	rnrWait    bool
 	window     int // packets
 	ackEvery   int
+	// cwnd bounds the packets sent and not acknowledged below window: one
+	// after a local ACK timeout, so that the timeout resends only the
+	// oldest unacknowledged packet, half after a sequence NAK, and it
+	// grows back by what each ACK acknowledges (sendWindow).
+	cwnd int
 
 	// Responder.
 	rq         []recvWQE
@@ -230,6 +235,7 @@ func newRCQP(t *Transport, cfg rcConfig) *rcQP {
 	q := &rcQP{cfg: cfg, t: t, sndPSN: cfg.SQPSN, tailPSN: cfg.SQPSN, una: cfg.SQPSN, maxPSN: cfg.SQPSN,
 		ePSN: cfg.RQPSN, retries: cfg.RetryCnt, rnrRetries: cfg.RNRRetry}
 	q.window, q.ackEvery = window(cfg.MTU)
+	q.cwnd = q.window
 	t.Register(cfg.QPN, q)
 	return q
 }

@@ -332,8 +332,8 @@ func TestRCLostACK(t *testing.T) {
 }
 
 // TestRCRetryExceeded loses every transmission: after the first send and
-// retry_cnt retransmissions the WR fails with RETRY_EXC_ERR and the rest
-// of the queue flushes.
+// retry_cnt retransmissions of the oldest packet the WR fails with
+// RETRY_EXC_ERR and the rest of the queue flushes.
 func TestRCRetryExceeded(t *testing.T) {
 	const retry = 2
 	p := newPair(t, 256, retry, 7)
@@ -344,11 +344,16 @@ func TestRCRetryExceeded(t *testing.T) {
 	p.waitHit(t) // 2
 	for i := range retry {
 		p.clock.Advance(testTimeout)
-		// Go-back-N resends both.
-		if pk := p.waitHit(t); pk.BTH.PSN != 0xfffffe {
-			t.Fatalf("retry %d resent PSN %d first", i, pk.BTH.PSN)
+		// A timeout resends the oldest unacknowledged packet alone, and
+		// asks for an ACK.
+		if pk := p.waitHit(t); pk.BTH.PSN != 0xfffffe || !pk.BTH.AckReq {
+			t.Fatalf("retry %d resent %v", i, &pk)
 		}
-		p.waitHit(t)
+		select {
+		case pk := <-p.hits:
+			t.Fatalf("retry %d resent %v too", i, &pk)
+		default:
+		}
 		noWC(t, p.wcA)
 	}
 	p.clock.Advance(testTimeout)

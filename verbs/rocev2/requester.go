@@ -13,7 +13,7 @@ func (q *rcQP) pump() {
 		return
 	}
 	defer q.batch()()
-	for q.next < len(q.sq) && q.sndPSN.Diff(q.una) < q.window {
+	for q.next < len(q.sq) && q.sndPSN.Diff(q.una) < q.sendWindow() {
 		w := q.sq[q.next]
 		k := q.nextPkt
 		if w.localErr != verbs.WCSuccess {
@@ -84,6 +84,20 @@ func (q *rcQP) pump() {
 	}
 }
 
+// sendWindow is how many packets may be sent and not acknowledged now.
+func (q *rcQP) sendWindow() int { return min(q.window, q.cwnd) }
+
+// advance moves the oldest unacknowledged PSN to una, a PSN after it, and
+// opens the window by as many packets as that acknowledged (they have left
+// the path, so as many may take their place), but at most doubles it: an
+// ACK for packets sent before a timeout acknowledges more than the window
+// that followed it let out.
+func (q *rcQP) advance(una PSN) {
+	n := una.Diff(q.una)
+	q.cwnd = min(q.window, q.cwnd+min(n, q.cwnd))
+	q.una = una
+}
+
 // mayRead reports whether the READ or atomic at q.next may be sent: fewer
 // than max_rd_atomic of those before it await their response. (A READ
 // resent from its middle counts once, as itself.)
@@ -150,8 +164,11 @@ func (q *rcQP) sendData(w *sendWQE, k int) {
 	p.ImmDt.Imm = w.imm
 	p.BTH.Solicited = last && w.solicited
 	// The last packet of a message asks for an ACK, and so does every
-	// ackEvery-th, so a long message frees its window before it ends.
-	p.BTH.AckReq = !q.cfg.UC && (last || k%q.ackEvery == q.ackEvery-1)
+	// ackEvery-th, so a long message frees its window before it ends, and
+	// the packet that fills the window, which nothing follows until an
+	// ACK comes (after a timeout, the one packet resent).
+	p.BTH.AckReq = !q.cfg.UC && (last || k%q.ackEvery == q.ackEvery-1 ||
+		q.sndPSN.Next().Diff(q.una) >= q.sendWindow())
 	q.send(p)
 }
 
@@ -178,10 +195,21 @@ func (q *rcQP) sendAtomic(w *sendWQE) {
 // ackTimeout runs when the local ACK timeout passes without progress:
 // go back to the oldest unacknowledged packet, or fail once retry_cnt
 // retransmissions are spent.
+//
+// It resends that one packet only, asking for an ACK (the window shrinks
+// to one packet and grows back by what ACKs acknowledge). A timeout does
+// not tell a lost window from one still on its way to a receiver slower
+// than the timeout; resending the whole window at each timeout would, in
+// the second case, queue a window of duplicates in front of that receiver
+// per timeout (rxe answers each with an ACK of its own), until the ACKs
+// that show progress come later than retry_cnt timeouts. If the ACK for
+// the resent packet acknowledges packets sent before the timeout too,
+// those were on their way, and sending resumes after them (acknowledge).
 func (q *rcQP) ackTimeout() {
 	if len(q.sq) == 0 || q.maxPSN == q.una {
 		return
 	}
+	q.cwnd = 1
 	q.retry(q.una)
 }
 
@@ -247,13 +275,21 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 		progress = true
 	}
 	if una.After(q.una) && !una.After(q.maxPSN) {
-		q.una = una
+		q.advance(una)
 		progress = true
 	}
 	if q.next < 0 || q.sndPSN.Before(q.una) {
-		// The ACK covers packets sent before a go-back that were being
-		// sent again: skip them.
-		q.seek(q.una)
+		// The ACK covers packets sent before a go-back and not sent again
+		// since: the responder is receiving what was sent before it, and
+		// the rest of that is likely on its way too. Sending resumes with
+		// new packets, after the last one ever sent: a packet lost before
+		// them draws a sequence NAK when they arrive. With nothing new to
+		// send, nothing would bring that NAK, and it resumes at the
+		// oldest unacknowledged packet, within the window.
+		q.seek(q.maxPSN)
+		if q.next == len(q.sq) {
+			q.seek(q.una)
+		}
 	}
 	if progress && !q.rnrWait {
 		q.retries = q.cfg.RetryCnt
@@ -325,6 +361,9 @@ func (q *rcQP) requesterReceive(p *Packet) {
 		q.acknowledge(psn.Add(-1))
 		switch s.Value() {
 		case NAKPSNSequenceError:
+			// A packet was lost: halve the window, as the path had no room
+			// for all of it.
+			q.cwnd = max(1, q.sendWindow()/2)
 			q.retry(psn)
 		case NAKInvalidRequest:
 			q.fail(verbs.WCRemInvReqErr)
@@ -375,7 +414,7 @@ func (q *rcQP) readResponse(p *Packet) {
 	}
 	copy(w.data[off:], p.Payload)
 	w.readRecv++
-	q.una = psn.Next()
+	q.advance(psn.Next())
 	if w.readRecv == w.npkts {
 		q.acknowledge(psn)
 	} else {
@@ -402,7 +441,7 @@ func (q *rcQP) atomicResponse(p *Packet) {
 		binary.NativeEndian.PutUint64(w.data, p.AtomicAckETH.OrigRemData)
 	}
 	w.readRecv = 1
-	q.una = psn.Next()
+	q.advance(psn.Next())
 	q.acknowledge(psn)
 	q.pump()
 }

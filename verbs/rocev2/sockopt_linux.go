@@ -24,3 +24,24 @@ func tuneSocket(c *net.UDPConn) {
 		syscall.SetsockoptInt(int(fd), syscall.IPPROTO_UDP, udpNoCheck6RX, 1)
 	})
 }
+
+// setReadBuffer asks for a receive buffer of n bytes and returns what the
+// kernel granted, as SO_RCVBUF reads back (Linux doubles the request to
+// cover its per-packet bookkeeping, and each datagram is charged its
+// length plus that bookkeeping). SO_RCVBUFFORCE, which needs CAP_NET_ADMIN,
+// goes past net.core.rmem_max; without the capability SO_RCVBUF is capped
+// at rmem_max, silently.
+func setReadBuffer(c *net.UDPConn, n int) int {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	got := 0
+	rc.Control(func(fd uintptr) {
+		if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, n) != nil {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+		}
+		got, _ = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF)
+	})
+	return got
+}

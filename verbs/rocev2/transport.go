@@ -38,15 +38,28 @@ type TransportConfig struct {
 	Addr netip.AddrPort
 	// Clock drives injected delays; nil means SystemClock.
 	Clock Clock
+	// ReadBuffer is the receive buffer to ask the socket for, in bytes; 0
+	// means DefaultReadBuffer. Stats.ReadBuffer says what was granted.
+	ReadBuffer int
 }
+
+// DefaultReadBuffer is the receive buffer a Transport asks for: room for
+// the bursts of several peers' windows (a window is at most 64 KiB of
+// payload, and a datagram is charged more than its length), so that a
+// receiver that falls behind queues packets instead of dropping them.
+// Unprivileged, the kernel caps it at net.core.rmem_max (on Linux about
+// 208 KiB unless an administrator raised it); with CAP_NET_ADMIN the
+// transport forces it past that cap (SO_RCVBUFFORCE).
+const DefaultReadBuffer = 4 << 20
 
 // Transport sends and receives RoCE v2 packets on one UDP socket, with
 // the ICRC computed and checked, and packets dispatched to Receivers by
 // destination QP. Safe for concurrent use.
 type Transport struct {
-	conn  *net.UDPConn
-	local netip.AddrPort
-	clock Clock
+	conn    *net.UDPConn
+	local   netip.AddrPort
+	clock   Clock
+	readBuf int // the receive buffer the kernel granted, as SO_RCVBUF reads back
 
 	// rxMu admits one reader of the socket at a time, the receive
 	// goroutine or pollSocket, and is held while it hands the packets to
@@ -83,6 +96,12 @@ type Stats struct {
 	Faulted        uint64 // packets an injected fault acted on
 	PollReads      uint64 // reads of the socket by empty CQ polls, without waiting
 	PollPackets    uint64 // packets those reads received
+	// ReadBuffer is the socket's receive buffer in bytes, as the kernel
+	// reports it after the transport asked for TransportConfig.ReadBuffer
+	// (on Linux twice the size granted, the half it adds being its
+	// allowance for per-packet bookkeeping); 0 where the platform does not
+	// say.
+	ReadBuffer uint64
 }
 
 // Listen opens a Transport on cfg.Addr.
@@ -98,16 +117,18 @@ func Listen(cfg TransportConfig) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A larger buffer absorbs bursts (read responses are not paced); the
-	// kernel caps it at net.core.rmem_max without an error.
-	conn.SetReadBuffer(4 << 20)
+	want := cfg.ReadBuffer
+	if want <= 0 {
+		want = DefaultReadBuffer
+	}
+	readBuf := setReadBuffer(conn, want)
 	tuneSocket(conn)
 	rd, err := newReader(conn)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	t := &Transport{conn: conn, clock: cfg.Clock, rd: rd, receivers: make(map[uint32]Receiver), done: make(chan struct{})}
+	t := &Transport{conn: conn, clock: cfg.Clock, readBuf: readBuf, rd: rd, receivers: make(map[uint32]Receiver), done: make(chan struct{})}
 	if t.clock == nil {
 		t.clock = SystemClock{}
 	}
@@ -158,7 +179,8 @@ func (t *Transport) Stats() Stats {
 	return Stats{Sent: t.stats.sent.Load(), Received: t.stats.received.Load(),
 		BadICRC: t.stats.badICRC.Load(), Malformed: t.stats.malformed.Load(),
 		NoQP: t.stats.noQP.Load(), Faulted: t.stats.faulted.Load(),
-		PollReads: t.stats.pollReads.Load(), PollPackets: t.stats.pollPackets.Load()}
+		PollReads: t.stats.pollReads.Load(), PollPackets: t.stats.pollPackets.Load(),
+		ReadBuffer: uint64(t.readBuf)}
 }
 
 // Close closes the socket and waits for the receive goroutine to end.
