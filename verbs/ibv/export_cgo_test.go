@@ -32,3 +32,7 @@ func GIDTableFromSysfs(c verbs.Context, port uint8) ([]verbs.GIDEntry, error) {
 	}
 	return readGIDTable(sysfsRoot, x.dev.name, port, pa.LinkLayer)
 }
+
+// HasGIDTable reports whether the libibverbs loaded has
+// _ibv_query_gid_table.
+var HasGIDTable = hasGIDTable

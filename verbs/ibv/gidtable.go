@@ -76,6 +76,10 @@ func (x *devContext) queryGIDTableVerbs() ([]ibvGIDEntry, error) {
 	return out, nil
 }
 
+// hasGIDTable reports whether the libibverbs loaded has
+// ibv_query_gid_table (rdma-core 32 and later).
+func hasGIDTable() bool { return C.vrt_has_query_gid_table() != 0 }
+
 // PCIAddress implements verbs.PCIAddresser from sysfs: "" for a device
 // without a PCI function (rxe, siw) or where sysfs cannot be read.
 func (d *device) PCIAddress() string { return readPCIAddress(sysfsRoot, d.name) }

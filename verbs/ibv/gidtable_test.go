@@ -3,7 +3,13 @@
 package ibv_test
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -70,5 +76,72 @@ func TestGIDTableSources(t *testing.T) {
 				t.Errorf("%s port %d: GIDs of %v, want link-local, IPv4 and IPv6", dev.Name(), port, classes)
 			}
 		}
+	}
+}
+
+// TestOptionalSymbol loads, in a child process, a libibverbs that exports
+// every function the package requires and not _ibv_query_gid_table, as
+// rdma-core before 32 does: the library loads (Libraries reports no error)
+// and the GID table's libibverbs path is off, so QueryGIDTable reads sysfs.
+// The machine's own libibverbs, where it is rdma-core 32 or later, has the
+// function. The stub is built from the required names in lib.c.
+func TestOptionalSymbol(t *testing.T) {
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("no C compiler (%s) to build a stub libibverbs", cc)
+	}
+	src, err := os.ReadFile("lib.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, _ := strings.Cut(string(src), "verbs_syms[] = {")
+	block, _, _ = strings.Cut(block, "};")
+	var stub strings.Builder
+	names := regexp.MustCompile(`SYM\(vrt_ibv, "(\w+)", (\w+)\)`).FindAllStringSubmatch(block, -1)
+	for _, m := range names {
+		fmt.Fprintf(&stub, "void *%s%s(void) { return 0; }\n", m[1], m[2])
+	}
+	if len(names) < 10 {
+		t.Fatalf("found %d required symbols in lib.c", len(names))
+	}
+	dir := t.TempDir()
+	so := filepath.Join(dir, "libverbsrt-stub-ibverbs.so.1")
+	if err := os.WriteFile(filepath.Join(dir, "stub.c"), []byte(stub.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", so, filepath.Join(dir, "stub.c")).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	child := func(libs string) map[string]string {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), missingLibsEnv+"="+libs)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		lines := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if k, v, ok := strings.Cut(l, ": "); ok {
+				lines[k] = v
+			}
+		}
+		return lines
+	}
+	lines := child(so + ",libverbsrt-absent-rdmacm.so.1")
+	if l := lines["library libibverbs"]; !strings.HasPrefix(l, "<nil>") {
+		t.Errorf("libibverbs without _ibv_query_gid_table: %q, want it loaded", l)
+	}
+	if l := lines["gid table"]; l != "false" {
+		t.Errorf("libibverbs without _ibv_query_gid_table: gid table %q, want false", l)
+	}
+	lines = child("libibverbs.so.1,librdmacm.so.1")
+	if !strings.HasPrefix(lines["library libibverbs"], "<nil>") {
+		t.Skipf("no libibverbs on this machine: %s", lines["library libibverbs"])
+	}
+	if l := lines["gid table"]; l != "true" {
+		t.Errorf("the machine's libibverbs (%s): gid table %q, want true (rdma-core 32 and later)", lines["library libibverbs"], l)
 	}
 }

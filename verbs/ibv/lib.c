@@ -284,3 +284,5 @@ ssize_t vrt_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entri
 		return -ENOSYS;
 	return vrt_ibv.query_gid_table(ctx, entries, max, 0, sizeof *entries);
 }
+
+int vrt_has_query_gid_table(void) { return vrt_ibv.query_gid_table != NULL; }

@@ -61,6 +61,10 @@ struct ibv_srq *vrt_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_a
 struct ibv_xrcd *vrt_open_xrcd_ex(struct ibv_context *ctx, struct ibv_xrcd_init_attr *attr);
 int vrt_get_srq_num_ex(struct ibv_srq *srq, uint32_t *num);
 
+// vrt_has_query_gid_table is 1 when the loaded libibverbs has
+// _ibv_query_gid_table.
+int vrt_has_query_gid_table(void);
+
 // vrt_query_gid_table is ibv_query_gid_table: the valid GID entries of every
 // port of ctx, up to max, with their types and netdevs' ifindexes; how many,
 // or -errno. -ENOSYS when the library has no _ibv_query_gid_table.
