@@ -140,6 +140,12 @@ enum ibv_xrcd_init_attr_mask {
 	IBV_XRCD_INIT_ATTR_OFLAGS = 1 << 1,
 };
 
+enum ibv_gid_type {
+	IBV_GID_TYPE_IB,
+	IBV_GID_TYPE_ROCE_V1,
+	IBV_GID_TYPE_ROCE_V2,
+};
+
 // ---- libibverbs: structs passed in whole ----------------------------------
 
 union ibv_gid {
@@ -148,6 +154,17 @@ union ibv_gid {
 		uint64_t subnet_prefix; // big-endian
 		uint64_t interface_id;  // big-endian
 	} global;
+};
+
+// ibv_gid_entry is what _ibv_query_gid_table fills, one per valid entry of
+// every port. Its size is passed in (entry_size): libibverbs and the kernel
+// fill no more than that.
+struct ibv_gid_entry {
+	union ibv_gid gid;
+	uint32_t gid_index;
+	uint32_t port_num;
+	uint32_t gid_type; // enum ibv_gid_type
+	uint32_t ndev_ifindex; // 0 for none; an ifindex of the netdev's own namespace
 };
 
 struct ibv_device_attr {

@@ -19,6 +19,7 @@ var abiFields = []struct {
 	fields string
 }{
 	{"union ibv_gid", true, "raw global.subnet_prefix global.interface_id"},
+	{"struct ibv_gid_entry", true, "gid gid_index port_num gid_type ndev_ifindex"},
 	{"struct ibv_device_attr", true, "fw_ver node_guid sys_image_guid max_mr_size page_size_cap vendor_id " +
 		"vendor_part_id hw_ver max_qp max_qp_wr device_cap_flags max_sge max_sge_rd max_cq max_cqe max_mr " +
 		"max_pd max_qp_rd_atom max_ee_rd_atom max_res_rd_atom max_qp_init_rd_atom max_ee_init_rd_atom " +
@@ -71,7 +72,7 @@ var abiFields = []struct {
 }
 
 // abiConsts are the enum values abi.h declares.
-const abiConsts = "IBV_SYSFS_NAME_MAX IBV_MTU_256 IBV_MTU_4096 IBV_PORT_ACTIVE IBV_ATOMIC_GLOB " +
+const abiConsts = "IBV_SYSFS_NAME_MAX IBV_GID_TYPE_IB IBV_GID_TYPE_ROCE_V1 IBV_GID_TYPE_ROCE_V2 IBV_MTU_256 IBV_MTU_4096 IBV_PORT_ACTIVE IBV_ATOMIC_GLOB " +
 	"IBV_EVENT_CQ_ERR IBV_EVENT_DEVICE_FATAL IBV_EVENT_SRQ_ERR IBV_EVENT_QP_LAST_WQE_REACHED " +
 	"IBV_EVENT_GID_CHANGE IBV_EVENT_WQ_FATAL IBV_WC_SUCCESS IBV_WC_WR_FLUSH_ERR IBV_WC_SEND IBV_WC_RECV " +
 	"IBV_QPT_RC IBV_QPT_UC IBV_QPT_UD IBV_QPT_RAW_PACKET IBV_QPT_XRC_SEND IBV_QPT_XRC_RECV " +

@@ -24,6 +24,19 @@
 // run time adds nothing to the data path. The extended verbs
 // (ibv_create_qp_ex, ibv_create_srq_ex, ibv_open_xrcd, ibv_get_srq_num)
 // find their entry in the provider's verbs_context as those inlines do.
+// A function that only newer libraries export is optional: the load
+// succeeds without it and its caller takes another path.
+//
+// # GID table
+//
+// QueryGIDTable gives each entry's type and netdev. It reads the device's
+// whole table with ibv_query_gid_table (libibverbs 32 and later, optional),
+// which asks the kernel's ioctl and so works in a container whose /sys does
+// not show the device, and reads sysfs (gid_attrs/types, gid_attrs/ndevs)
+// when that call fails for any reason. The kernel names an entry's netdev
+// by ifindex, which is unique only within a network namespace: the name is
+// sysfs' where sysfs can be read, else that of the ifindex in the process's
+// namespace, else empty.
 //
 // # Connection setup
 //

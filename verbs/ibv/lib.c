@@ -52,6 +52,12 @@ static const struct sym verbs_syms[] = {
 	SYM(vrt_ibv, "ibv_", ack_async_event),
 };
 
+// verbs_opt_syms are resolved once verbs_syms are; each one missing stays
+// NULL and its wrapper says ENOSYS, so that the caller takes its own path.
+static const struct sym verbs_opt_syms[] = {
+	SYM(vrt_ibv, "_ibv_", query_gid_table),
+};
+
 static const struct sym rdmacm_syms[] = {
 	SYM(vrt_cm, "rdma_", create_event_channel),
 	SYM(vrt_cm, "rdma_", destroy_event_channel),
@@ -75,11 +81,13 @@ static const struct sym rdmacm_syms[] = {
 	SYM(vrt_cm, "rdma_", free_devices),
 };
 
-// load opens soname and resolves n symbols into their slots; on any failure
-// it resolves none (every slot stays NULL) and says why in err. The library
-// stays loaded for the life of the process, as libibverbs expects: its
-// providers are dlopen'ed by it and never unloaded either.
-static int load(const char *soname, const struct sym *syms, size_t n, char *err, int errlen) {
+// load opens soname and resolves n symbols into their slots, then each of
+// the nopt optional ones it has; on any failure of the first n it resolves
+// none (every slot stays NULL) and says why in err. The library stays
+// loaded for the life of the process, as libibverbs expects: its providers
+// are dlopen'ed by it and never unloaded either.
+static int load(const char *soname, const struct sym *syms, size_t n, const struct sym *opt,
+		size_t nopt, char *err, int errlen) {
 	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		const char *why = dlerror();
@@ -104,13 +112,16 @@ static int load(const char *soname, const struct sym *syms, size_t n, char *err,
 	}
 	for (size_t i = 0; i < n; i++)
 		*syms[i].slot = addr[i];
+	for (size_t i = 0; i < nopt; i++)
+		*opt[i].slot = dlsym(h, opt[i].name);
 	return 0;
 }
 
 int vrt_load_verbs(const char *soname, char *err, int errlen) {
 	if (vrt_verbs_loaded)
 		return 0;
-	if (load(soname, verbs_syms, sizeof verbs_syms / sizeof verbs_syms[0], err, errlen))
+	if (load(soname, verbs_syms, sizeof verbs_syms / sizeof verbs_syms[0], verbs_opt_syms,
+		 sizeof verbs_opt_syms / sizeof verbs_opt_syms[0], err, errlen))
 		return -1;
 	vrt_verbs_loaded = 1;
 	return 0;
@@ -123,7 +134,8 @@ int vrt_load_rdmacm(const char *soname, char *err, int errlen) {
 		snprintf(err, (size_t)errlen, "libibverbs is not loaded");
 		return -1;
 	}
-	if (load(soname, rdmacm_syms, sizeof rdmacm_syms / sizeof rdmacm_syms[0], err, errlen))
+	if (load(soname, rdmacm_syms, sizeof rdmacm_syms / sizeof rdmacm_syms[0], NULL, 0, err,
+		 errlen))
 		return -1;
 	vrt_rdmacm_loaded = 1;
 	return 0;
@@ -266,3 +278,11 @@ int vrt_get_srq_num_ex(struct ibv_srq *srq, uint32_t *num) {
 		return EOPNOTSUPP;
 	return v->get_srq_num(srq, num);
 }
+
+ssize_t vrt_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries, size_t max) {
+	if (!vrt_ibv.query_gid_table)
+		return -ENOSYS;
+	return vrt_ibv.query_gid_table(ctx, entries, max, 0, sizeof *entries);
+}
+
+int vrt_has_query_gid_table(void) { return vrt_ibv.query_gid_table != NULL; }

@@ -3,7 +3,8 @@
 // when it runs there.
 //
 // vrt_load_verbs and vrt_load_rdmacm load each library once and resolve
-// every function this package calls; Go calls them (once, under a
+// every function this package calls (the optional ones where the library
+// has them); Go calls them (once, under a
 // sync.Once) before anything else of the library. Until one has succeeded,
 // every wrapper below fails with ENOSYS instead of calling through a NULL
 // pointer. The data-path verbs (post, poll, arm) do not come through here:
@@ -12,6 +13,7 @@
 #ifndef VERBSRT_IBV_LIB_H
 #define VERBSRT_IBV_LIB_H
 
+#include <sys/types.h>
 #include "abi.h"
 
 // The sonames loaded: the ABI of abi.h is that of these major versions.
@@ -58,6 +60,15 @@ struct ibv_qp *vrt_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr
 struct ibv_srq *vrt_create_srq_ex(struct ibv_context *ctx, struct ibv_srq_init_attr_ex *attr);
 struct ibv_xrcd *vrt_open_xrcd_ex(struct ibv_context *ctx, struct ibv_xrcd_init_attr *attr);
 int vrt_get_srq_num_ex(struct ibv_srq *srq, uint32_t *num);
+
+// vrt_has_query_gid_table is 1 when the loaded libibverbs has
+// _ibv_query_gid_table.
+int vrt_has_query_gid_table(void);
+
+// vrt_query_gid_table is ibv_query_gid_table: the valid GID entries of every
+// port of ctx, up to max, with their types and netdevs' ifindexes; how many,
+// or -errno. -ENOSYS when the library has no _ibv_query_gid_table.
+ssize_t vrt_query_gid_table(struct ibv_context *ctx, struct ibv_gid_entry *entries, size_t max);
 void vrt_rdma_free_devices(struct ibv_context **list);
 
 // vrt_ibv and vrt_cm hold the resolved functions, for the C helpers of this
@@ -96,6 +107,13 @@ struct vrt_ibv_fns {
 	int (*destroy_ah)(struct ibv_ah *ah);
 	int (*get_async_event)(struct ibv_context *ctx, struct ibv_async_event *ev);
 	void (*ack_async_event)(struct ibv_async_event *ev);
+
+	// Optional: NULL where the library predates them, which does not
+	// fail the load.
+	// _ibv_query_gid_table (libibverbs 32, IBVERBS_1.11), behind the
+	// static inline ibv_query_gid_table.
+	ssize_t (*query_gid_table)(struct ibv_context *ctx, struct ibv_gid_entry *entries,
+				   size_t max_entries, uint32_t flags, size_t entry_size);
 };
 
 struct vrt_cm_fns {

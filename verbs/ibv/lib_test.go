@@ -32,6 +32,7 @@ func reportLoadErrors(libs string) {
 	for _, l := range ibv.Libraries() {
 		fmt.Printf("library %s: %v: path=%q: not-supported=%t\n", l.Name, l.Err, l.Path, errors.Is(l.Err, verbs.ErrNotSupported))
 	}
+	fmt.Printf("gid table: %t\n", ibv.HasGIDTable())
 }
 
 // TestMissingLibraries runs the provider in a child process where

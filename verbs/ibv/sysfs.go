@@ -104,3 +104,14 @@ func pciAddrRE(s string) bool {
 	}
 	return true
 }
+
+// readNetdev returns the name sysfs gives the network device of GID entry
+// index of port of device dev under root (gid_attrs/ndevs/N), "" where it
+// cannot be read (no sysfs here, an InfiniBand entry).
+func readNetdev(root, dev string, port uint8, index int) string {
+	nd, err := os.ReadFile(filepath.Join(root, dev, "ports", strconv.Itoa(int(port)), "gid_attrs", "ndevs", strconv.Itoa(index)))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(nd))
+}
