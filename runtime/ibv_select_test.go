@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/ibv"
@@ -215,24 +216,11 @@ func selDialAt(t *testing.T, ctx context.Context, cliRT, srvRT *runtime.Runtime,
 		t.Fatalf("Listen on %s: %v", addr, err)
 	}
 	defer ln.Close()
-	type accepted struct {
-		ep  *runtime.Endpoint
-		err error
-	}
-	ch := make(chan accepted, 1)
-	go func() {
-		ep, err := ln.Accept(ctx)
-		ch <- accepted{ep, err}
-	}()
-	cli, err = cliRT.Dial(ctx, ln.Addr().String())
+	cli, srv, err = benchkit.Connect(ctx, cliRT, ln)
 	if err != nil {
-		t.Fatalf("Dial %s: %v", ln.Addr(), err)
+		t.Fatalf("connecting to %s: %v", ln.Addr(), err)
 	}
-	a := <-ch
-	if a.err != nil {
-		t.Fatalf("Accept on %s: %v", ln.Addr(), a.err)
-	}
-	return cli, a.ep
+	return cli, srv
 }
 
 // selCheckRoute checks that ep, of rt, connected from rt's chosen GID to
