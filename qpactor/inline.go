@@ -75,8 +75,15 @@ func (a *Actor) runInline() {
 	switch {
 	case a.finished():
 		go a.run()
-	case a.inbox.Peek() == nil || a.coalesces():
+	case a.inbox.Peek() == nil:
 		if !a.rest(nil) {
+			go a.run()
+		}
+	case a.coalesces():
+		// Work that came during the drain, left for the next completion
+		// or the bound its first submitter set (push): resting does not
+		// watch its contexts, as a watch allocates.
+		if !a.restWatching(nil, false) {
 			go a.run()
 		}
 	default:
