@@ -56,15 +56,17 @@ func (a *Actor) Complete(wc *verbs.WC) bool {
 // submitter posts itself or this call finds its work. The same holds for
 // an actor going to sleep on credits (sleepsOnCredits).
 func (a *Actor) Polled() {
-	if !a.waitsForCredits.Load() && a.inbox.Peek() == nil {
+	if !a.waitsForCredits.Load() && a.inbox.Len() == 0 {
 		return
 	}
 	a.flush()
 }
 
 // flushQueued flushes what submitters left queued (coalesces), if anything.
+// Goroutines other than the actor's run look at the inbox through Len
+// only: Peek belongs to the consumer.
 func (a *Actor) flushQueued() {
-	if a.inline && a.inbox.Peek() != nil {
+	if a.inline && a.inbox.Len() > 0 {
 		a.flush()
 	}
 }

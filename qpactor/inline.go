@@ -32,7 +32,7 @@ func (a *Actor) inlineWorthIt() bool {
 // submission left queued bounds the wait (push): a completion slow to
 // come leaves what is queued to an actor goroutine after the spin window.
 func (a *Actor) coalesces() bool {
-	return a.inline && a.Outstanding() > 0 && !a.inbox.Reached(min(gatherTarget, a.inbox.Cap())) &&
+	return a.inline && a.Outstanding() > 0 && a.inbox.Len() < min(gatherTarget, a.inbox.Cap()) &&
 		!a.closing.Load() && a.broken.Load() == nil
 }
 

@@ -176,7 +176,7 @@ func (a *Actor) push(ctx context.Context, sub submission, n int) error {
 		// on rxe, a retransmission), and what is queued behind it must
 		// not wait for it; after the spin window an actor goroutine
 		// posts it.
-		if !a.inbox.Reached(2) {
+		if a.inbox.Len() < 2 {
 			a.waker.WakeAfter(a.spin.Load())
 		}
 	case a.inline && a.inlineWorthIt() && a.waker.Claim():
