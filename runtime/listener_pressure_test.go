@@ -54,11 +54,7 @@ func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 	accepted.Add(1)
 	go func() {
 		defer accepted.Done()
-		for {
-			if _, err := ln.Accept(context.Background()); err != nil {
-				return // closed: the runtime's Close closes the endpoints
-			}
-		}
+		acceptUntilClosed(ln)
 	}()
 	heapBefore := hostile.HeapInUse()
 	stop := make(chan struct{})
@@ -236,13 +232,7 @@ func TestDialSaysTheListenerIsOutOfMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			if _, err := ln.Accept(context.Background()); err != nil {
-				return
-			}
-		}
-	}()
+	go acceptUntilClosed(ln)
 	alloc(t, srvRT, 4<<20) // the whole limit, in two chunks
 	alloc(t, srvRT, 4<<20)
 	ep, err := cliRT.Dial(ctx, ln.Addr().String())
@@ -276,13 +266,7 @@ func TestSilentClientsAreCutOffWhenTheListenerIsFull(t *testing.T) {
 		defer c.Close()
 		silent = append(silent, c)
 	}
-	go func() {
-		for {
-			if _, err := ln.Accept(context.Background()); err != nil {
-				return
-			}
-		}
-	}()
+	go acceptUntilClosed(ln)
 	// Well inside the handshake's timeout, which a Dial waiting for a
 	// silent client to time out would reach.
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)

@@ -275,13 +275,7 @@ func emfileChild() int {
 	if err != nil {
 		return fail("Listen: %v", err)
 	}
-	go func() {
-		for {
-			if _, err := ln.Accept(context.Background()); err != nil {
-				return
-			}
-		}
-	}()
+	go acceptUntilClosed(ln)
 	// The Dial's context is long: a Dial that waits for it fails the test
 	// by the error it returns.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -331,4 +325,14 @@ func emfileChild() int {
 		return fail("Close: %v", err)
 	}
 	return 0
+}
+
+// acceptUntilClosed accepts on ln until it is closed; the runtime's Close
+// closes the endpoints it accepted.
+func acceptUntilClosed(ln *runtime.Listener) {
+	for {
+		if _, err := ln.Accept(context.Background()); err != nil {
+			return
+		}
+	}
 }
