@@ -87,9 +87,8 @@ func (a *Actor) GrantPeerCredits(n int64) {
 	// A SEND that waited for these credits is posted by the goroutine
 	// that handled the grant (a waiter polling the CQ, or the poller), as
 	// a submission that finds the actor idle is by its caller.
-	if waiting && a.waker.Claim() {
-		a.waker.StopLater()
-		a.runInline()
+	if waiting {
+		a.flush()
 		return
 	}
 	a.waker.Wake()
