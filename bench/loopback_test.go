@@ -14,6 +14,8 @@ import (
 type loopback struct {
 	cq       verbs.CQ
 	qp       verbs.QP
+	peer     verbs.QP // the QP lb.qp is connected to
+	peerCQ   verbs.CQ // its send and receive CQ
 	mr       verbs.MR
 	capacity int // max_send_wr as granted
 	slots    int // 64-byte slots in each half of the MR
@@ -23,6 +25,13 @@ type loopback struct {
 // everything is closed when tb ends, the provider (and its engine
 // goroutine) last.
 func newLoopback(tb testing.TB, slots, cqe int) *loopback {
+	tb.Helper()
+	return newLoopbackRecv(tb, slots, cqe, 1)
+}
+
+// newLoopbackRecv is newLoopback whose peer QP takes up to recvDepth
+// posted receives, its CQ room for their completions.
+func newLoopbackRecv(tb testing.TB, slots, cqe, recvDepth int) *loopback {
 	tb.Helper()
 	must := func(err error) {
 		tb.Helper()
@@ -49,13 +58,14 @@ func newLoopback(tb testing.TB, slots, cqe int) *loopback {
 	lb := &loopback{slots: slots}
 	lb.cq, err = vctx.CreateCQ(verbs.CQSpec{CQE: cqe})
 	must(err)
-	peerCQ, err := vctx.CreateCQ(verbs.CQSpec{CQE: 16})
+	lb.peerCQ, err = vctx.CreateCQ(verbs.CQSpec{CQE: max(16, recvDepth)})
 	must(err)
-	caps := verbs.QPCaps{MaxSendWR: sqDepth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
+	caps := verbs.QPCaps{MaxSendWR: sqDepth, MaxRecvWR: recvDepth, MaxSendSGE: 1, MaxRecvSGE: 1}
 	lb.qp, err = pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: lb.cq, RecvCQ: lb.cq, Caps: caps})
 	must(err)
-	peer, err := pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: peerCQ, RecvCQ: peerCQ, Caps: caps})
+	peer, err := pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: lb.peerCQ, RecvCQ: lb.peerCQ, Caps: caps})
 	must(err)
+	lb.peer = peer
 	spec := verbs.ConnectSpec{GIDIndex: 1, PathMTU: verbs.MTU4096}
 	must(verbs.Connect(lb.qp, spec, verbs.PeerInfo{QPN: peer.QPN(), GID: gid}))
 	must(verbs.Connect(peer, spec, verbs.PeerInfo{QPN: lb.qp.QPN(), GID: gid}))

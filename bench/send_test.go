@@ -17,7 +17,9 @@ import (
 // carries the credit reports going back. size=64 is the small-message
 // case where anything the runtime adds per message shows; size=4096 the
 // default largest message. The callerThreadVariants other than the
-// default run at size=64 beside it.
+// default run at size=64 beside it. pipelined/size=64/callers=1 is one
+// goroutine keeping 128 sends in flight, waiting for the oldest before it
+// issues the next, and direct/size=64/callers=1 its Go floor (directSend).
 func BenchmarkSend(b *testing.B) {
 	for _, size := range []int{64, 4096} {
 		for _, v := range callerThreadVariants {
@@ -41,6 +43,33 @@ func BenchmarkSend(b *testing.B) {
 			}
 		}
 	}
+	for _, v := range []struct {
+		prefix string
+		opts   []vrt.Option
+	}{{"", nil}, {"actor-only-", actorOnlyOpts}} {
+		b.Run(v.prefix+"pipelined/size=64/callers=1", func(b *testing.B) {
+			depth := pipelineDepths[0]
+			s := newSendPair(b, depth, 64, v.opts...)
+			b.ReportAllocs()
+			before := s.stats()
+			stop := timeSection(b)
+			if err := s.pipeline(b.N, depth); err != nil {
+				b.Fatal(err)
+			}
+			stop()
+			report(b, s.stats().sub(before))
+		})
+	}
+	b.Run("direct/size=64/callers=1", func(b *testing.B) {
+		d := newDirectSend(b)
+		b.ReportAllocs()
+		stop := timeSection(b)
+		if err := d.run(b.N); err != nil {
+			b.Fatal(err)
+		}
+		stop()
+		report(b, d.stats())
+	})
 }
 
 // sendPair is a runtime on its own soft provider with two connected
@@ -101,6 +130,27 @@ func (s *sendPair) send(ctx context.Context, caller int) error {
 		st := s.cli.Stats()
 		return fmt.Errorf("send: %w (endpoint: %d PostSends, %d WRs posted, %d outstanding, %d peer credits)",
 			err, st.PostCalls, sum(st.WRsPosted[:]), st.InflightWRs, st.RecvCredits)
+	}
+	return nil
+}
+
+// pipeline sends ops messages from one goroutine with up to depth of
+// them in flight, slot i%depth's send waiting for that slot's previous
+// one, and returns once all have completed.
+func (s *sendPair) pipeline(ops, depth int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), stallLimit+time.Duration(ops)*10*time.Microsecond)
+	defer cancel()
+	inflight := make([]vrt.Future, depth)
+	for i := range ops + depth {
+		slot := i % depth
+		if i >= depth {
+			if _, err := inflight[slot].Wait(ctx); err != nil {
+				return fmt.Errorf("pipelined send %d: %w", i-depth, err)
+			}
+		}
+		if i < ops {
+			inflight[slot] = s.cli.Send(ctx, s.locals[slot])
+		}
 	}
 	return nil
 }

@@ -56,6 +56,43 @@ func TestVariants(t *testing.T) {
 	})
 }
 
+// TestSendVariants runs the SEND stream's pipelined variant and its Go
+// floor for a few hundred messages; the floor's receives are checked to
+// hold what was sent.
+func TestSendVariants(t *testing.T) {
+	const ops = 300
+	t.Run("pipelined/size=64/callers=1", func(t *testing.T) {
+		depth := pipelineDepths[0]
+		s := newSendPair(t, depth, 64)
+		if err := s.pipeline(ops, depth); err != nil {
+			t.Fatal(err)
+		}
+		if st := s.stats(); st.wrs < ops || st.calls == 0 {
+			t.Fatalf("%d WRs in %d PostSends, want at least %d WRs", st.wrs, st.calls, ops)
+		}
+	})
+	t.Run("direct/size=64/callers=1", func(t *testing.T) {
+		d := newDirectSend(t)
+		src, dst := d.lb.halves()
+		fill(src)
+		if err := d.run(ops); err != nil {
+			t.Fatal(err)
+		}
+		want := uint64((ops + directBatch - 1) / directBatch)
+		if s := d.stats(); s.wrs != ops || s.calls != want {
+			t.Fatalf("%d WRs in %d PostSends, want %d in %d", s.wrs, s.calls, ops, want)
+		}
+		// Message i came from source slot i%directBatch into receive
+		// slot i.
+		for i := range ops {
+			got, want := dst[i*opSize:(i+1)*opSize], src[i%directBatch*opSize:(i%directBatch+1)*opSize]
+			if !bytes.Equal(got, want) {
+				t.Fatalf("message %d: received % x..., sent % x...", i, got[:8], want[:8])
+			}
+		}
+	})
+}
+
 // fill writes a pattern no slot shares with another.
 func fill(b []byte) {
 	for i := range b {

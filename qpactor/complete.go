@@ -75,7 +75,6 @@ func (a *Actor) flushQueued() {
 // is idle and posts inline, and otherwise wakes it.
 func (a *Actor) flush() {
 	if a.inline && a.waker.Claim() {
-		a.waker.StopLater()
 		a.runInline()
 		return
 	}

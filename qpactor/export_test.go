@@ -25,3 +25,10 @@ var WakeUpCost = sched.WakeUpCost
 
 // MaxPollingWaiters is sched.MaxPollingWaiters, for the external tests.
 const MaxPollingWaiters = sched.MaxPollingWaiters
+
+// GatherTarget is how many submissions fill a chain (coalesces).
+const GatherTarget = gatherTarget
+
+// WakeUpArmed reports whether a bounded wake-up of the actor goroutine
+// (ring.Waker.WakeAfter) is set and neither called off nor fired.
+func (a *Actor) WakeUpArmed() bool { return a.waker.LaterArmed() }

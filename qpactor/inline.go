@@ -68,6 +68,7 @@ func (a *Actor) learnPostCost(d time.Duration) {
 // or for an actor goroutine started after the spin window. A submitter
 // never waits for credits itself.
 func (a *Actor) runInline() {
+	a.waker.StopLater() // this drain posts what the bound was for
 	a.stats.Ops.InlineRuns.Inc()
 	runtime.LockOSThread()
 	a.drain()

@@ -455,3 +455,43 @@ func TestQueuedWorkDoesNotWaitForASlowWR(t *testing.T) {
 		t.Fatalf("the delayed write: %v, want still pending", err)
 	}
 }
+
+// TestInlineChainCallsOffTheBound: the submission that fills a chain of
+// work left queued while a WR is in flight posts the chain inline, and
+// calls off the wake-up the first of them arranged (push): an actor
+// goroutine must not start after the spin window for work already posted.
+func TestInlineChainCallsOffTheBound(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) { c.InlinePost = true })
+	startIdle(t, r)
+	// Longer than the test: the bound must be called off, not fire.
+	r.actor.SetSpin(time.Hour)
+	st := r.actor.Stats()
+	ctx := context.Background()
+	posts := st.PostCalls.Load()
+	// One in flight (nobody polls the CQ), then a chain's worth left
+	// queued behind it; the last of them posts them all.
+	var futs []future.Future
+	for i := range 1 + qpactor.GatherTarget {
+		op := r.write(i)
+		f, err := r.actor.Submit(ctx, &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		futs = append(futs, f)
+		if i == 0 {
+			// Its PostSend was timed; submitters with WRs in flight
+			// post inline where PostSend is cheap.
+			r.actor.SetPostCost(0)
+		}
+		if i == 1 && !r.actor.WakeUpArmed() {
+			t.Fatal("the first write left queued arranged no wake-up")
+		}
+	}
+	if got := st.PostCalls.Load() - posts; got != 2 {
+		t.Fatalf("%d PostSends, want 2: the first write, then the %d queued behind it", got, qpactor.GatherTarget)
+	}
+	if r.actor.WakeUpArmed() {
+		t.Error("the wake-up for the queued writes is still set after they were posted")
+	}
+	r.poll(t, futs...)
+}

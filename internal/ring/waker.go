@@ -58,8 +58,10 @@ type Waker struct {
 	// sends counts channel operations by Wake, for tests that check the
 	// fast path does none.
 	sends atomic.Uint64
-	// later is WakeAfter's timer, made on its first use.
-	later atomic.Pointer[time.Timer]
+	// later is WakeAfter's timer, made on its first use; laterArmed says
+	// a WakeAfter is set and neither called off nor fired.
+	later      atomic.Pointer[time.Timer]
+	laterArmed atomic.Bool
 }
 
 // NewWaker returns a Waker whose consumer is not sleeping.
@@ -138,11 +140,12 @@ func (w *Waker) Wake() {
 // queued for another goroutine to take), as a bound. Any goroutine may
 // call it; the last call's d wins.
 func (w *Waker) WakeAfter(d time.Duration) {
+	w.laterArmed.Store(true)
 	if t := w.later.Load(); t != nil {
 		t.Reset(d)
 		return
 	}
-	t := time.AfterFunc(d, w.Wake)
+	t := time.AfterFunc(d, w.wakeLater)
 	if !w.later.CompareAndSwap(nil, t) { // another call made one first
 		t.Stop()
 		w.later.Load().Reset(d)
@@ -153,8 +156,19 @@ func (w *Waker) WakeAfter(d time.Duration) {
 // is no longer wanted. Any goroutine may call it.
 func (w *Waker) StopLater() {
 	if t := w.later.Load(); t != nil {
+		w.laterArmed.Store(false)
 		t.Stop()
 	}
+}
+
+// LaterArmed reports whether a WakeAfter is set, not called off and not
+// fired: for tests of who calls the wake-ups off.
+func (w *Waker) LaterArmed() bool { return w.laterArmed.Load() }
+
+// wakeLater is WakeAfter's timer firing.
+func (w *Waker) wakeLater() {
+	w.laterArmed.Store(false)
+	w.Wake()
 }
 
 // wake is the slow path of Wake: the consumer sleeps or is about to.
