@@ -26,6 +26,10 @@ var providerNames = []string{"soft", "rocev2", "ibv"}
 // every command that opens one; a -provider flag wins over it.
 const providerEnv = "VERBSRT_PROVIDER"
 
+// faultCommands are the commands that hand their provider flags to
+// openProvider whole, and so honour -rocev2-faults.
+var faultCommands = []string{"pingpong", "devices", "demo"}
+
 // rocev2DefaultAddr is the address a rocev2 device binds without
 // -rocev2-addr: the IPv6 loopback, which reaches every process of this
 // host and no other.
@@ -95,10 +99,10 @@ func resolveProvider(fs *flag.FlagSet, spec *providerSpec, def string) error {
 	if spec.name != "rocev2" && spec.name != "" && (set["rocev2-addr"] || set["rocev2-port"] || set["rocev2-faults"]) {
 		return fmt.Errorf("-rocev2-addr, -rocev2-port and -rocev2-faults are for -provider rocev2, not %s", spec.name)
 	}
-	if spec.faults != "" && fs.Name() == "bench" {
-		// bench keeps its own copy of the provider flags, without the
-		// faults: refused rather than silently ignored.
-		return errors.New("-rocev2-faults is not available to bench (pingpong, devices, demo and serve-metrics take it)")
+	if spec.faults != "" && !slices.Contains(faultCommands, fs.Name()) {
+		// bench and serve-metrics keep their own copy of the provider
+		// flags, without the faults: refused rather than ignored.
+		return fmt.Errorf("-rocev2-faults is not available to %s (%s take it)", fs.Name(), strings.Join(faultCommands, ", "))
 	}
 	if _, err := parseFaults(spec.faults); err != nil {
 		return err

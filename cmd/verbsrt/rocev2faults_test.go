@@ -49,7 +49,8 @@ func TestParseFaults(t *testing.T) {
 }
 
 // TestFaultsFlag: -rocev2-faults is for -provider rocev2 only, refused by
-// bench (which would not pass it on), and a bad spec is a usage error.
+// bench and serve-metrics (which would not pass it on), and a bad spec is
+// a usage error.
 func TestFaultsFlag(t *testing.T) {
 	if cfg, err := parsePingpong([]string{"-provider", "rocev2", "-rocev2-faults", "drop-in-ack:1"}, io.Discard, io.Discard); err != nil || cfg.spec.faults != "drop-in-ack:1" {
 		t.Errorf("pingpong -rocev2-faults: %q, %v", cfg.spec.faults, err)
@@ -65,6 +66,10 @@ func TestFaultsFlag(t *testing.T) {
 	if _, err := parseBench([]string{"-provider", "rocev2", "-rocev2-faults", "drop-in-ack:1", "-server"}, io.Discard, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "not available to bench") {
 		t.Errorf("bench -rocev2-faults: %v", err)
+	}
+	if _, err := parseServeMetrics([]string{"-provider", "rocev2", "-rocev2-faults", "drop-in-ack:1"}, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "not available to serve-metrics") {
+		t.Errorf("serve-metrics -rocev2-faults: %v", err)
 	}
 }
 
