@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -25,13 +26,17 @@ var providerNames = []string{"soft", "rocev2", "ibv"}
 // every command that opens one; a -provider flag wins over it.
 const providerEnv = "VERBSRT_PROVIDER"
 
+// faultCommands are the commands that hand their provider flags to
+// openProvider whole, and so honour -rocev2-faults.
+var faultCommands = []string{"pingpong", "devices", "demo"}
+
 // rocev2DefaultAddr is the address a rocev2 device binds without
 // -rocev2-addr: the IPv6 loopback, which reaches every process of this
 // host and no other.
 const rocev2DefaultAddr = "::1"
 
-// providerSpec is what the -provider, -rocev2-addr and -rocev2-port flags
-// of a command say.
+// providerSpec is what the -provider, -rocev2-addr, -rocev2-port and
+// -rocev2-faults flags of a command say.
 type providerSpec struct {
 	name string
 	// addr is the IPv6 address the rocev2 devices bind; port the UDP port
@@ -39,6 +44,14 @@ type providerSpec struct {
 	// handshake announces it as the port's LID).
 	addr string
 	port int
+	// faults are the packet drops to inject into the first rocev2
+	// device (rocev2faults.go), a testing aid; faultLog is where the
+	// provider's release reports them (nil: stderr).
+	faults   string
+	faultLog io.Writer
+	// clock drives the rocev2 provider's timers; nil: the system's
+	// (tests set a rocev2.ManualClock).
+	clock rocev2.Clock
 }
 
 // providerUsage is the help line of -provider; def describes the default.
@@ -50,14 +63,18 @@ func providerUsage(def string) string {
 		strings.Join(providerNames, ", "), def, providerEnv)
 }
 
-// addProviderFlags adds -provider, -rocev2-addr and -rocev2-port to fs,
-// parsed into spec; def describes the default provider for the help,
-// which resolveProvider applies.
+// addProviderFlags adds -provider, -rocev2-addr, -rocev2-port and
+// -rocev2-faults to fs, parsed into spec; def describes the default
+// provider for the help, which resolveProvider applies.
 func addProviderFlags(fs *flag.FlagSet, spec *providerSpec, def string) {
 	fs.StringVar(&spec.name, "provider", spec.name, providerUsage(def))
 	spec.addr = rocev2DefaultAddr
 	fs.StringVar(&spec.addr, "rocev2-addr", spec.addr, "with -provider rocev2: the IPv6 address its devices bind, whose GID it is (IPv4 is not supported: a plain socket cannot check the ICRC of an IPv4 packet)")
 	fs.IntVar(&spec.port, "rocev2-port", spec.port, "with -provider rocev2: the UDP port of its first device (0: the kernel picks a free one; the connection handshake announces it as the port's LID; rxe and RoCE NICs send to 4791)")
+	fs.StringVar(&spec.faults, "rocev2-faults", spec.faults, "testing aid, with -provider rocev2: packets its first device loses on purpose, to prove the peer's retransmission and its own: "+
+		"comma-separated drop-DIR-KIND:N or :N-M, DIR out (sent) or in (received, lost before the QP sees them), KIND data (requests) or ack (ACKs, NAKs, responses), "+
+		"N-M counting that direction's packets of that kind from 1, retransmissions included (e.g. drop-out-ack:1,drop-in-data:2-3); "+
+		"how many each rule dropped goes to stderr at exit")
 }
 
 // resolveProvider completes spec once fs has parsed: when -provider was
@@ -79,8 +96,16 @@ func resolveProvider(fs *flag.FlagSet, spec *providerSpec, def string) error {
 	if spec.name != "" && !slices.Contains(providerNames, spec.name) {
 		return fmt.Errorf("-provider %s: unknown provider (the providers are %s)", spec.name, strings.Join(providerNames, ", "))
 	}
-	if spec.name != "rocev2" && spec.name != "" && (set["rocev2-addr"] || set["rocev2-port"]) {
-		return fmt.Errorf("-rocev2-addr and -rocev2-port are for -provider rocev2, not %s", spec.name)
+	if spec.name != "rocev2" && spec.name != "" && (set["rocev2-addr"] || set["rocev2-port"] || set["rocev2-faults"]) {
+		return fmt.Errorf("-rocev2-addr, -rocev2-port and -rocev2-faults are for -provider rocev2, not %s", spec.name)
+	}
+	if spec.faults != "" && !slices.Contains(faultCommands, fs.Name()) {
+		// bench and serve-metrics keep their own copy of the provider
+		// flags, without the faults: refused rather than ignored.
+		return fmt.Errorf("-rocev2-faults is not available to %s (%s take it)", fs.Name(), strings.Join(faultCommands, ", "))
+	}
+	if _, err := parseFaults(spec.faults); err != nil {
+		return err
 	}
 	if _, err := spec.rocev2Addr(); err != nil {
 		return err
@@ -124,7 +149,7 @@ func openProvider(spec providerSpec, devices int) (verbs.Provider, func(), error
 		}
 		// One socket per device on the same address: the first on
 		// -rocev2-port, the others on ports the kernel picks.
-		cfg := rocev2.Config{Addrs: make([]netip.Addr, devices), Ports: []uint16{uint16(spec.port)}}
+		cfg := rocev2.Config{Addrs: make([]netip.Addr, devices), Ports: []uint16{uint16(spec.port)}, Clock: spec.clock}
 		for i := range cfg.Addrs {
 			cfg.Addrs[i] = a
 		}
@@ -132,7 +157,28 @@ func openProvider(spec providerSpec, devices int) (verbs.Provider, func(), error
 		if err != nil {
 			return nil, nil, rocev2Error(spec, err)
 		}
-		return p, func() { p.Close() }, nil
+		rules, err := parseFaults(spec.faults)
+		if err != nil {
+			p.Close()
+			return nil, nil, usageError{err}
+		}
+		if len(rules) == 0 {
+			return p, func() { p.Close() }, nil
+		}
+		t := p.Transport(0)
+		counters, err := injectFaults(t, rules)
+		if err != nil {
+			p.Close()
+			return nil, nil, err
+		}
+		w := spec.faultLog
+		if w == nil {
+			w = os.Stderr
+		}
+		return p, func() {
+			p.Close()
+			reportFaults(w, "rocev2_0", t, counters)
+		}, nil
 	}
 	return nil, nil, usageErrorf("unknown provider %q (the providers are %s)", spec.name, strings.Join(providerNames, ", "))
 }

@@ -26,8 +26,11 @@
 // CAP_NET_ADMIN, capped at rmem_max otherwise; Stats.ReadBuffer reports
 // what the kernel granted. Fault
 // injection (Inject) drops, duplicates, reorders, delays or corrupts the
-// packets a predicate over their decoded headers chooses, as they leave.
-// Timers run on a Clock; tests use ManualClock.
+// packets a predicate over their decoded headers chooses, as they leave;
+// InjectInbound drops, duplicates or corrupts received packets before
+// their QP sees them, so one side alone can make its peer recover from a
+// lost request or ACK in either direction (cmd/verbsrt's -rocev2-faults
+// does, against rxe). Timers run on a Clock; tests use ManualClock.
 //
 // Two readers take turns on the socket, one at a time (a mutex held while
 // the packets are handed over and flushed, so they reach their QPs in the
@@ -178,8 +181,11 @@
 //
 // make test-rxe-2host runs verbsrt pingpong on this provider, in a guest
 // without rxe, against ibv_rc_pingpong on another guest's rxe, both ways,
-// with 64 KiB, 4 KiB and 1-byte messages and the data checked
-// (verbs/ibv/rxevm, cross). rxe treats retry_cnt 7 as no limit; this
+// with 64 KiB, 4 KiB and 1-byte messages and the data checked, at path
+// MTU 1024 and 4096 (verbs/ibv/rxevm, cross); and with this side losing
+// its own ACKs or requests, or rxe's before its QP sees them, which rxe's
+// retransmission (timeout, or this side's sequence NAK) or this side's
+// recovers, as rxe's counters show. rxe treats retry_cnt 7 as no limit; this
 // provider counts it as seven timeouts in a row without progress, as the
 // IB specification does, which a receiver slower than the ACK timeout
 // reaches only if each timeout adds a window of duplicates to what it has

@@ -1,6 +1,7 @@
 package rocev2
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 )
@@ -8,7 +9,8 @@ import (
 // FaultAction is what an injected fault does to the packets it matches.
 type FaultAction int
 
-// Fault actions, applied as a packet leaves a Transport.
+// Fault actions. Inject applies them as a packet leaves a Transport,
+// InjectInbound as one arrives (see there for which it takes).
 const (
 	// FaultDrop loses the packet.
 	FaultDrop FaultAction = iota + 1
@@ -54,18 +56,60 @@ type heldPacket struct {
 	b  []byte
 }
 
-// Inject adds a fault rule. Rules apply in the order added; the first
-// with a match and count left acts on a packet.
+// Inject adds a fault rule for the packets the transport sends. Rules
+// apply in the order added; the first with a match and count left acts
+// on a packet.
 func (t *Transport) Inject(f Fault) {
 	t.mu.Lock()
 	t.faults = append(t.faults, &faultRule{Fault: f, left: max(f.Count, 1)})
 	t.mu.Unlock()
 }
 
-// ClearFaults removes every fault rule and releases held packets.
+// InjectInbound adds a fault rule for the packets the transport receives:
+// it sees a packet once its ICRC checked and it decoded, before the
+// Receiver of its QP does, so a responder or requester on this side meets
+// the loss, or the copy, as if the wire had made it. FaultDrop loses the
+// packet; FaultDuplicate hands it to the Receiver twice in a row;
+// FaultCorrupt drops it and counts it in Stats.BadICRC, as a flipped bit
+// would have; FaultObserve hands it on unchanged. FaultReorder and
+// FaultDelay, which would hold a packet past the burst it came in, return
+// ErrNotSupported. Rules apply in the order added, apart from Inject's;
+// Hit runs on the goroutine that received the packet, whose Payload is
+// valid only during the call.
+func (t *Transport) InjectInbound(f Fault) error {
+	switch f.Action {
+	case FaultDrop, FaultDuplicate, FaultCorrupt, FaultObserve:
+	default:
+		return fmt.Errorf("%w: fault action %d on received packets", ErrNotSupported, f.Action)
+	}
+	t.mu.Lock()
+	t.inFaults = append(t.inFaults, &faultRule{Fault: f, left: max(f.Count, 1)})
+	t.mu.Unlock()
+	return nil
+}
+
+// pickRule returns the first rule of *rules that matches p and has count
+// left, spending one of its count (a spent rule leaves the list), or nil.
+// t.mu must be held.
+func pickRule(rules *[]*faultRule, p *Packet) *faultRule {
+	for i, r := range *rules {
+		if r.left > 0 && (r.Match == nil || r.Match(p)) {
+			r.left--
+			if r.left == 0 {
+				*rules = append((*rules)[:i:i], (*rules)[i+1:]...)
+			}
+			return r
+		}
+	}
+	return nil
+}
+
+// ClearFaults removes every fault rule, sent and received packets', and
+// releases held packets.
 func (t *Transport) ClearFaults() {
 	t.mu.Lock()
 	t.faults = nil
+	t.inFaults = nil
 	held := t.held
 	t.held = nil
 	t.mu.Unlock()
@@ -105,17 +149,7 @@ func (t *Transport) transmit(to netip.AddrPort, p *Packet, b []byte) error {
 // and appends the Hit to call once the writes are done.
 func (t *Transport) decide(to netip.AddrPort, p *Packet, b []byte, out []outPacket, hits []hitCall) ([]outPacket, []hitCall) {
 	t.mu.Lock()
-	var rule *faultRule
-	for i, r := range t.faults {
-		if r.left > 0 && (r.Match == nil || r.Match(p)) {
-			r.left--
-			rule = r
-			if r.left == 0 {
-				t.faults = append(t.faults[:i:i], t.faults[i+1:]...)
-			}
-			break
-		}
-	}
+	rule := pickRule(&t.faults, p)
 	held := t.held
 	t.held = nil
 	if rule != nil && rule.Action == FaultReorder {
@@ -153,4 +187,28 @@ func (t *Transport) decide(to netip.AddrPort, p *Packet, b []byte, out []outPack
 		out = append(out, outPacket(h))
 	}
 	return out, hits
+}
+
+// receiveFaulted applies the inbound fault rule (nil: none) to the
+// decoded packet p and reports how many times its Receiver is to receive
+// it: 0, 1 or 2. t.rxMu must be held.
+func (t *Transport) receiveFaulted(rule *faultRule, p *Packet) int {
+	if rule == nil {
+		return 1
+	}
+	t.stats.faulted.Add(1)
+	n := 1
+	switch rule.Action {
+	case FaultDrop:
+		n = 0
+	case FaultCorrupt:
+		t.stats.badICRC.Add(1)
+		n = 0
+	case FaultDuplicate:
+		n = 2
+	}
+	if rule.Hit != nil {
+		rule.Hit(*p)
+	}
+	return n
 }

@@ -75,7 +75,8 @@ type Transport struct {
 
 	mu        sync.Mutex // guards receivers and faults; lock order: a Receiver's own lock, then mu
 	receivers map[uint32]Receiver
-	faults    []*faultRule
+	faults    []*faultRule // Inject's, for sent packets
+	inFaults  []*faultRule // InjectInbound's, for received packets
 	held      []heldPacket // reordered packets waiting for the next send
 
 	stats struct {
@@ -89,6 +90,8 @@ type Transport struct {
 
 // Stats counts a Transport's packets.
 type Stats struct {
+	// Sent counts the packets written to the socket, Received those
+	// handed to a Receiver; a duplicate (FaultDuplicate) counts twice.
 	Sent, Received uint64
 	BadICRC        uint64 // dropped: ICRC mismatch
 	Malformed      uint64 // dropped: the decoder refused them
@@ -345,13 +348,26 @@ func (t *Transport) handle(b []byte, from netip.AddrPort) {
 		return
 	}
 	t.mu.Lock()
+	var rule *faultRule
+	if len(t.inFaults) > 0 {
+		rule = pickRule(&t.inFaults, p)
+	}
 	rc := t.receivers[p.BTH.DestQP]
 	t.mu.Unlock()
+	n := t.receiveFaulted(rule, p)
+	if n == 0 {
+		return
+	}
 	if rc == nil {
 		t.stats.noQP.Add(1)
 		return
 	}
-	t.stats.received.Add(1)
+	t.stats.received.Add(uint64(n))
+	if n == 2 {
+		c := *p // a Receiver may rewrite the headers it was handed (UC)
+		rc.Receive(from, p)
+		*p = c
+	}
 	rc.Receive(from, p)
 	if !slices.Contains(t.touched, rc) {
 		t.touched = append(t.touched, rc)
