@@ -55,8 +55,10 @@ type directEnd struct {
 	hello   ptHello
 	devName string
 	// out takes the address lines and the checks' verdicts; the result
-	// lines are the caller's.
-	out io.Writer
+	// lines are the caller's. header, if not nil, prints the table's head
+	// once the device is open.
+	out    io.Writer
+	header func(dev string)
 }
 
 // directPattern is the byte at offset off of the buffers whose contents
@@ -264,8 +266,9 @@ func printDirectDest(w io.Writer, side string, d ptDest, withGID bool) {
 // runDirectEnd runs one end of a -direct test over the control
 // connection c and returns the result to print: the client's own; a
 // server's own for send, else the client's as it reported it.
-func runDirectEnd(ctx context.Context, p verbs.Provider, cfg benchConfig, dev string, client bool, c net.Conn, out io.Writer) (benchResult, error) {
-	e := &directEnd{cfg: cfg, client: client, devName: dev, out: out}
+func runDirectEnd(ctx context.Context, p verbs.Provider, cfg benchConfig, dev string, client bool, c net.Conn, out io.Writer,
+	header func(dev string)) (benchResult, error) {
+	e := &directEnd{cfg: cfg, client: client, devName: dev, out: out, header: header}
 	defer e.close()
 	stop := closeOnDone(ctx, c)
 	defer stop()
@@ -281,6 +284,9 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 	cfg := e.cfg
 	if err := e.open(p); err != nil {
 		return benchResult{}, err
+	}
+	if e.header != nil {
+		e.header(e.devName)
 	}
 	if err := e.dest(); err != nil {
 		return benchResult{}, err
@@ -349,7 +355,7 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 		mine = ptReport{Size: uint64(cfg.size), Iters: uint64(cfg.iters), BWPeak: res.BWPeakMBps, BWAvg: res.BWAvgMBps, MsgAvg: res.MsgRateMpps}
 	}
 	// The server waits here for the client's run.
-	if _, err := pc.handshake(e.my, e.withGID); err != nil {
+	if err := e.pollWhile(ctx, func() error { _, err := pc.handshake(e.my, e.withGID); return err }); err != nil {
 		return res, err
 	}
 	theirs, err := pc.reports(mine)
@@ -362,11 +368,43 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 		if res.MsgRateMpps > 0 {
 			res.Seconds = float64(res.Iterations) / (res.MsgRateMpps * 1e6)
 		}
-		if err := e.checkServer(theirs.Iters); err != nil {
+		if err := e.checkServer(int(theirs.Size), theirs.Iters); err != nil {
 			return res, err
 		}
 	}
 	return res, pc.close(e.my, e.withGID)
+}
+
+// pollWhile runs f, a wait on the control connection, and on the rocev2
+// provider polls this end's CQs meanwhile: that device runs in this
+// process, and a poll that finds nothing reads its socket, so the
+// responder answers at once rather than when the scheduler wakes the
+// transport's receive goroutine. On soft and ibv the device needs no
+// poller, and a spinning server would take a CPU from the client. No
+// completion is due while it waits: one is an error.
+func (e *directEnd) pollWhile(ctx context.Context, f func() error) error {
+	if e.cfg.provider != "rocev2" {
+		return f()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	var wcs [1]verbs.WC
+	for {
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		for _, cq := range []verbs.CQ{e.scq, e.rcq} {
+			if n, err := cq.Poll(wcs[:]); err != nil || n > 0 {
+				return errors.Join(err, wcs[0].Err(), fmt.Errorf("an unexpected completion while the client runs: %+v", wcs[0]))
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		runtime.Gosched()
+	}
 }
 
 // directRates fills r's rates from the run's time.
@@ -568,9 +606,11 @@ func (e *directEnd) checkClient(ops uint64, c *atomicCheck) error {
 // the counters the fetch-and-adds of 1 incremented add up to their
 // number (perftest's client adds 1 per operation and, without
 // --perform_warm_up, does no others).
-func (e *directEnd) checkServer(iters uint64) error {
+func (e *directEnd) checkServer(size int, iters uint64) error {
 	cfg := e.cfg
 	switch {
+	case size < 1 || size > len(e.remote):
+		return fmt.Errorf("the client reports %d-byte messages; this end's buffer takes %d (give the server the client's -s)", size, len(e.remote))
 	case cfg.test == "atomic":
 		var sum uint64
 		for i := 0; i+8 <= len(e.remote); i += 8 {
@@ -581,11 +621,11 @@ func (e *directEnd) checkServer(iters uint64) error {
 		}
 		fmt.Fprintf(e.out, " check: the counters add up to %d, one per fetch-and-add\n", sum)
 	case cfg.test == "write" && e.hello.Verbsrt:
-		inc := directInc(cfg.size, e.hello.CacheLine)
-		slots := min(uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer)), iters)
+		inc := directInc(size, e.hello.CacheLine)
+		slots := min(uint64(directSlots(size, e.hello.CacheLine, e.hello.CycleBuffer)), iters)
 		for s := range int(slots) {
 			off := s * inc
-			if !bytes.Equal(e.remote[off:off+cfg.size], e.local[off:off+cfg.size]) {
+			if !bytes.Equal(e.remote[off:off+size], e.local[off:off+size]) {
 				return fmt.Errorf("the WRITEs into slot %d are not the client's pattern", s)
 			}
 		}
@@ -648,7 +688,7 @@ func (e *directEnd) receive(ctx context.Context, r *directRecv) (time.Duration, 
 				return 0, fmt.Errorf("receive %d completed with error: %w", got, wc.Err())
 			}
 			if int(wc.ByteLen) != cfg.size {
-				return 0, fmt.Errorf("message %d: %d bytes, want %d", got, wc.ByteLen, cfg.size)
+				return 0, fmt.Errorf("message %d: %d bytes, want %d (give the server the client's -s)", got, wc.ByteLen, cfg.size)
 			}
 			slot := wc.WRID % depth
 			if e.hello.Verbsrt {
@@ -744,7 +784,7 @@ func benchDirect(ctx context.Context, w, progress io.Writer, cfg benchConfig) er
 			return
 		}
 		defer c.Close()
-		_, err = runDirectEnd(ctx, p, cfg, srvDev, false, c, &srvOut)
+		_, err = runDirectEnd(ctx, p, cfg, srvDev, false, c, &srvOut, nil)
 		if err != nil {
 			cancel()
 		}
@@ -757,7 +797,7 @@ func benchDirect(ctx context.Context, w, progress io.Writer, cfg benchConfig) er
 			return benchResult{}, err
 		}
 		defer c.Close()
-		return runDirectEnd(ctx, p, cfg, cliDev, true, c, &cliOut)
+		return runDirectEnd(ctx, p, cfg, cliDev, true, c, &cliOut, nil)
 	}()
 	if cliErr != nil {
 		ln.Close()
@@ -817,14 +857,15 @@ func benchDirectNet(ctx context.Context, w, progress io.Writer, cfg benchConfig,
 	if err := checkRocev2Reach(spec, c.RemoteAddr()); err != nil {
 		return err
 	}
+	var header func(string)
 	if !cfg.json {
-		printDirectHeader(w, cfg, cfg.dev, c.RemoteAddr().String())
+		header = func(dev string) { printDirectHeader(w, cfg, dev, c.RemoteAddr().String()) }
 	}
 	info := w // the address lines and checks: with the table, or apart from the JSON
 	if cfg.json {
 		info = progress
 	}
-	r, err := runDirectEnd(ctx, p, cfg, cfg.dev, ln == nil, c, info)
+	r, err := runDirectEnd(ctx, p, cfg, cfg.dev, ln == nil, c, info, header)
 	if err != nil {
 		return withProviderHint(cfg.provider, err)
 	}
