@@ -839,7 +839,10 @@ func benchDirectNet(ctx context.Context, w, progress io.Writer, cfg benchConfig,
 	defer closeProv()
 	var c net.Conn
 	if ln != nil {
-		if c, err = ln.Accept(); err != nil {
+		stop := context.AfterFunc(ctx, func() { ln.Close() }) // an interrupt ends the wait
+		c, err = ln.Accept()
+		stop()
+		if err != nil {
 			return fmt.Errorf("accept() failed: %w", err)
 		}
 		ln.Close() // one client, as perftest's server

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -113,5 +114,32 @@ func TestBenchDirectTwoProcessesRoCEv2(t *testing.T) {
 	var r benchResult
 	if err := json.Unmarshal([]byte(cliOut), &r); err != nil || r.Iterations != 100 || r.Bytes != 64 || r.Provider != "rocev2" {
 		t.Errorf("the -json client's output %q: %+v, %v", cliOut, r, err)
+	}
+}
+
+// TestAtomicCheck: an atomic client accepts fetched values that rise by
+// one per fetch of each line from any start, and refuses a line whose
+// value skipped or repeated (a lost or doubled fetch-and-add).
+func TestAtomicCheck(t *testing.T) {
+	const depth, slots = 4, 2
+	run := func(values []uint64) error {
+		e := &directEnd{cfg: benchConfig{test: "atomic", txDepth: depth}, local: make([]byte, depth*8)}
+		c := newAtomicCheck(e, slots)
+		for seq, v := range values {
+			binary.LittleEndian.PutUint64(e.local[(seq%depth)*8:], v)
+			if err := c.done(uint64(seq), uint64(seq+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Lines start at 0x7f and 0x10: seq 0, 2, 4 hit line 0; 1, 3, 5 line 1.
+	if err := run([]uint64{0x7f, 0x10, 0x80, 0x11, 0x81, 0x12}); err != nil {
+		t.Errorf("consecutive values refused: %v", err)
+	}
+	for _, bad := range [][]uint64{{0x7f, 0x10, 0x80, 0x11, 0x82, 0x12}, {0x7f, 0x10, 0x80, 0x10}} {
+		if err := run(bad); err == nil {
+			t.Errorf("%#x accepted", bad)
+		}
 	}
 }
