@@ -342,9 +342,7 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 		directRates(&res, d)
 		return res, pc.close(e.my, e.withGID)
 	}
-	if _, err := pc.handshake(e.my, e.withGID); err != nil {
-		return res, err
-	}
+	// write, read, atomic: no sync before the run; the client runs at once.
 	var mine ptReport
 	if e.client {
 		d, err := e.post(ctx)

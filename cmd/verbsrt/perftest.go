@@ -37,9 +37,9 @@ import (
 //	              108 bytes
 //
 // Then, for one QP, the keys handshake three times (before the QP is
-// connected, after, and once more after RTR) and once as the sync before
-// the run; a bandwidth test's server never moves data itself but for send,
-// whose receives it posts before that sync. After the run:
+// connected, after, and once more after RTR), and the client of write,
+// read or atomic starts its run; send has a fourth, the sync before the
+// run, once its server posted its receives. After the run:
 //
 //	write, read, atomic  a keys handshake (the server waits there for the
 //	                     client's run), then the reports: size and iters as
