@@ -28,6 +28,24 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	defer profiles.Stop()
 	switch {
+	case cfg.direct && cfg.host != "":
+		if err := checkNetProvider(cfg, nil); err != nil {
+			return err
+		}
+		return benchDirectNet(ctx, stdout, stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
+	case cfg.direct && cfg.server:
+		if err := checkNetProvider(cfg, nil); err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.port))
+		if err != nil {
+			return fmt.Errorf("couldn't listen on port %d: %w", cfg.port, err)
+		}
+		defer ln.Close()
+		fmt.Fprintf(stderr, "verbsrt bench: waiting for a client on %s\n", ln.Addr())
+		return benchDirectNet(ctx, stdout, stderr, cfg, "", ln)
+	case cfg.direct:
+		return benchDirect(ctx, stdout, stderr, cfg)
 	case cfg.host != "":
 		return benchClient(ctx, stdout, stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
 	case cfg.server:

@@ -52,6 +52,14 @@ type benchConfig struct {
 	// Where this process's run goes: not perftest's, the runtime's own.
 	cpuProfile, trace string
 
+	// -direct (benchdirect.go): the Go floor, one goroutine posting and
+	// polling each end's QP, over perftest's own protocol; cqMod is
+	// perftest's --cq-mod, postList its --post_list (0: as many as the
+	// window has room for).
+	direct   bool
+	cqMod    int
+	postList int
+
 	// Two processes (benchnet.go): a client has host, a server has
 	// server set; the one-process bench has neither.
 	host    string
@@ -85,7 +93,8 @@ const (
 // benchFlagNames gives the short name of the flags that have a long one,
 // for benchConfig.set.
 var benchFlagNames = map[string]string{"size": "s", "iters": "n", "qp": "q", "tx-depth": "t", "ib-dev": "d",
-	"port": "p", "all": "a", "duration": "D", "rx-depth": "r", "connection": "c", "ib-port": "i", "gid-index": "x"}
+	"port": "p", "all": "a", "duration": "D", "rx-depth": "r", "connection": "c", "ib-port": "i", "gid-index": "x",
+	"cq-mod": "Q", "post_list": "l"}
 
 // sizeString spells n bytes in the largest binary unit that divides it.
 func sizeString(n int) string {
@@ -131,14 +140,21 @@ atomic). The client dials -q runtime connections there; the server answers
 "ready" once it has accepted them all (for send it then keeps receiving).
 The client sends one "result" per size and then "done" (with "error" if the
 run failed); the server prints each and answers "done". Connecting and each
-set-up step time out after %v.`,
+set-up step time out after %v.
+
+With -direct there is no runtime: each end is one goroutine that posts
+chains of WRs on its QP and polls its CQ itself, the Go floor for message
+rate (bandwidth tests, one QP, -n iterations). Its two ends speak perftest's
+own protocol (perftest 6.06: versions, sys data, MTU and the keys of each
+QP as text, the reports, "done"), so the peer of -server or HOST may be
+ib_write_bw, ib_read_bw, ib_send_bw or ib_atomic_bw, at either end.`,
 		strings.Join(benchTestNames, ", "), benchTestNames[0], benchPort, benchProtoVersion, benchTimeout)
 }
 
 func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	cfg := benchConfig{test: benchTestNames[0], connection: benchConnection, ibPort: 1, gidIndex: -1,
 		iters: 5000, qps: 1, callers: 1, txDepth: 128, progress: time.Second, spin: benchSpin,
-		inlinePost: true, waitPoll: vrt.DefaultTuning().WaitPoll, port: benchPort, set: map[string]bool{}}
+		inlinePost: true, waitPoll: vrt.DefaultTuning().WaitPoll, port: benchPort, set: map[string]bool{}, cqMod: directCQMod}
 	fs := newFlagSet("bench", benchUsage())
 	// alias gives flag short the long name too; both share one value
 	// and so one default.
@@ -183,6 +199,13 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	fs.BoolVar(&cfg.stats, "stats", cfg.stats, "print each runtime's counters on stderr at the end (actor runs, inline posts, parked waits, poller sleeps)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", cfg.cpuProfile, "write this process's CPU profile to the file")
 	fs.StringVar(&cfg.trace, "trace", cfg.trace, "write this process's execution trace to the file (go tool trace)")
+	fs.BoolVar(&cfg.direct, "direct", cfg.direct, "the Go floor: no runtime; one goroutine per end posts chains of WRs and polls its CQ itself, "+
+		"and the two ends meet over perftest's own protocol, so the peer of -server or HOST may be ib_write_bw, ib_read_bw, ib_send_bw or ib_atomic_bw "+
+		"(bandwidth tests, one QP)")
+	fs.IntVar(&cfg.cqMod, "Q", cfg.cqMod, "with -direct: signal every Q'th WR (and the last), perftest's --cq-mod")
+	alias("Q", "cq-mod")
+	fs.IntVar(&cfg.postList, "l", cfg.postList, "with -direct: post WRs in chains of at most l (0: as many as the window has room for), perftest's --post_list")
+	alias("l", "post_list")
 	fs.BoolVar(&cfg.server, "server", cfg.server, "be the server: wait for one client on -p (no HOST)")
 	fs.IntVar(&cfg.port, "p", cfg.port, "TCP port of the control connection (server and client); -p without HOST means -server; a server's -p 0 takes a free port and says which on stderr")
 	alias("p", "port")
@@ -321,6 +344,29 @@ func (cfg *benchConfig) check() error {
 		return fmt.Errorf("-i %d: the runtime uses port 1 of its device", cfg.ibPort)
 	case cfg.gidIndex < -1 || cfg.gidIndex > 255:
 		return fmt.Errorf("-x %d: a GID index is 0 to 255 (-1: the runtime's choice)", cfg.gidIndex)
+	}
+	return cfg.checkDirect()
+}
+
+// checkDirect says what -direct cannot run: it is perftest's bandwidth
+// test on one QP, one size, by iterations.
+func (cfg *benchConfig) checkDirect() error {
+	switch {
+	case !cfg.direct:
+		if cfg.set["Q"] || cfg.set["l"] {
+			return errors.New("-Q and -l are for -direct")
+		}
+		return nil
+	case cfg.lat || cfg.pingpong:
+		return errors.New("-direct: bandwidth tests only (no -lat, no -pingpong)")
+	case cfg.all || cfg.duration != 0:
+		return errors.New("-direct: one size by iterations (no -a, no -D)")
+	case cfg.qps != 1 || cfg.callers != 1:
+		return errors.New("-direct: one QP, one goroutine an end (no -q, no -callers)")
+	case cfg.cqMod < 1 || cfg.cqMod > 4096:
+		return fmt.Errorf("-Q %d: 1 to 4096", cfg.cqMod)
+	case cfg.postList < 0 || cfg.postList > 4096:
+		return fmt.Errorf("-l %d: 0 to 4096 (0: as many as the window has room for)", cfg.postList)
 	}
 	return nil
 }
