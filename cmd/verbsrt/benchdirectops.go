@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// directRates fills r's rates from the run's time.
+func directRates(r *benchResult, d time.Duration) {
+	r.Seconds = d.Seconds()
+	if r.Seconds <= 0 {
+		return
+	}
+	r.BWAvgMBps = float64(r.Bytes) * float64(r.Iterations) / r.Seconds / (1 << 20)
+	// One figure a run: the floor keeps no per-operation timestamps.
+	r.BWPeakMBps = r.BWAvgMBps
+	r.MsgRateMpps = float64(r.Iterations) / r.Seconds / 1e6
+}
+
+// spinPoll polls cq into wcs until it returns something or ctx ends,
+// yielding between empty polls: a soft provider's engine needs a P.
+func spinPoll(ctx context.Context, cq verbs.CQ, wcs []verbs.WC) (int, error) {
+	for empty := 1; ; empty++ {
+		n, err := cq.Poll(wcs)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		runtime.Gosched()
+		if empty%1024 == 0 && ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// post is the client's run: -n operations, at most -t in flight, posted
+// in chains of up to -l (0: whatever the window has room for), every
+// -cq-mod'th and the last signalled. A signalled WR's completion
+// completes every earlier one (RC completes in order), so its wr_id, the
+// operation's sequence number, counts them.
+func (e *directEnd) post(ctx context.Context) (time.Duration, error) {
+	cfg := e.cfg
+	total := uint64(cfg.iters)
+	depth := uint64(cfg.txDepth)
+	cqMod := uint64(max(1, min(cfg.cqMod, cfg.txDepth)))
+	chain := depth
+	if cfg.postList > 0 {
+		chain = uint64(cfg.postList)
+	}
+	inc := directInc(cfg.size, e.hello.CacheLine)
+	locSlots := uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer))
+	remSlots := locSlots
+	if cfg.test == "atomic" {
+		// Results land in a slot per WR in flight, so the check can read
+		// each; the targets cycle through the peer's buffer by lines.
+		remSlots = uint64(directSlots(8, e.hello.CacheLine, e.hello.CycleBuffer))
+	}
+	wrs := make([]verbs.SendWR, chain)
+	sges := make([]verbs.SGE, chain)
+	var opcode verbs.Opcode
+	switch cfg.test {
+	case "write":
+		opcode = verbs.OpWrite
+	case "read":
+		opcode = verbs.OpRead
+	case "send":
+		opcode = verbs.OpSend
+	case "atomic":
+		opcode = verbs.OpAtomicFetchAdd
+	}
+	for i := range wrs {
+		sges[i] = verbs.SGE{Length: uint32(cfg.size), LKey: e.mr.LKey()}
+		wrs[i] = verbs.SendWR{SGL: sges[i : i+1], Opcode: opcode}
+	}
+	base := e.mr.Addr()
+	check := newAtomicCheck(e, remSlots)
+	wcs := make([]verbs.WC, directPollSize)
+	var posted, completed uint64
+	start := time.Now()
+	for completed < total {
+		if n := min(depth-(posted-completed), total-posted, chain); n > 0 {
+			for i := range n {
+				seq := posted + i
+				wr := &wrs[i]
+				wr.ID = seq
+				wr.Flags = 0
+				if (seq+1)%cqMod == 0 || seq == total-1 {
+					wr.Flags = verbs.SendSignaled
+				}
+				if e.inline {
+					wr.Flags |= verbs.SendInline
+				}
+				loc := uint64(0)
+				if cfg.test == "atomic" {
+					loc = (seq % depth) * 8
+				} else {
+					loc = (seq % locSlots) * uint64(inc)
+				}
+				wr.SGL[0].Addr = base + loc
+				switch cfg.test {
+				case "write", "read":
+					wr.RDMA = verbs.RDMA{RemoteAddr: e.rem.VAddr + (seq%remSlots)*uint64(inc), RKey: e.rem.RKey}
+				case "atomic":
+					wr.Atomic = verbs.Atomic{RemoteAddr: e.rem.VAddr + (seq%remSlots)*uint64(e.hello.CacheLine), RKey: e.rem.RKey, CompareAdd: 1}
+				}
+			}
+			if k, err := e.qp.PostSend(wrs[:n]); err != nil {
+				return 0, fmt.Errorf("couldn't post send: scnt=%d: %w", posted+uint64(k), err)
+			}
+			posted += n
+		}
+		k, err := e.scq.Poll(wcs)
+		if err != nil {
+			return 0, fmt.Errorf("poll CQ failed: %w", err)
+		}
+		if k == 0 && (posted-completed == depth || posted == total) {
+			// Nothing to post until a completion: wait for one.
+			if k, err = spinPoll(ctx, e.scq, wcs); err != nil {
+				return 0, fmt.Errorf("poll CQ: %w", err)
+			}
+		}
+		for i := range wcs[:k] {
+			wc := &wcs[i]
+			if wc.Status != verbs.WCSuccess {
+				return 0, fmt.Errorf("completion with error at scnt=%d, ccnt=%d: %w", posted, completed, wc.Err())
+			}
+			if wc.WRID+1 > completed {
+				if err := check.done(completed, wc.WRID+1); err != nil {
+					return 0, err
+				}
+				completed = wc.WRID + 1
+			}
+		}
+	}
+	d := time.Since(start)
+	if err := e.checkClient(posted, check); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// atomicCheck checks the values an atomic client fetched: the n'th
+// FETCH_AND_ADD of 1 to a slot returns the slot's first value plus n-1,
+// whatever the server's buffer held at the start.
+type atomicCheck struct {
+	e     *directEnd
+	slots uint64
+	first map[uint64]uint64 // slot -> value the first fetch returned
+	depth uint64
+}
+
+func newAtomicCheck(e *directEnd, slots uint64) *atomicCheck {
+	if e.cfg.test != "atomic" {
+		return nil
+	}
+	return &atomicCheck{e: e, slots: slots, first: map[uint64]uint64{}, depth: uint64(e.cfg.txDepth)}
+}
+
+// done checks the results of operations from to to-1, just completed.
+func (c *atomicCheck) done(from, to uint64) error {
+	if c == nil {
+		return nil
+	}
+	for seq := from; seq < to; seq++ {
+		v := binary.LittleEndian.Uint64(c.e.local[(seq%c.depth)*8:])
+		slot, n := seq%c.slots, seq/c.slots
+		f, ok := c.first[slot]
+		if !ok {
+			c.first[slot] = v - n
+			continue
+		}
+		if v != f+n {
+			return fmt.Errorf("fetch-and-add %d fetched %#x from line %d of the peer's buffer, want %#x (its first fetch plus %d)", seq, v, slot, f+n, n)
+		}
+	}
+	return nil
+}
+
+// checkClient checks what a client can once its run is over: the bytes
+// READ from a verbsrt server follow its pattern; the fetched values were
+// checked as they completed.
+func (e *directEnd) checkClient(ops uint64, c *atomicCheck) error {
+	cfg := e.cfg
+	switch {
+	case cfg.test == "atomic":
+		fmt.Fprintf(e.out, " check: %d fetch-and-adds fetched consecutive values from each of %d lines of the peer's buffer\n", ops, c.slots)
+	case cfg.test == "read" && e.hello.Verbsrt:
+		inc := directInc(cfg.size, e.hello.CacheLine)
+		slots := min(uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer)), ops)
+		for s := range int(slots) {
+			off := s * inc
+			for i, b := range e.local[off : off+cfg.size] {
+				if b != directPattern(off+i) {
+					return fmt.Errorf("READ into slot %d: byte %d is %#x, the server's pattern has %#x", s, i, b, directPattern(off+i))
+				}
+			}
+		}
+		fmt.Fprintf(e.out, " check: the bytes READ are the server's pattern\n")
+	}
+	return nil
+}
+
+// checkServer checks what a server of write or atomic can once the client
+// reported its run: the bytes a verbsrt client wrote follow its pattern;
+// the counters the fetch-and-adds of 1 incremented add up to their
+// number (perftest's client adds 1 per operation and, without
+// --perform_warm_up, does no others).
+func (e *directEnd) checkServer(size int, iters uint64) error {
+	cfg := e.cfg
+	switch {
+	case size < 1 || size > len(e.remote):
+		return fmt.Errorf("the client reports %d-byte messages; this end's buffer takes %d (give the server the client's -s)", size, len(e.remote))
+	case cfg.test == "atomic":
+		var sum uint64
+		for i := 0; i+8 <= len(e.remote); i += 8 {
+			sum += binary.LittleEndian.Uint64(e.remote[i:])
+		}
+		if sum != iters {
+			return fmt.Errorf("the counters in this end's buffer add up to %d after %d fetch-and-adds of 1", sum, iters)
+		}
+		fmt.Fprintf(e.out, " check: the counters add up to %d, one per fetch-and-add\n", sum)
+	case cfg.test == "write" && e.hello.Verbsrt:
+		inc := directInc(size, e.hello.CacheLine)
+		slots := min(uint64(directSlots(size, e.hello.CacheLine, e.hello.CycleBuffer)), iters)
+		for s := range int(slots) {
+			off := s * inc
+			if !bytes.Equal(e.remote[off:off+size], e.local[off:off+size]) {
+				return fmt.Errorf("the WRITEs into slot %d are not the client's pattern", s)
+			}
+		}
+		fmt.Fprintf(e.out, " check: the bytes written are the client's pattern\n")
+	}
+	return nil
+}
+
+// directRecv is a send server's receive state: one WR per slot of the
+// receive region, re-posted as its message is consumed.
+type directRecv struct {
+	wrs    []verbs.RecvWR
+	posted uint64
+}
+
+// postRecvs posts the send server's receives, each into its own slot, so
+// that a message is checked before another can land there.
+func (e *directEnd) postRecvs() (*directRecv, error) {
+	depth := e.recvDepth()
+	inc := directInc(e.cfg.size, e.hello.CacheLine)
+	r := &directRecv{wrs: make([]verbs.RecvWR, depth)}
+	sges := make([]verbs.SGE, depth)
+	for i := range r.wrs {
+		sges[i] = verbs.SGE{Addr: e.mr.Addr() + uint64(len(e.local)+i*inc), Length: uint32(e.cfg.size), LKey: e.mr.LKey()}
+		r.wrs[i] = verbs.RecvWR{ID: uint64(i), SGL: sges[i : i+1]}
+	}
+	if n, err := e.qp.PostRecv(r.wrs); err != nil {
+		return nil, fmt.Errorf("couldn't post receive (%d): %w", n, err)
+	}
+	r.posted = uint64(depth)
+	return r, nil
+}
+
+// receive is a send server's run: it polls the receive CQ until -n
+// messages arrived, checks each (its length; its bytes when the client is
+// verbsrt) and re-posts its receive in one chain a poll while more are
+// to come. The time runs from the first message to the last.
+func (e *directEnd) receive(ctx context.Context, r *directRecv) (time.Duration, error) {
+	cfg := e.cfg
+	total := uint64(cfg.iters)
+	depth := uint64(len(r.wrs))
+	inc := directInc(cfg.size, e.hello.CacheLine)
+	srcSlots := uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer))
+	wcs := make([]verbs.WC, directPollSize)
+	repost := make([]verbs.RecvWR, 0, directPollSize)
+	var got uint64
+	var start time.Time
+	for got < total {
+		k, err := spinPoll(ctx, e.rcq, wcs)
+		if err != nil {
+			return 0, fmt.Errorf("poll receive CQ: %w", err)
+		}
+		if got == 0 {
+			start = time.Now()
+		}
+		repost = repost[:0]
+		for i := range wcs[:k] {
+			wc := &wcs[i]
+			if wc.Status != verbs.WCSuccess {
+				return 0, fmt.Errorf("receive %d completed with error: %w", got, wc.Err())
+			}
+			if int(wc.ByteLen) != cfg.size {
+				return 0, fmt.Errorf("message %d: %d bytes, want %d (give the server the client's -s)", got, wc.ByteLen, cfg.size)
+			}
+			slot := wc.WRID % depth
+			if e.hello.Verbsrt {
+				// The client sent message got from this slot of its cycle
+				// of sources, which hold the pattern as this end's do.
+				src := int(got%srcSlots) * inc
+				off := int(slot) * inc
+				if !bytes.Equal(e.remote[off:off+cfg.size], e.local[src:src+cfg.size]) {
+					return 0, fmt.Errorf("message %d is not the client's pattern", got)
+				}
+			}
+			got++
+			if r.posted < total {
+				wr := r.wrs[slot]
+				wr.ID = r.posted
+				repost = append(repost, wr)
+				r.posted++
+			}
+		}
+		if len(repost) > 0 {
+			if n, err := e.qp.PostRecv(repost); err != nil {
+				return 0, fmt.Errorf("couldn't post receive (%d): %w", n, err)
+			}
+		}
+	}
+	d := time.Since(start)
+	if e.hello.Verbsrt {
+		fmt.Fprintf(e.out, " check: %d messages of %d bytes, each the client's pattern\n", got, cfg.size)
+	} else {
+		fmt.Fprintf(e.out, " check: %d messages of %d bytes\n", got, cfg.size)
+	}
+	return d, nil
+}
