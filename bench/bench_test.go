@@ -3,8 +3,6 @@ package bench
 import (
 	"fmt"
 	"testing"
-
-	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
 // callerCounts are the numbers of concurrent callers the shared-QP
@@ -71,41 +69,19 @@ func BenchmarkWrite(b *testing.B) {
 		if depth != pipelineDepths[0] {
 			name = fmt.Sprintf("pipelined-%d", depth)
 		}
-		for _, v := range []struct {
-			prefix string
-			opts   []vrt.Option
-		}{{"", nil}, {"actor-only-", actorOnlyOpts}} {
+		for _, v := range pipelineModes {
 			b.Run(v.prefix+name+"/callers=1", func(b *testing.B) {
 				rt := newViaRuntime(b, depth, append(runtimeOpts(), v.opts...)...)
-				b.ReportAllocs()
-				before := rt.stats()
-				stop := timeSection(b)
-				if err := rt.pipeline(b.N, depth); err != nil {
-					b.Fatal(err)
-				}
-				stop()
-				report(b, rt.stats().sub(before))
+				timedRun(b, rt.stats, func() error { return rt.pipeline(b.N, depth) })
 			})
 		}
 	}
 	b.Run("direct/callers=1", func(b *testing.B) {
 		d := newDirect(b)
-		b.ReportAllocs()
-		stop := timeSection(b)
-		if err := d.run(b.N); err != nil {
-			b.Fatal(err)
-		}
-		stop()
-		report(b, d.stats())
+		timedRun(b, d.stats, func() error { return d.run(b.N) })
 	})
 	b.Run("direct-roundtrip/callers=1", func(b *testing.B) {
 		d := newDirect(b)
-		b.ReportAllocs()
-		stop := timeSection(b)
-		if err := d.roundTrips(b.N); err != nil {
-			b.Fatal(err)
-		}
-		stop()
-		report(b, d.stats())
+		timedRun(b, d.stats, func() error { return d.roundTrips(b.N) })
 	})
 }

@@ -36,40 +36,69 @@ func newDirect(tb testing.TB) *direct {
 
 // run writes ops times and returns once every write has completed.
 func (d *direct) run(ops int) error {
-	inflight := 0
-	// Each signaled completion retires the chain it ended; batches holds
-	// the lengths of the chains in flight (the last may be short).
-	batches := make([]int, d.lb.capacity/directBatch+1)
-	head, tail := 0, 0
-	for posted := 0; posted < ops || inflight > 0; {
-		if posted < ops && inflight+directBatch <= d.lb.capacity {
-			n := min(directBatch, ops-posted)
-			chain := d.wrs[:n]
-			chain[n-1].Flags = verbs.SendSignaled
-			_, err := d.lb.qp.PostSend(chain)
-			chain[n-1].Flags = 0
-			if err != nil {
+	c := newSignaledChains(d.lb, &d.posts, &d.wrsN)
+	for posted := 0; posted < ops || c.inflight > 0; {
+		if n := min(directBatch, ops-posted); n > 0 && c.inflight+n <= d.lb.capacity {
+			if err := c.post(d.wrs[:n]); err != nil {
 				return err
 			}
-			d.posts++
-			d.wrsN += uint64(n)
 			posted += n
-			inflight += n
-			batches[tail%len(batches)] = n
-			tail++
 			continue
 		}
-		k, err := d.lb.cq.Poll(d.wcs)
-		if err != nil {
+		if err := c.poll(d.lb.cq, d.wcs, "write"); err != nil {
 			return err
 		}
-		for i := range d.wcs[:k] {
-			if d.wcs[i].Status != verbs.WCSuccess {
-				return fmt.Errorf("bench: direct write: %w", d.wcs[i].Err())
-			}
-			inflight -= batches[head%len(batches)]
-			head++
+	}
+	return nil
+}
+
+// newSignaledChains returns the chains of lb's QP, counted into posts and
+// wrs.
+func newSignaledChains(lb *loopback, posts, wrs *uint64) *signaledChains {
+	return &signaledChains{qp: lb.qp, batches: make([]int, lb.capacity/directBatch+1), posts: posts, wrs: wrs}
+}
+
+// signaledChains posts chains of WRs, the last of each signaled, and
+// retires a whole chain on each signaled completion: the floors' send
+// side.
+type signaledChains struct {
+	qp         verbs.QP
+	batches    []int // the lengths of the chains in flight, a ring
+	head, tail int
+	inflight   int // WRs posted and not retired
+	posts, wrs *uint64
+}
+
+// post posts chain, its last WR signaled.
+func (c *signaledChains) post(chain []verbs.SendWR) error {
+	n := len(chain)
+	chain[n-1].Flags = verbs.SendSignaled
+	_, err := c.qp.PostSend(chain)
+	chain[n-1].Flags = 0
+	if err != nil {
+		return err
+	}
+	*c.posts++
+	*c.wrs += uint64(n)
+	c.inflight += n
+	c.batches[c.tail%len(c.batches)] = n
+	c.tail++
+	return nil
+}
+
+// poll polls cq once into wcs and retires a chain for each completion; a
+// failed one is an error naming what.
+func (c *signaledChains) poll(cq verbs.CQ, wcs []verbs.WC, what string) error {
+	k, err := cq.Poll(wcs)
+	if err != nil {
+		return err
+	}
+	for i := range wcs[:k] {
+		if wcs[i].Status != verbs.WCSuccess {
+			return fmt.Errorf("bench: direct %s: %w", what, wcs[i].Err())
 		}
+		c.inflight -= c.batches[c.head%len(c.batches)]
+		c.head++
 	}
 	return nil
 }

@@ -54,51 +54,31 @@ func (d *directSend) postRecvs(first int) error {
 // run sends ops messages and returns once every one has been received
 // and every SEND has completed.
 func (d *directSend) run(ops int) error {
+	c := newSignaledChains(d.lb, &d.posts, &d.wrsN)
 	var (
 		sent, received, recvsPosted int
-		inflight                    int // SENDs not yet retired by a signaled completion
 		consumed                    int // receives completed and not yet reposted
 	)
 	// A SEND goes out only onto a posted receive (sent <= recvsPosted):
 	// the floor never meets an RNR NAK.
-	batches := make([]int, d.lb.capacity/directBatch+1)
-	head, tail := 0, 0
 	for recvsPosted < directRecvDepth {
 		if err := d.postRecvs(recvsPosted); err != nil {
 			return err
 		}
 		recvsPosted += directBatch
 	}
-	for received < ops || inflight > 0 {
-		n := min(directBatch, ops-sent)
-		if n > 0 && inflight+n <= d.lb.capacity && sent+n <= recvsPosted {
-			chain := d.sends[:n]
-			chain[n-1].Flags = verbs.SendSignaled
-			_, err := d.lb.qp.PostSend(chain)
-			chain[n-1].Flags = 0
-			if err != nil {
+	for received < ops || c.inflight > 0 {
+		if n := min(directBatch, ops-sent); n > 0 && c.inflight+n <= d.lb.capacity && sent+n <= recvsPosted {
+			if err := c.post(d.sends[:n]); err != nil {
 				return err
 			}
-			d.posts++
-			d.wrsN += uint64(n)
 			sent += n
-			inflight += n
-			batches[tail%len(batches)] = n
-			tail++
 			continue
 		}
-		k, err := d.lb.cq.Poll(d.wcs)
-		if err != nil {
+		if err := c.poll(d.lb.cq, d.wcs, "send"); err != nil {
 			return err
 		}
-		for i := range d.wcs[:k] {
-			if d.wcs[i].Status != verbs.WCSuccess {
-				return fmt.Errorf("bench: direct send: %w", d.wcs[i].Err())
-			}
-			inflight -= batches[head%len(batches)]
-			head++
-		}
-		k, err = d.lb.peerCQ.Poll(d.wcs)
+		k, err := d.lb.peerCQ.Poll(d.wcs)
 		if err != nil {
 			return err
 		}

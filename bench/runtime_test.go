@@ -113,11 +113,19 @@ func sum(counts []uint64) uint64 {
 var pipelineDepths = []int{128, 8}
 
 // pipeline issues ops writes from one goroutine with up to depth of them
-// in flight, slot i%depth's write waiting for that slot's previous one,
-// and returns once all have completed.
+// in flight (pipelined).
 func (v *viaRuntime) pipeline(ops, depth int) error {
-	// Generous: a write on soft completes far sooner than 10 µs, so a run
-	// past this lost one.
+	return pipelined(ops, depth, "write", func(ctx context.Context, slot int) vrt.Future {
+		return v.cli.Write(ctx, v.locals[slot], v.remotes[slot])
+	})
+}
+
+// pipelined issues ops operations from one goroutine with up to depth of
+// them in flight, slot i%depth's operation (issue) waiting for that
+// slot's previous one, and returns once all have completed.
+func pipelined(ops, depth int, what string, issue func(ctx context.Context, slot int) vrt.Future) error {
+	// Generous: an operation on soft completes far sooner than 10 µs, so
+	// a run past this lost one.
 	ctx, cancel := context.WithTimeout(context.Background(), stallLimit+time.Duration(ops)*10*time.Microsecond)
 	defer cancel()
 	inflight := make([]vrt.Future, depth)
@@ -125,12 +133,32 @@ func (v *viaRuntime) pipeline(ops, depth int) error {
 		slot := i % depth
 		if i >= depth {
 			if _, err := inflight[slot].Wait(ctx); err != nil {
-				return fmt.Errorf("pipelined write %d: %w", i-depth, err)
+				return fmt.Errorf("pipelined %s %d: %w", what, i-depth, err)
 			}
 		}
 		if i < ops {
-			inflight[slot] = v.cli.Write(ctx, v.locals[slot], v.remotes[slot])
+			inflight[slot] = issue(ctx, slot)
 		}
 	}
 	return nil
+}
+
+// pipelineModes are the runtimes the pipelined variants run on: the
+// default, and the one with the caller-thread options off.
+var pipelineModes = []struct {
+	prefix string
+	opts   []vrt.Option
+}{{"", nil}, {"actor-only-", actorOnlyOpts}}
+
+// timedRun runs one measured section, run, and reports the doorbells
+// that stats counted over it.
+func timedRun(b *testing.B, stats func() postStats, run func() error) {
+	b.ReportAllocs()
+	before := stats()
+	stop := timeSection(b)
+	if err := run(); err != nil {
+		b.Fatal(err)
+	}
+	stop()
+	report(b, stats().sub(before))
 }

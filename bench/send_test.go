@@ -43,32 +43,16 @@ func BenchmarkSend(b *testing.B) {
 			}
 		}
 	}
-	for _, v := range []struct {
-		prefix string
-		opts   []vrt.Option
-	}{{"", nil}, {"actor-only-", actorOnlyOpts}} {
+	for _, v := range pipelineModes {
 		b.Run(v.prefix+"pipelined/size=64/callers=1", func(b *testing.B) {
 			depth := pipelineDepths[0]
 			s := newSendPair(b, depth, 64, v.opts...)
-			b.ReportAllocs()
-			before := s.stats()
-			stop := timeSection(b)
-			if err := s.pipeline(b.N, depth); err != nil {
-				b.Fatal(err)
-			}
-			stop()
-			report(b, s.stats().sub(before))
+			timedRun(b, s.stats, func() error { return s.pipeline(b.N, depth) })
 		})
 	}
 	b.Run("direct/size=64/callers=1", func(b *testing.B) {
 		d := newDirectSend(b)
-		b.ReportAllocs()
-		stop := timeSection(b)
-		if err := d.run(b.N); err != nil {
-			b.Fatal(err)
-		}
-		stop()
-		report(b, d.stats())
+		timedRun(b, d.stats, func() error { return d.run(b.N) })
 	})
 }
 
@@ -135,24 +119,11 @@ func (s *sendPair) send(ctx context.Context, caller int) error {
 }
 
 // pipeline sends ops messages from one goroutine with up to depth of
-// them in flight, slot i%depth's send waiting for that slot's previous
-// one, and returns once all have completed.
+// them in flight (pipelined).
 func (s *sendPair) pipeline(ops, depth int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), stallLimit+time.Duration(ops)*10*time.Microsecond)
-	defer cancel()
-	inflight := make([]vrt.Future, depth)
-	for i := range ops + depth {
-		slot := i % depth
-		if i >= depth {
-			if _, err := inflight[slot].Wait(ctx); err != nil {
-				return fmt.Errorf("pipelined send %d: %w", i-depth, err)
-			}
-		}
-		if i < ops {
-			inflight[slot] = s.cli.Send(ctx, s.locals[slot])
-		}
-	}
-	return nil
+	return pipelined(ops, depth, "send", func(ctx context.Context, slot int) vrt.Future {
+		return s.cli.Send(ctx, s.locals[slot])
+	})
 }
 
 func (s *sendPair) stats() postStats {
