@@ -37,9 +37,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		if err := checkNetProvider(cfg, nil); err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.port))
+		ln, err := listenControl(cfg.port)
 		if err != nil {
-			return fmt.Errorf("couldn't listen on port %d: %w", cfg.port, err)
+			return err
 		}
 		defer ln.Close()
 		fmt.Fprintf(stderr, "verbsrt bench: waiting for a client on %s\n", ln.Addr())
@@ -52,10 +52,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		if err := checkNetProvider(cfg, nil); err != nil {
 			return err
 		}
-		// As perftest's server: every address, the given port, one client.
-		ln, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.port))
+		ln, err := listenControl(cfg.port)
 		if err != nil {
-			return fmt.Errorf("couldn't listen on port %d: %w", cfg.port, err)
+			return err
 		}
 		defer ln.Close()
 		return benchServe(ctx, stdout, stderr, cfg, ln, nil)
@@ -111,4 +110,14 @@ func (p *benchPair) runSizes(ctx context.Context, w, progress io.Writer, cfg ben
 		fmt.Fprintln(w, benchRule)
 	}
 	return nil
+}
+
+// listenControl listens for a client's control connection as perftest's
+// server does: on every address, at the given port.
+func listenControl(port int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return nil, fmt.Errorf("couldn't listen on port %d: %w", port, err)
+	}
+	return ln, nil
 }

@@ -98,19 +98,9 @@ func (e *directEnd) close() {
 // (page size and cache line, known only after hello).
 func (e *directEnd) open(p verbs.Provider) error {
 	cfg := e.cfg
-	devs, err := p.Devices()
+	dev, err := findDevice(p, e.devName)
 	if err != nil {
-		return fmt.Errorf("failed to get IB devices list: %w", err)
-	}
-	var dev verbs.Device
-	for _, d := range devs {
-		if e.devName == "" || d.Name() == e.devName {
-			dev = d
-			break
-		}
-	}
-	if dev == nil {
-		return fmt.Errorf("IB device %q not found", e.devName)
+		return err
 	}
 	e.devName = dev.Name()
 	if e.ctx, err = dev.Open(); err != nil {
