@@ -43,13 +43,7 @@ func TestVariants(t *testing.T) {
 		d := newDirect(t)
 		src, dst := d.lb.halves()
 		fill(src)
-		if err := d.run(ops); err != nil {
-			t.Fatal(err)
-		}
-		want := uint64((ops + directBatch - 1) / directBatch)
-		if s := d.stats(); s.wrs != ops || s.calls != want {
-			t.Fatalf("%d WRs in %d PostSends, want %d in %d", s.wrs, s.calls, ops, want)
-		}
+		runFloor(t, d.run, d.stats, ops)
 		if !bytes.Equal(dst, src) {
 			t.Fatal("targets differ from sources")
 		}
@@ -75,13 +69,7 @@ func TestSendVariants(t *testing.T) {
 		d := newDirectSend(t)
 		src, dst := d.lb.halves()
 		fill(src)
-		if err := d.run(ops); err != nil {
-			t.Fatal(err)
-		}
-		want := uint64((ops + directBatch - 1) / directBatch)
-		if s := d.stats(); s.wrs != ops || s.calls != want {
-			t.Fatalf("%d WRs in %d PostSends, want %d in %d", s.wrs, s.calls, ops, want)
-		}
+		runFloor(t, d.run, d.stats, ops)
 		// Message i came from source slot i%directBatch into receive
 		// slot i.
 		for i := range ops {
@@ -91,6 +79,19 @@ func TestSendVariants(t *testing.T) {
 			}
 		}
 	})
+}
+
+// runFloor runs a Go floor for ops operations and checks it posted them in
+// chains of directBatch.
+func runFloor(t *testing.T, run func(int) error, stats func() postStats, ops int) {
+	t.Helper()
+	if err := run(ops); err != nil {
+		t.Fatal(err)
+	}
+	want := uint64((ops + directBatch - 1) / directBatch)
+	if s := stats(); s.wrs != uint64(ops) || s.calls != want {
+		t.Fatalf("%d WRs in %d PostSends, want %d in %d", s.wrs, s.calls, ops, want)
+	}
 }
 
 // fill writes a pattern no slot shares with another.

@@ -33,18 +33,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return benchDirectNet(ctx, stdout, stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
-	case cfg.direct && cfg.server:
-		if err := checkNetProvider(cfg, nil); err != nil {
-			return err
-		}
-		ln, err := listenControl(cfg.port)
-		if err != nil {
-			return err
-		}
-		defer ln.Close()
-		fmt.Fprintf(stderr, "verbsrt bench: waiting for a client on %s\n", ln.Addr())
-		return benchDirectNet(ctx, stdout, stderr, cfg, "", ln)
-	case cfg.direct:
+	case cfg.direct && !cfg.server:
 		return benchDirect(ctx, stdout, stderr, cfg)
 	case cfg.host != "":
 		return benchClient(ctx, stdout, stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
@@ -57,6 +46,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer ln.Close()
+		if cfg.direct {
+			fmt.Fprintf(stderr, "verbsrt bench: waiting for a client on %s\n", ln.Addr())
+			return benchDirectNet(ctx, stdout, stderr, cfg, "", ln)
+		}
 		return benchServe(ctx, stdout, stderr, cfg, ln, nil)
 	}
 	return bench(ctx, stdout, stderr, cfg)
