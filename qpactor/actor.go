@@ -263,6 +263,10 @@ type Actor struct {
 
 	inbox *ring.Ring[submission]
 	waker *ring.Waker
+	// goRun is a.run as a func value, made once: go a.goRun() starts a
+	// run without the allocation go a.goRun() makes for its receiver on
+	// every start.
+	goRun func()
 	room  roomSignal // producers waiting for room in the inbox
 
 	// credits is the number of send-queue slots the actor may fill: the
@@ -338,10 +342,11 @@ func New(cfg Config) (*Actor, error) {
 	a.scratchMask = uint64(shadowSize(depth) - 1)
 	n := min(shadowStart, shadowSize(depth))
 	a.shadow.Store(&shadowTable{entries: make([]entry, n), mask: uint64(n - 1)})
+	a.goRun = a.run
 	if cfg.Park {
 		a.waker = ring.NewWaker()
 	} else {
-		a.waker = ring.NewRestartingWaker(func() { go a.run() })
+		a.waker = ring.NewRestartingWaker(func() { go a.goRun() })
 	}
 	a.lat.init(shadowSize(depth))
 	if a.signalEvery <= 0 {
@@ -392,6 +397,6 @@ func (a *Actor) SetDriver(d Driver) { a.driver = d }
 // Call it once.
 func (a *Actor) Start() {
 	if a.started.CompareAndSwap(false, true) {
-		go a.run()
+		go a.goRun()
 	}
 }

@@ -75,17 +75,17 @@ func (a *Actor) runInline() {
 	runtime.UnlockOSThread()
 	switch {
 	case a.finished():
-		go a.run()
+		go a.goRun()
 	case a.inbox.Peek() == nil:
 		if !a.rest(nil) {
-			go a.run()
+			go a.goRun()
 		}
 	case a.coalesces():
 		// Work that came during the drain, left for the next completion
 		// or the bound its first submitter set (push): resting does not
 		// watch its contexts, as a watch allocates.
 		if !a.restWatching(nil, false) {
-			go a.run()
+			go a.goRun()
 		}
 	default:
 		// The drain left work waiting for credits, usually a moment
@@ -99,7 +99,7 @@ func (a *Actor) runInline() {
 		a.waker.WakeAfter(a.spin.Load())
 		if !a.restWatching(nil, false) {
 			a.waker.StopLater()
-			go a.run()
+			go a.goRun()
 		}
 	}
 }

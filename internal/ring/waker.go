@@ -96,6 +96,10 @@ func (w *Waker) Leave() bool {
 	return !w.gone.CompareAndSwap(true, false)
 }
 
+// Ended reports whether a restarting consumer has ended (Leave) and no
+// Wake has started it again since.
+func (w *Waker) Ended() bool { return w.gone.Load() }
+
 // Restarts reports whether the consumer ends instead of sleeping.
 func (w *Waker) Restarts() bool { return w.restart != nil }
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package qpactor_test
+
+const raceEnabled = false
