@@ -138,7 +138,6 @@ func TestActorStartAllocatesNothing(t *testing.T) {
 	r.actor.Start()
 	r.actor.SetSpin(time.Nanosecond)
 	ctx := context.Background()
-	runs := r.actor.Stats().Ops.Runs.Load()
 	wcs := make([]verbs.WC, 32)
 	write := func() {
 		op := r.write(0)
@@ -164,7 +163,7 @@ func TestActorStartAllocatesNothing(t *testing.T) {
 	for range 100 { // warm the pools
 		write()
 	}
-	runs = r.actor.Stats().Ops.Runs.Load()
+	runs := r.actor.Stats().Ops.Runs.Load()
 	allocs := testing.AllocsPerRun(500, write)
 	started := r.actor.Stats().Ops.Runs.Load() - runs
 	if started < 500 {
