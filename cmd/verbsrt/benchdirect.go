@@ -65,6 +65,10 @@ type directEnd struct {
 // verbsrt server exposes to READ.
 func directPattern(off int) byte { return byte(off%251 + 1) }
 
+// peerPatterned says whether the peer's buffers hold directPattern: it is
+// verbsrt, or a perftest program that -peer-pattern vouches for.
+func (e *directEnd) peerPatterned() bool { return e.hello.Verbsrt || e.cfg.peerPattern }
+
 // directInc is perftest's INC: the stride between successive WRs'
 // addresses, the size rounded up to a cache line.
 func directInc(size, cacheLine int) int {

@@ -143,3 +143,47 @@ func TestAtomicCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerPattern: with -peer-pattern a peer that is not verbsrt (a
+// perftest program under ptcheck.so) has its bytes checked as a verbsrt
+// peer's: the WRITEs a server finds and the bytes a client READ must be
+// the pattern slot by slot, and one wrong byte fails the run. Without
+// it, such a peer's random bytes are not checked.
+func TestPeerPattern(t *testing.T) {
+	const size, cycle, line = 64, 4096, 64
+	patterned := func() []byte {
+		b := make([]byte, cycle)
+		for i := range b {
+			b[i] = directPattern(i)
+		}
+		return b
+	}
+	for _, test := range []string{"write", "read"} {
+		for _, vouched := range []bool{true, false} {
+			var out bytes.Buffer
+			e := &directEnd{cfg: benchConfig{test: test, size: size, peerPattern: vouched}, out: &out,
+				hello: ptHello{CycleBuffer: cycle, CacheLine: line}, local: patterned(), remote: patterned()}
+			check := func() error {
+				if test == "write" {
+					return e.checkServer(size, 1000)
+				}
+				return e.checkClient(1000, nil)
+			}
+			if err := check(); err != nil {
+				t.Errorf("%s, -peer-pattern %v: the pattern refused: %v", test, vouched, err)
+			}
+			if got := strings.Contains(out.String(), " check: "); got != vouched {
+				t.Errorf("%s, -peer-pattern %v: a check line printed %v:\n%s", test, vouched, got, out.String())
+			}
+			// The peer's bytes: what its WRITEs left here, or what this end READ.
+			peers := map[string][]byte{"write": e.remote, "read": e.local}[test]
+			peers[cycle-size+5]++
+			if err := check(); (err != nil) != vouched {
+				t.Errorf("%s, -peer-pattern %v: a wrong byte in the last slot gave %v", test, vouched, err)
+			}
+		}
+	}
+	if _, err := parseBench([]string{"-peer-pattern"}, io.Discard, io.Discard); err == nil {
+		t.Error("-peer-pattern accepted without -direct")
+	}
+}

@@ -189,7 +189,7 @@ func (e *directEnd) checkClient(ops uint64, c *atomicCheck) error {
 	switch {
 	case cfg.test == "atomic":
 		fmt.Fprintf(e.out, " check: %d fetch-and-adds fetched consecutive values from each of %d lines of the peer's buffer\n", ops, c.slots)
-	case cfg.test == "read" && e.hello.Verbsrt:
+	case cfg.test == "read" && e.peerPatterned():
 		inc := directInc(cfg.size, e.hello.CacheLine)
 		slots := min(uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer)), ops)
 		for s := range int(slots) {
@@ -224,7 +224,7 @@ func (e *directEnd) checkServer(size int, iters uint64) error {
 			return fmt.Errorf("the counters in this end's buffer add up to %d after %d fetch-and-adds of 1", sum, iters)
 		}
 		fmt.Fprintf(e.out, " check: the counters add up to %d, one per fetch-and-add\n", sum)
-	case cfg.test == "write" && e.hello.Verbsrt:
+	case cfg.test == "write" && e.peerPatterned():
 		inc := directInc(size, e.hello.CacheLine)
 		slots := min(uint64(directSlots(size, e.hello.CacheLine, e.hello.CycleBuffer)), iters)
 		for s := range int(slots) {
@@ -295,7 +295,7 @@ func (e *directEnd) receive(ctx context.Context, r *directRecv) (time.Duration, 
 				return 0, fmt.Errorf("message %d: %d bytes, want %d (give the server the client's -s)", got, wc.ByteLen, cfg.size)
 			}
 			slot := wc.WRID % depth
-			if e.hello.Verbsrt {
+			if e.peerPatterned() {
 				// The client sent message got from this slot of its cycle
 				// of sources, which hold the pattern as this end's do.
 				src := int(got%srcSlots) * inc
@@ -319,7 +319,7 @@ func (e *directEnd) receive(ctx context.Context, r *directRecv) (time.Duration, 
 		}
 	}
 	d := time.Since(start)
-	if e.hello.Verbsrt {
+	if e.peerPatterned() {
 		fmt.Fprintf(e.out, " check: %d messages of %d bytes, each the client's pattern\n", got, cfg.size)
 	} else {
 		fmt.Fprintf(e.out, " check: %d messages of %d bytes\n", got, cfg.size)

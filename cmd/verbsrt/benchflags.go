@@ -55,10 +55,12 @@ type benchConfig struct {
 	// -direct (benchdirect.go): the Go floor, one goroutine posting and
 	// polling each end's QP, over perftest's own protocol; cqMod is
 	// perftest's --cq-mod, postList its --post_list (0: as many as the
-	// window has room for).
-	direct   bool
-	cqMod    int
-	postList int
+	// window has room for). peerPattern: the peer's buffers hold this
+	// end's pattern, so its bytes are checked as a verbsrt peer's are.
+	direct      bool
+	cqMod       int
+	postList    int
+	peerPattern bool
 
 	// Two processes (benchnet.go): a client has host, a server has
 	// server set; the one-process bench has neither.
@@ -206,6 +208,8 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	alias("Q", "cq-mod")
 	fs.IntVar(&cfg.postList, "l", cfg.postList, "with -direct: post WRs in chains of at most l (0: as many as the window has room for), perftest's --post_list")
 	alias("l", "post_list")
+	fs.BoolVar(&cfg.peerPattern, "peer-pattern", cfg.peerPattern, "with -direct: the peer's buffers hold verbsrt's pattern, as a perftest program's do under verbs/ibv/rxevm's ptcheck.so; "+
+		"check the bytes it sends, WRITEs or lets this end READ as a verbsrt peer's")
 	fs.BoolVar(&cfg.server, "server", cfg.server, "be the server: wait for one client on -p (no HOST)")
 	fs.IntVar(&cfg.port, "p", cfg.port, "TCP port of the control connection (server and client); -p without HOST means -server; a server's -p 0 takes a free port and says which on stderr")
 	alias("p", "port")
@@ -353,8 +357,8 @@ func (cfg *benchConfig) check() error {
 func (cfg *benchConfig) checkDirect() error {
 	switch {
 	case !cfg.direct:
-		if cfg.set["Q"] || cfg.set["l"] {
-			return errors.New("-Q and -l are for -direct")
+		if cfg.set["Q"] || cfg.set["l"] || cfg.set["peer-pattern"] {
+			return errors.New("-Q, -l and -peer-pattern are for -direct")
 		}
 		return nil
 	case cfg.lat || cfg.pingpong:
