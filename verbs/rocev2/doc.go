@@ -189,12 +189,18 @@
 // provider counts it as seven timeouts in a row without progress, as the
 // IB specification does, which a receiver slower than the ACK timeout
 // reaches only if each timeout adds a window of duplicates to what it has
-// to work through: hence one packet per timeout.
+// to work through: hence one packet per timeout. It also runs perftest's
+// ib_write_bw, ib_read_bw, ib_send_bw and ib_atomic_bw on rxe against
+// `verbsrt bench -direct` on this provider, either side serving, with
+// the bytes checked where they land (perftest's side through a preload
+// library, ptcheck.c), and prints each figure beside rxe's against rxe.
 //
 // # What does not work yet
 //
 // XRC; end-to-end credits; one sendmmsg for a UD chain (RC and UC send
 // what one PostSend, ACK or timer lets out, and a READ's response, with
-// one sendmmsg on Linux: Transport.SendBatch); IPv4; READ, WRITE and the
-// atomics against rxe are not tested.
+// one sendmmsg on Linux: Transport.SendBatch); IPv4; rdma_cm's
+// connection MADs (so rping, and the runtime's ListenCM and DialCM, need
+// the ibv provider); holding back received packets (Transport.InjectInbound
+// drops, duplicates and corrupts; reordering and delay are for sent ones).
 package rocev2
