@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 )
 
 // opSize is the length of every RDMA WRITE the benchmarks issue.
@@ -109,17 +111,25 @@ func drive(tb testing.TB, callers, ops int, op func(ctx context.Context, caller 
 }
 
 // timeSection resets b's timer and returns the function that stops it and
-// reports the heap allocations per op in between as mallocs/op, unrounded:
-// allocs/op rounds down, so one allocation every other op shows as 0.
+// reports, per op in between: the heap allocations as mallocs/op,
+// unrounded (allocs/op rounds down, so one allocation every other op
+// shows as 0), and the CPU time the process used, user and system
+// (getrusage), as cpu-ns/op: every goroutine's, spinning ones included,
+// which ns/op, a wall-clock figure, does not show.
 func timeSection(b *testing.B) (stop func()) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	before := m.Mallocs
+	cpu := benchkit.CPUTime()
 	b.ResetTimer()
 	return func() {
 		b.StopTimer()
+		used := benchkit.CPUTime() - cpu
 		runtime.ReadMemStats(&m)
 		b.ReportMetric(float64(m.Mallocs-before)/float64(b.N), "mallocs/op")
+		if cpu >= 0 && used >= 0 {
+			b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		}
 	}
 }
 
