@@ -105,9 +105,10 @@
 //	              callbacks go to the runtime's executor)
 //	cqOwner.mu -> runtime recvStore.mu -> SRQ.PostRecv (the provider's
 //	              queue lock)
-//	cqOwner.mu -> qpactor.Actor.GrantPeerCredits, or Actor.Polled after
-//	              the poll -> an inline drain of what was queued ->
-//	              QP.PostSend (the provider's queue lock)
+//	cqOwner.mu -> qpactor.Actor.GrantPeerCredits, Actor.WantReport (a
+//	              credit report due, after recvStore.mu is released), or
+//	              Actor.Polled after the poll -> an inline drain of what
+//	              was queued -> QP.PostSend (the provider's queue lock)
 //	              -> Driver.Progress -> cqOwner.mu, tried only
 //
 // Nothing called under cqOwner.mu waits for a cqOwner.mu (the inline

@@ -389,6 +389,12 @@ func (a *Actor) Credits() int { return int(a.credits.Load()) }
 // Outstanding returns how many posted WRs have not completed.
 func (a *Actor) Outstanding() int { return int(a.sqDepth) - a.Credits() }
 
+// Idle reports whether no goroutine runs the actor now: its goroutine
+// went idle and ended, and nothing has started it again. The next
+// submission, grant or report due is then posted by the goroutine that
+// brings it (InlinePost), or starts a new run.
+func (a *Actor) Idle() bool { return a.waker.Ended() }
+
 // SetDriver makes the actor poll its completions through d while it is
 // awake. Call it before Start.
 func (a *Actor) SetDriver(d Driver) { a.driver = d }

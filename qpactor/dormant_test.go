@@ -156,7 +156,7 @@ func TestActorStartAllocatesNothing(t *testing.T) {
 			}
 		}
 		f.Release()
-		for !r.actor.Ended() { // idle past its spin: gone
+		for !r.actor.Idle() { // idle past its spin: gone
 			backOff()
 		}
 	}

@@ -32,7 +32,3 @@ const GatherTarget = gatherTarget
 // WakeUpArmed reports whether a bounded wake-up of the actor goroutine
 // (ring.Waker.WakeAfter) is set and neither called off nor fired.
 func (a *Actor) WakeUpArmed() bool { return a.waker.LaterArmed() }
-
-// Ended reports whether the actor's goroutine has gone idle and ended, and
-// no wake-up has started it again.
-func (a *Actor) Ended() bool { return a.waker.Ended() }

@@ -226,3 +226,46 @@ func TestGrantPostsWaitingSend(t *testing.T) {
 		t.Errorf("no run of the actor on a grant's goroutine (%d actor goroutine starts)", stats.Ops.Runs.Load()-runs0)
 	}
 }
+
+// TestReportPostedByItsGoroutine: a credit report falls due on the
+// goroutine that handles a receive (the CQ's handler, reposting the
+// receive) or releases a message; with the receiving endpoint's actor
+// idle, that goroutine posts the report itself, as a submitter posts its
+// own work, and no actor goroutine is started for one credit-only SEND.
+func TestReportPostedByItsGoroutine(t *testing.T) {
+	const depth, messages = 8, 64
+	rt := newRuntimeAsGiven(t, runtime.WithRecvDepth(depth))
+	cli, srv := connect(t, rt)
+	ctx := ctxT(t)
+	buf := alloc(t, rt, 64)
+	stats := srv.Actor().Stats()
+	idle := func() {
+		t.Helper()
+		for !srv.Actor().Idle() {
+			if ctx.Err() != nil {
+				t.Fatal("the receiving endpoint's actor never went idle")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	idle()
+	runs, reports := stats.Ops.Runs.Load(), stats.Ops.CreditOnly.Load()
+	for i := range messages {
+		idle() // nothing but a report could start it now
+		if _, err := cli.Send(ctx, buf.Slice(0, 8)).Wait(ctx); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		m, err := srv.Recv(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
+	idle()
+	if stats.Ops.CreditOnly.Load() == reports {
+		t.Fatalf("%d messages and no credit report", messages)
+	}
+	if got := stats.Ops.Runs.Load() - runs; got != 0 {
+		t.Errorf("%d credit reports started %d actor goroutines", stats.Ops.CreditOnly.Load()-reports, got)
+	}
+}

@@ -172,14 +172,18 @@ func (r *recvSide) release(cq verbs.CQ) {
 	}
 }
 
-// reportLocked asks the actor for a credit report when one is due; the
-// store's lock is held. It only wakes the actor, which stamps the report
-// without the lock.
-func (r *recvSide) reportLocked() {
-	if r.left || r.ep.actor == nil {
-		return // the endpoint is gone, or not started: nothing to report
-	}
-	if r.credits.Due() {
+// reportDueLocked reports whether r's peer is due a credit report; the
+// store's lock is held. The endpoint gone, or not started, has nothing to
+// report.
+func (r *recvSide) reportDueLocked() bool {
+	return !r.left && r.ep.actor != nil && r.credits.Due()
+}
+
+// report asks the actor for the credit report serve found due, with the
+// store's lock released: the actor stamps the report without it, and the
+// calling goroutine may post it (qpactor.Actor.WantReport).
+func (r *recvSide) report(due bool) {
+	if due {
 		r.ep.actor.WantReport()
 	}
 }

@@ -263,17 +263,19 @@ func (p *recvPool) putIdle(idx int) {
 func (p *recvPool) serve(r *recvSide) {
 	st := p.store
 	st.mu.Lock()
-	p.serveLocked(r)
+	due := p.serveLocked(r)
 	st.mu.Unlock()
+	r.report(due)
 }
 
-// serveLocked is serve with the store's lock held. It asks the actor for
-// a credit report when one is due, even when it posted nothing: a window
-// that shrank makes the credits already unreported due.
-func (p *recvPool) serveLocked(r *recvSide) {
+// serveLocked is serve with the store's lock held. It reports whether a
+// credit report is due, even when it posted nothing (a window that shrank
+// makes the credits already unreported due), for its caller to ask the
+// actor for once the lock is released.
+func (p *recvPool) serveLocked(r *recvSide) (reportDue bool) {
 	st := p.store
 	if st.closed || r.left {
-		return
+		return false
 	}
 	// Grow only by what the SRQ can still back.
 	r.credits.Grow(p.availableLocked())
@@ -294,7 +296,7 @@ func (p *recvPool) serveLocked(r *recvSide) {
 			st.waiting = append(st.waiting, r)
 		}
 	}
-	r.reportLocked()
+	return r.reportDueLocked()
 }
 
 // adjust moves r's window by what its peer's SEND said
@@ -325,9 +327,10 @@ func (st *recvStore) released(s *msgSlot) {
 	st.mu.Lock()
 	r.held--
 	st.idle = append(st.idle, s.idx)
-	r.pool.serveLocked(r)
+	due := r.pool.serveLocked(r)
 	st.serveWaitingLocked()
 	st.mu.Unlock()
+	r.report(due)
 }
 
 // serveWaitingLocked serves the endpoints that wait for buffers, of every
@@ -346,9 +349,11 @@ func (st *recvStore) serveWaitingLocked() {
 			continue
 		}
 		r.waiting = false
-		// Asking for a report takes no lock of the store's and wakes the
-		// actor without waiting for it.
-		r.pool.serveLocked(r)
+		// Another endpoint's report: its actor, woken, posts it without
+		// the store's lock.
+		if r.pool.serveLocked(r) {
+			r.ep.actor.WantReportLater()
+		}
 	}
 }
 
