@@ -495,3 +495,47 @@ func TestInlineChainCallsOffTheBound(t *testing.T) {
 	}
 	r.poll(t, futs...)
 }
+
+// TestWokenInlineActorLeavesTheStreamToCallers: an actor goroutine that
+// the bound of queued work started (push) posts that work and goes idle at
+// once when its callers post inline, instead of spinning for its spin
+// window: staying up, it would take the callers' next submissions and
+// completions from them, across threads, while they would post and poll
+// them themselves.
+func TestWokenInlineActorLeavesTheStreamToCallers(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) { c.InlinePost = true })
+	startIdle(t, r)
+	st := r.actor.Stats()
+	ctx := context.Background()
+	op := r.write(0)
+	f0, err := r.actor.Submit(ctx, &op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.actor.SetPostCost(0) // that PostSend was timed; keep callers inline
+	runs := st.Ops.Runs.Load()
+	// Left queued behind f0 (nobody polls the CQ); its bound wakes an
+	// actor goroutine after a short spin window. The window then becomes
+	// longer than the test: the woken actor must not spin it out.
+	r.actor.SetSpin(time.Millisecond)
+	op = r.write(1)
+	f1, err := r.actor.Submit(ctx, &op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.actor.SetSpin(time.Hour)
+	for deadline := time.Now().Add(10 * time.Second); st.Ops.Runs.Load() == runs; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no actor goroutine started for the write left queued")
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); !r.actor.Ended(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the woken actor is still up: it spins out its window instead of leaving the stream to its callers")
+		}
+	}
+	if r.actor.Outstanding() != 2 {
+		t.Errorf("%d WRs outstanding, want 2: the woken actor posts what was queued", r.actor.Outstanding())
+	}
+	r.poll(t, f0, f1)
+}

@@ -33,15 +33,35 @@ func (a *Actor) loop() (stopped bool) {
 		spin   sched.SpinSlot
 	)
 	for {
-		worked := false
+		worked, took := false, false
 		waited := !gather.due(a.inbox)
 		if !waited {
 			k := a.drain()
 			gather.drained(k)
-			worked = k > 0
+			worked, took = k > 0, k > 0
 		}
 		if d != nil && d.Progress() > 0 {
 			worked = true
+		}
+		if took && a.leftToCallers() {
+			// The callers post what comes next themselves: an actor
+			// that stayed up would take their submissions and their CQ
+			// polls from them, across threads. What is queued waits for
+			// the next completion, bounded as push bounds it; resting
+			// does not watch its contexts (a watch allocates), and an
+			// ended one is dropped when a drain meets it.
+			spin.Release()
+			if a.inbox.Len() > 0 {
+				a.waker.WakeAfter(a.spin.Load())
+			}
+			if a.restWatching(d, false) {
+				return false
+			}
+			if d != nil {
+				d.Drive(true)
+			}
+			idle.Busy()
+			continue
 		}
 		if worked || waited {
 			idle.Busy()
@@ -126,6 +146,17 @@ func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 		a.waker.Sleep(nil)
 	}
 	return false
+}
+
+// leftToCallers reports whether an actor that just took submissions from
+// its inbox may go idle at once, without its spin window: it posts
+// inline, its callers post their own work (inlineWorthIt), and what is
+// queued, if anything, waits for the next completion (coalesces), whose
+// handler posts it. The spin window spares the next submission an
+// actor's wake-up; these callers never pay one. Work only a wake-up
+// brings (a credit report, a grant) keeps the window.
+func (a *Actor) leftToCallers() bool {
+	return a.inline && a.inlineWorthIt() && (a.inbox.Len() == 0 || a.coalesces()) && !a.closing.Load()
 }
 
 // sleepsOnCredits reports whether the actor, going to sleep, may wait for
