@@ -529,7 +529,7 @@ func TestWokenInlineActorLeavesTheStreamToCallers(t *testing.T) {
 			t.Fatal("no actor goroutine started for the write left queued")
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); !r.actor.Ended(); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !r.actor.Idle(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the woken actor is still up: it spins out its window instead of leaving the stream to its callers")
 		}
