@@ -231,7 +231,8 @@ func TestGrantPostsWaitingSend(t *testing.T) {
 // goroutine that handles a receive (the CQ's handler, reposting the
 // receive) or releases a message; with the receiving endpoint's actor
 // idle, that goroutine posts the report itself, as a submitter posts its
-// own work, and no actor goroutine is started for one credit-only SEND.
+// own work, instead of starting an actor goroutine for one credit-only
+// SEND.
 func TestReportPostedByItsGoroutine(t *testing.T) {
 	const depth, messages = 8, 64
 	rt := newRuntimeAsGiven(t, runtime.WithRecvDepth(depth))
@@ -249,7 +250,7 @@ func TestReportPostedByItsGoroutine(t *testing.T) {
 		}
 	}
 	idle()
-	runs, reports := stats.Ops.Runs.Load(), stats.Ops.CreditOnly.Load()
+	runs, inline, reports := stats.Ops.Runs.Load(), stats.Ops.InlineRuns.Load(), stats.Ops.CreditOnly.Load()
 	for i := range messages {
 		idle() // nothing but a report could start it now
 		if _, err := cli.Send(ctx, buf.Slice(0, 8)).Wait(ctx); err != nil {
@@ -262,10 +263,19 @@ func TestReportPostedByItsGoroutine(t *testing.T) {
 		m.Release()
 	}
 	idle()
-	if stats.Ops.CreditOnly.Load() == reports {
+	reported := stats.Ops.CreditOnly.Load() - reports
+	if reported == 0 {
 		t.Fatalf("%d messages and no credit report", messages)
 	}
-	if got := stats.Ops.Runs.Load() - runs; got != 0 {
-		t.Errorf("%d credit reports started %d actor goroutines", stats.Ops.CreditOnly.Load()-reports, got)
+	// Not every report need go inline: a PostSend the actor timed as
+	// slow (a loaded machine) sends the ones with WRs in flight to the
+	// actor, and credits the peer grants beyond the initial window wake
+	// it too. But reports alone must not start it each time.
+	started, inlined := stats.Ops.Runs.Load()-runs, stats.Ops.InlineRuns.Load()-inline
+	if inlined == 0 {
+		t.Errorf("none of %d credit reports was posted by the goroutine that found it due (%d actor goroutines started)", reported, started)
+	}
+	if started >= reported {
+		t.Errorf("%d credit reports started %d actor goroutines", reported, started)
 	}
 }
