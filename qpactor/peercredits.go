@@ -98,10 +98,10 @@ func (a *Actor) GrantPeerCredits(n int64) {
 // credit-only SEND if no SEND of its own carries them first. The calling
 // goroutine posts the report itself when the actor is idle and its
 // submitters would post theirs (InlinePost, inlineWorthIt), as a grant's
-// handler posts what waited for it: the report is due when the receiving
-// application releases messages, often while the sender waits for it,
-// and waking an idle actor's locked thread for one SEND costs more than
-// the SEND. The caller must hold no lock a post may take (the receive
+// handler posts what waited for it: the report falls due where a receive
+// is posted again (the CQ's handler) or a message released, often while
+// the sender waits for it, and waking an idle actor's locked thread for
+// one SEND costs more than the SEND. The caller must hold no lock a post may take (the receive
 // pools' among them); WantReportLater is for callers that do.
 func (a *Actor) WantReport() {
 	if !a.peer.s.WantReport() {
