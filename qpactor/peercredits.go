@@ -101,8 +101,9 @@ func (a *Actor) GrantPeerCredits(n int64) {
 // handler posts what waited for it: the report falls due where a receive
 // is posted again (the CQ's handler) or a message released, often while
 // the sender waits for it, and waking an idle actor's locked thread for
-// one SEND costs more than the SEND. The caller must hold no lock a post may take (the receive
-// pools' among them); WantReportLater is for callers that do.
+// one SEND costs more than the SEND. The caller must hold no lock a post
+// may take (the receive pools' among them); WantReportLater is for
+// callers that do.
 func (a *Actor) WantReport() {
 	if !a.peer.s.WantReport() {
 		return

@@ -38,32 +38,24 @@ func (a *Actor) loop() (stopped bool) {
 		if !waited {
 			k := a.drain()
 			gather.drained(k)
-			worked, took = k > 0, k > 0
+			took = k > 0
+			worked = took
 		}
 		if d != nil && d.Progress() > 0 {
 			worked = true
 		}
-		if took && a.leftToCallers() {
-			// The callers post what comes next themselves: an actor
-			// that stayed up would take their submissions and their CQ
-			// polls from them, across threads. What is queued waits for
-			// the next completion, bounded as push bounds it; resting
-			// does not watch its contexts (a watch allocates), and an
-			// ended one is dropped when a drain meets it.
-			spin.Release()
-			if a.inbox.Len() > 0 {
-				a.waker.WakeAfter(a.spin.Load())
-			}
-			if a.restWatching(d, false) {
-				return false
-			}
-			if d != nil {
-				d.Drive(true)
-			}
-			idle.Busy()
-			continue
-		}
-		if worked || waited {
+		// An actor that took its callers' submissions while they post
+		// inline leaves at once (leftToCallers): the callers post what
+		// comes next themselves, and an actor that stayed up would take
+		// their submissions and their CQ polls from them, across
+		// threads. What is queued waits for the next completion, bounded
+		// as push bounds it; that rest does not watch its contexts (a
+		// watch allocates), and an ended one is dropped when a drain
+		// meets it.
+		leave := took && a.leftToCallers()
+		switch {
+		case leave: // to the rest below, now
+		case worked || waited:
 			idle.Busy()
 			if waited && !spin.Acquire() {
 				// Gathering is spinning too: without a slot, yield, so
@@ -71,8 +63,7 @@ func (a *Actor) loop() (stopped bool) {
 				runtime.Gosched()
 			}
 			continue
-		}
-		if a.finished() {
+		case a.finished():
 			spin.Release()
 			a.postGoodbye()
 			a.exitMu.Lock()
@@ -83,15 +74,17 @@ func (a *Actor) loop() (stopped bool) {
 				d.Drive(false) // before done closes: Close's caller finds the poller watching
 			}
 			return true
-		}
-		if idle.Idle() < a.spin.Load() {
+		case idle.Idle() < a.spin.Load():
 			if !spin.Acquire() {
 				runtime.Gosched()
 			}
 			continue
 		}
 		spin.Release()
-		if a.rest(d) {
+		if leave && a.inbox.Len() > 0 {
+			a.waker.WakeAfter(a.spin.Load())
+		}
+		if a.restWatching(d, !leave) {
 			return false // the next Wake starts the next run
 		}
 		if d != nil {
