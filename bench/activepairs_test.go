@@ -23,8 +23,8 @@ var activePairCounts = []int{1, 10, 100, 1000}
 // any pair, so ops/s is the aggregate rate and cpu-ns/op the process's CPU
 // per round trip; p50-ns and p99-ns are the round trips' latencies, each
 // timed by its client; runs/op, parked/op and sleeps/op the hand-offs
-// between goroutines a round trip took. A runtime that scales keeps ops/s and cpu-ns/op
-// from pairs=1 to pairs=1000.
+// between goroutines a round trip took. A runtime that scales keeps ops/s
+// and cpu-ns/op from pairs=1 to pairs=1000.
 func BenchmarkActivePairs(b *testing.B) {
 	for _, n := range activePairCounts {
 		b.Run(fmt.Sprintf("pairs=%d", n), func(b *testing.B) {
@@ -43,11 +43,10 @@ type activePairs struct {
 	pairs []*pingPongEnd
 }
 
-// pingPongEnd is a pair's client endpoint, its request buffer and the
-// round-trip times it measured.
+// pingPongEnd is a pair's client side (its endpoint and request buffer)
+// and the round-trip times it measured.
 type pingPongEnd struct {
-	cli   *vrt.Endpoint
-	msg   vrt.Local
+	pingPong
 	ops   int // round trips to make
 	times []time.Duration
 }
@@ -72,18 +71,9 @@ func newActivePairs(tb testing.TB, n int) *activePairs {
 		echoes.Add(1)
 		go func() {
 			defer echoes.Done()
-			for {
-				m, err := srv.Recv(ctx)
-				if err != nil {
-					return
-				}
-				m.Release()
-				if _, err := srv.Send(ctx, reply).Wait(ctx); err != nil {
-					return
-				}
-			}
+			echo(ctx, srv, reply, nil)
 		}()
-		a.pairs = append(a.pairs, &pingPongEnd{cli: cli, msg: bufs.Slice(2*i*64, 64)})
+		a.pairs = append(a.pairs, &pingPongEnd{pingPong: pingPong{rt: rt, cli: cli, msg: bufs.Slice(2*i*64, 64)}})
 	}
 	return a
 }
@@ -131,16 +121,10 @@ func (a *activePairs) roundTrips(ops int, measure func() (stop func())) ([]time.
 			<-start
 			for range p.ops {
 				t0 := time.Now()
-				if _, err := p.cli.Send(ctx, p.msg).Wait(ctx); err != nil {
+				if err := p.roundTrip(ctx); err != nil {
 					errs <- err
 					return
 				}
-				m, err := p.cli.Recv(ctx)
-				if err != nil {
-					errs <- err
-					return
-				}
-				m.Release()
 				p.times = append(p.times, time.Since(t0))
 			}
 		}()

@@ -87,22 +87,25 @@ func newPingPong(tb testing.TB, size int, opts ...vrt.Option) *pingPong {
 		tb.Fatal(err)
 	}
 	reply, replyBytes := bufs.Slice(size, size), bufs.Bytes()[size:]
-	go func() {
-		for {
-			m, err := srv.Recv(ctx)
-			if err != nil {
-				echoed <- err
-				return
-			}
-			copy(replyBytes, m.Bytes())
-			m.Release()
-			if _, err := srv.Send(ctx, reply).Wait(ctx); err != nil {
-				echoed <- err
-				return
-			}
-		}
-	}()
+	go func() { echoed <- echo(ctx, srv, reply, replyBytes) }()
 	return &pingPong{rt: rt, cli: cli, msg: bufs.Slice(0, size)}
+}
+
+// echo answers each message srv receives with reply, until ctx ends or
+// the endpoint fails, and returns why it stopped. replyBytes, the reply's
+// memory, takes each message's bytes first; nil sends reply as it is.
+func echo(ctx context.Context, srv *vrt.Endpoint, reply vrt.Local, replyBytes []byte) error {
+	for {
+		m, err := srv.Recv(ctx)
+		if err != nil {
+			return err
+		}
+		copy(replyBytes, m.Bytes())
+		m.Release()
+		if _, err := srv.Send(ctx, reply).Wait(ctx); err != nil {
+			return err
+		}
+	}
 }
 
 // roundTrip sends one request and receives its reply.
