@@ -1,6 +1,5 @@
 // Package cqpoller turns completions into resolved futures: dedicated
-// goroutines, each locked to its OS thread, poll completion queues in
-// batches of up to 32 WCs and hand every send completion to the qpactor.Actor
+// goroutines poll completion queues in batches of up to 32 WCs and hand every send completion to the qpactor.Actor
 // that posted it (wr_id encodes actor, slot and generation, so a stale or
 // unknown completion is counted and dropped, never misdelivered) and every
 // receive completion to the runtime's receive handler.
@@ -9,8 +8,8 @@
 //
 // A poller polls only its active set, not every CQ it has: a target
 // enters it when it is added, when its CQ raises an event on the
-// completion channel (a second goroutine of the poller, not locked to a
-// thread, waits on the channel, acknowledges each event and maps the CQ
+// completion channel (a second goroutine of the poller waits on the
+// channel, acknowledges each event and maps the CQ
 // that fired back to its target), and when its actor, abandoned with WRs
 // outstanding, needs the poller's rounds. A target whose CQ stays empty
 // for its window is armed (ReqNotify), polled once more, to close the race
@@ -37,26 +36,32 @@
 //     spin slot (sched.SpinSlot: an actor that wants one comes first)
 //     or, on one P where there are none, while nobody holds one;
 //     otherwise it arms every target of the active set at once and
-//     sleeps, since a locked goroutine that yields hands its P to another
-//     thread each time.
+//     sleeps, since a poller that kept polling would take from the
+//     callers the P the slot's holder leaves them.
 //   - Event arms a target after its first empty poll.
 //
-// Waking a parked locked goroutine hands its P to a dedicated OS thread,
-// many times the cost of reaching one that spins, hence the spin phase
-// while traffic flows.
+// Waking a parked goroutine costs many times what reaching one that spins
+// does, hence the spin phase while traffic flows.
+//
+// The poller goroutine is not locked to its OS thread, unlike an actor's:
+// it yields after every round that handled completions, so the waiters
+// they woke, queued on its P, run at once rather than once another P
+// steals them, and a locked goroutine's yield would hand its P to another
+// thread and sleep until it got one back.
 //
 // # Actors that drive their own CQ
 //
-// A locked goroutine cannot give its P away cheaply, so on a small machine
-// a busy actor and a busy poller, each holding a P, leave the goroutines
+// An actor's goroutine is locked to its thread and cannot give its P away
+// cheaply, so on a small machine a busy actor and a busy poller, each
+// holding a P, leave the goroutines
 // waiting for the futures nowhere to run. Poller.Driver lets the actor of
 // a target poll that target's CQ itself between drains while it is awake
 // (qpactor.Driver): the poller neither polls nor arms a driven CQ (it
 // leaves the active set, and its events wake nobody), and an actor that
 // parks arms its CQ, polls it once more and hands it back, so a sleeping
 // poller wakes on its next completion. Under Busy, where nothing is
-// armed, the CQ handed back enters the active set again. One locked
-// goroutine per busy QP then does both jobs and the poller sleeps.
+// armed, the CQ handed back enters the active set again. One goroutine
+// per busy QP then does both jobs and the poller sleeps.
 //
 // Waiters (qpactor's Config.WaitPoll) take the CQ the same way while they
 // poll it for their own completion (WaitBegin, Poll, WaitEnd): the actor

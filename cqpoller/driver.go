@@ -25,8 +25,8 @@ func (p *Poller) Driver(t *Target) qpactor.Driver { return targetDriver{p, t} }
 
 // targetDriver lets an actor handle its own CQ: with a busy actor and a
 // busy poller each holding one of a small machine's Ps, the goroutines
-// that wait for the futures get neither, and a locked goroutine cannot
-// yield its P cheaply. An actor that polls its CQ between drains keeps one
+// that wait for the futures get neither, and an actor, locked to its
+// thread, cannot yield its P cheaply. An actor that polls its CQ between drains keeps one
 // P for everything else and hands the CQ back when it parks.
 type targetDriver struct {
 	p *Poller

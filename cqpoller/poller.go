@@ -71,12 +71,12 @@ var (
 	ErrNoTarget = errors.New("cqpoller: nil target or CQ")
 )
 
-// Poller polls a set of CQs on one locked goroutine. It polls only its
+// Poller polls a set of CQs on one goroutine. It polls only its
 // active set: the targets whose CQ raised an event, that were just added,
 // or that need rounds of their own (an abandoned actor's); a target that
 // stays empty for the spin window is armed, polled once more and leaves.
-// A second goroutine, not locked, waits on the completion channel and
-// hands each CQ that fired to the poller.
+// A second goroutine waits on the completion channel and hands each CQ
+// that fired to the poller.
 type Poller struct {
 	cfg Config
 	log *slog.Logger
@@ -331,8 +331,8 @@ func (p *Poller) DoTarget(t *Target, fn func()) {
 	})
 }
 
-// yield lets others run, and reads the clock: a locked goroutine's yield
-// can take longer than clockStride spinning polls.
+// yield lets others run, and reads the clock: a yield can take longer
+// than clockStride spinning polls.
 func (p *Poller) yield() {
 	runtime.Gosched()
 	p.readClock()
@@ -355,9 +355,15 @@ func (p *Poller) handle(t *Target, wc *verbs.WC) {
 	p.log.Debug("cqpoller: stale or unknown completion", "wr_id", wc.WRID, "status", wc.Status.Name())
 }
 
+// run is the poller goroutine: it runs the tasks given it, takes in the
+// targets woken, polls its active set, and sleeps when the set is empty.
+//
+// The goroutine is not locked to its OS thread: the waiters its
+// completions wake go to its P's run queue, and it yields after every
+// round that handled some, so that they run at once instead of waiting
+// for another P to steal them; a locked goroutine could only yield by
+// handing its P to another thread and sleeping until it got one back.
 func (p *Poller) run() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	defer close(p.done)
 	p.base = time.Now()
 	var clock sched.IdleClock
@@ -368,6 +374,7 @@ func (p *Poller) run() {
 		p.admit()
 		if p.pollActive() > 0 {
 			clock.Busy()
+			runtime.Gosched() // the goroutines this round woke
 			continue
 		}
 		select {
@@ -399,10 +406,10 @@ func (p *Poller) run() {
 				continue
 			}
 			// Under Event, or when a slot is held by another (an actor
-			// driving its CQ on the P this goroutine would take each time
-			// it yields: a locked goroutine's yield hands its P to another
-			// thread): arm and let go of every target now, which costs
-			// one wake-up later instead.
+			// driving its CQ on one P, so that a poller that kept
+			// polling would take the other from the callers): arm and
+			// let go of every target now, which costs one wake-up later
+			// instead.
 			if p.retireAll() > 0 {
 				clock.Busy()
 				continue
@@ -419,10 +426,7 @@ func (p *Poller) run() {
 }
 
 // sleep waits, unless a target or a task is queued, for the event
-// goroutine, Add, Do or Close to wake it. The goroutine stays locked to
-// its thread while it sleeps: one that gives its thread back wakes a little
-// faster, but leaves the Go scheduler's threads in a state in which a
-// busy endpoint's round trips on soft often become many times slower.
+// goroutine, Add, Do or Close to wake it.
 func (p *Poller) sleep() {
 	p.mu.Lock()
 	if p.closed || p.hasTasks.Load() || len(p.woken) > 0 {

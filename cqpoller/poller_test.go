@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -425,4 +426,65 @@ func TestLingerOutlastsWaits(t *testing.T) {
 		t.Errorf("the CQ was armed %d times while waits kept ending within their linger", n)
 	}
 	eventually(t, "the CQ handed back after the last linger", func() bool { return p.Stats().Armed.Load() > armed })
+}
+
+// endlessCQ hands out a receive completion on every Poll until stop is
+// set, and counts its Polls.
+type endlessCQ struct {
+	verbs.CQ
+	polls atomic.Int64
+	stop  atomic.Bool
+}
+
+func (c *endlessCQ) Unwrap() verbs.CQ { return c.CQ }
+
+func (c *endlessCQ) Poll(wcs []verbs.WC) (int, error) {
+	n := c.polls.Add(1)
+	if c.stop.Load() || len(wcs) == 0 {
+		return 0, nil
+	}
+	wcs[0] = verbs.WC{WRID: wrid.RecvBit | uint64(n), Status: verbs.WCSuccess, Opcode: verbs.WCRecv}
+	return 1, nil
+}
+
+// TestPollerRunsWhomItWoke: a goroutine woken by a completion the poller
+// handled runs within a few of the poller's rounds, even on one P and with
+// completions that keep coming: the poller yields after a round that
+// handled some, where a poller that kept its P while it found work would
+// leave the goroutines it woke waiting in its run queue until it was
+// preempted.
+func TestPollerRunsWhomItWoke(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	l := newLoop(t)
+	cq := &endlessCQ{CQ: l.cq}
+	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Busy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake := make(chan int64, 1)
+	var wokeAt atomic.Int64 // the Poll count when the woken goroutine ran
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-wake
+		wokeAt.Store(cq.polls.Load())
+		cq.stop.Store(true)
+	}()
+	var sentAt int64
+	target := &cqpoller.Target{CQ: cq, Recv: func(wc *verbs.WC) {
+		if sentAt == 0 {
+			sentAt = cq.polls.Load()
+			wake <- sentAt
+		}
+	}}
+	if err := p.Add(target); err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	<-done
+	p.Close()
+	const most = 64
+	if rounds := wokeAt.Load() - sentAt; rounds > most {
+		t.Fatalf("the goroutine the poller woke ran %d of its polls later, want at most %d", rounds, most)
+	}
 }

@@ -29,8 +29,9 @@
 //   - With a Driver (the runtime gives every actor one, cqpoller's), the
 //     actor also polls its own CQ while it is awake, so a busy QP costs one
 //     spinning locked goroutine, not an actor and a poller.
-//   - SpinSlot bounds the locked goroutines that spin without yielding to
-//     GOMAXPROCS-1, so the goroutines they wake always have a P.
+//   - SpinSlot bounds the goroutines (actors, pollers) that spin without
+//     yielding to GOMAXPROCS-1, so the goroutines they wake always have a
+//     P.
 //   - Under a stream of submissions from many callers the actor spaces its
 //     drains (gatherer), so that one PostSend carries many WRs and its reads
 //     of the inbox do not take every producer's cache line; a lone caller

@@ -2,7 +2,7 @@
 // every actor, poller and waiter of the process shares, whichever runtime
 // it belongs to, because they share the process's Ps and OS threads.
 //
-//   - Spin slots (SpinSlot): at most GOMAXPROCS-1 locked goroutines spin
+//   - Spin slots (SpinSlot): at most GOMAXPROCS-1 actors and pollers spin
 //     without yielding, so the goroutines they wake always have a P.
 //   - Waiters (YieldUntil, AcquirePollingWaiter): how long a goroutine
 //     waiting for a completion yields before it parks, and how many may

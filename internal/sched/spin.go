@@ -6,8 +6,9 @@ import (
 	"go.uber.org/atomic"
 )
 
-// lockedSpinners counts the locked goroutines (actors and pollers) that
-// hold a SpinSlot, process-wide: the Ps they hold are the process's.
+// lockedSpinners counts the goroutines (actors, locked to their threads,
+// and pollers) that hold a SpinSlot, process-wide: the Ps they hold are
+// the process's.
 var lockedSpinners atomic.Int32
 
 // spinWanters counts the goroutines that Acquire refused and that still
@@ -16,10 +17,10 @@ var lockedSpinners atomic.Int32
 // (AcquireIdle) gives its slot up while any wants one.
 var spinWanters atomic.Int32
 
-// SpinSlot is a locked goroutine's leave to spin without yielding. A
-// locked goroutine that yields hands its P to another thread and sleeps
-// in the kernel until it gets one back, microseconds each time, so it
-// should spin flat out; but if every P is held by a spinning locked
+// SpinSlot is a spinning goroutine's leave to spin without yielding. A
+// locked goroutine (an actor) that yields hands its P to another thread
+// and sleeps in the kernel until it gets one back, microseconds each
+// time, so it should spin flat out; but if every P is held by a spinning
 // goroutine, the goroutines they wake (callers, Then callbacks) have
 // nowhere to run. So at most GOMAXPROCS-1 slots are handed out (none on
 // one P): the goroutine that gets none yields as it spins. The zero value

@@ -8,9 +8,10 @@ import (
 
 // A waiter (Future.Wait, the runtime's Recv) yields before it parks. A
 // waiter that parks is woken by the goroutine that resolves its wait (an
-// actor or a poller) onto that goroutine's own P, which a spinning locked
-// goroutine does not give up: the waiter then runs only once another P runs
-// dry and steals it. A yielding waiter instead waits in the global run
+// actor or a poller) onto that goroutine's own P, which a spinning actor,
+// locked to its thread, does not give up: the waiter then runs only once
+// another P runs dry and steals it (a poller yields after handling
+// completions). A yielding waiter instead waits in the global run
 // queue, which every P serves. A lone waiter yields longer, being cheap to
 // run; in a crowd each yields less, since every yield is a trip through the
 // scheduler that the others pay for too.
