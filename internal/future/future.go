@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	stdatomic "sync/atomic"
 
@@ -47,12 +48,6 @@ type Executor interface {
 	Submit(task func()) error
 }
 
-// Future states.
-const (
-	statePending uint32 = iota
-	stateDone
-)
-
 // State is the pooled, recycled state behind a Future. gen changes each
 // time the state is recycled, so a stale Future handle is detected.
 //
@@ -63,19 +58,50 @@ const (
 // for (Done, Then), and release and New leave it alone unless it
 // changed. The size is padded to 128 bytes: the allocator's size class
 // for it aligns each state to 128, so the first line is one line.
+//
+// The resolver, Wait and Then take no lock. Who may touch what, and when:
+//
+// status is one word of bits. The resolver (the goroutine completing the
+// last WR) publishes the outcome by setting statusDone. The slow paths of
+// the consumer and of Done ask the resolver for a side effect by setting
+// a bit (statusParked: send a token on wake; statusHasDone: close done;
+// statusHasThen: run then), after writing the field the bit points to;
+// they change the word only by compare-and-swap, and only while neither
+// statusResolving nor statusDone is set. While the word is 0, nobody
+// asked for anything, and the resolver swaps it to statusDone in one
+// compare-and-swap. Otherwise it sets statusResolving, which freezes the
+// other bits, reads the fields they point to, and then stores
+// statusDone. A slow path that finds statusResolving yields until
+// statusDone: the window is a few instructions.
+//
+// A consumer that sees statusDone may recycle the state at once, so the
+// resolver touches nothing of it after storing statusDone, but for what
+// cannot race with recycling. It closes the Done channel it read before:
+// a channel is never reused, release forgets it. It sends the wake token
+// if statusParked was set: the waiter is then parked, and whether it
+// wakes on the token or on its context's end it receives that token
+// before it goes on (see Wait), so no token outlives the wait it was sent
+// to and release has no channel to drain. And it runs the callback if
+// statusHasThen was set: Then consumed the future, and only the
+// callback's task recycles the state.
+//
+// Done, Err and Result may run on any goroutine, with any handle, also
+// while the state is being recycled and reused: they check the handle's
+// generation and read under mu, under which release changes the
+// generation and clears the fields. The watch on a queued operation's
+// context (cancel) takes mu too.
 type State struct {
 	// First line: every operation. The 4-byte counters are sync/atomic's:
 	// go.uber.org/atomic's carry a zero-size func array that pads each to
 	// 8 bytes, and the line has no room for that.
 	gen     atomic.Uint64
-	state   stdatomic.Uint32
-	pending stdatomic.Int32 // WRs not yet completed
-	mu      sync.Mutex      // guards done, waiter and then against the resolver
-	value   uint64          // Completion.Value
-	byteLen uint32          // Completion.ByteLen
-	failed  stdatomic.Bool  // err is set (first error wins)
+	status  stdatomic.Uint32 // status bits, see State and the status constants
+	pending stdatomic.Int32  // WRs not yet completed
+	mu      sync.Mutex       // orders Done, Result and cancel against release
+	value   uint64           // Completion.Value
+	byteLen uint32           // Completion.ByteLen
+	failed  stdatomic.Bool   // err is set (first error wins)
 	opcode  verbs.WCOpcode
-	waiter  bool // Wait is parked on wake
 	// unpooled: cancellation resolved the state while the actor may still
 	// hold its submission, so release leaves it to the collector instead
 	// of recycling it under the actor. (Here for the room.)
@@ -86,9 +112,9 @@ type State struct {
 	// hold is the use of the operation's memory given back when its last
 	// WR is done (Op.Hold), before the future resolves.
 	hold *Hold
-	done chan struct{}
-	wake chan int64 // one slot, made once per state: Wait's parking spot; holds the resolver's WakeStamp
-	then func(Completion, error)
+	done chan struct{}           // Done's channel, set before statusHasDone
+	wake chan int64              // one slot, made once per state: Wait's parking spot; holds the resolver's WakeStamp
+	then func(Completion, error) // Then's callback, set before statusHasThen
 	exec Executor
 	// claim decides, for a queued operation whose context's end is
 	// watched (stopCancel set), who resolves it: the actor taking it
@@ -97,6 +123,30 @@ type State struct {
 	claim      stdatomic.Uint32
 	wrs        int32       // beside claim, for the room
 	stopCancel func() bool // unwatches the context (context.AfterFunc's stop)
+}
+
+// Bits of State.status. A pooled state's status is 0.
+const (
+	// statusDone: the outcome is published; the consumer may recycle
+	// the state.
+	statusDone uint32 = 1 << iota
+	// statusResolving: the resolver is reading what the bits below ask of
+	// it; they no longer change, and statusDone follows.
+	statusResolving
+	// statusParked: Wait is parked on wake and wants a token.
+	statusParked
+	// statusHasDone: done is set and is to be closed.
+	statusHasDone
+	// statusHasThen: then is set and is to be run.
+	statusHasThen
+)
+
+// awaitDone yields until the resolver, which set statusResolving,
+// publishes statusDone.
+func (s *State) awaitDone() {
+	for s.status.Load()&statusDone == 0 {
+		runtime.Gosched()
+	}
 }
 
 // Claims of a queued operation (State.claim).
@@ -161,7 +211,7 @@ func (s *State) cancel(gen uint64, err error) bool {
 	return true
 }
 
-// completeOne records the completion of one WR of the operation; the last
+// CompleteOne records the completion of one WR of the operation; the last
 // one resolves the future, and reports true (for the futures-pending
 // count). It is called exactly once per WR, by the poller that owns the
 // QP's completions or by the actor for a WR it never posted.
@@ -188,23 +238,32 @@ func (s *State) CompleteOne(wc verbs.WC, err error, value uint64) bool {
 		s.hold = nil
 		h.Release()
 	}
-	// Publish "done" under mu: a waiter that sees it may release the state
-	// at once, and release takes mu, so it waits until this goroutine no
-	// longer touches the state (the Done channel is not closed on a
-	// recycled state).
-	s.mu.Lock()
-	s.state.Store(stateDone)
-	if s.waiter {
-		s.waiter = false
-		s.wake <- sched.WakeStamp() // never blocks: one waiter, one slot
+	// Publish the outcome. A waiter that sees statusDone may recycle the
+	// state at once: what the side-effect bits ask for is read before
+	// (see State).
+	if s.status.CompareAndSwap(0, statusDone) {
+		return true
 	}
-	if s.done != nil {
-		close(s.done)
+	asked := s.status.Or(statusResolving)
+	var done chan struct{}
+	if asked&statusHasDone != 0 {
+		done = s.done
 	}
-	then := s.then
-	s.then = nil
-	s.mu.Unlock()
+	var then func(Completion, error)
+	if asked&statusHasThen != 0 {
+		then = s.then
+	}
+	s.status.Store(statusDone)
+	if done != nil {
+		close(done)
+	}
+	if asked&statusParked != 0 {
+		// Never blocks: one waiter, one slot. The waiter takes the token
+		// before it recycles the state.
+		s.wake <- sched.WakeStamp()
+	}
 	if then != nil {
+		// Then consumed the future: only the callback's task recycles it.
 		s.runThen(then)
 	}
 	return true
@@ -228,8 +287,10 @@ func (s *State) runThen(fn func(Completion, error)) {
 	}
 }
 
-// release recycles the state. A Done channel that was handed out is not
-// reused: a new one is made the next time someone asks.
+// release recycles the resolved state. A Done channel that was handed out
+// is not reused: a new one is made the next time someone asks. It changes
+// the generation and clears the fields under mu, as readers of a handle
+// check its generation and read under mu (see State).
 func (s *State) release() {
 	s.mu.Lock()
 	s.gen.Inc()
@@ -248,14 +309,7 @@ func (s *State) release() {
 	if s.then != nil {
 		s.then = nil
 	}
-	s.waiter = false
-	if len(s.wake) > 0 {
-		<-s.wake // a token left by a resolver after Wait gave up on ctx
-	}
-	// Under mu, as the readers of a handle (Result, Done, Then) check its
-	// generation and read the outcome under mu: none of them sees these
-	// fields change, nor the next operation's.
-	s.state.Store(statePending)
+	s.status.Store(0)
 	if s.failed.Load() {
 		s.failed.Store(false)
 		s.err = nil
@@ -293,37 +347,62 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 		return Completion{}, ErrReleased
 	}
 	s := f.s
-	ready := func() bool { return s.state.Load() == stateDone }
 	var spun bool
 	if f.w != nil {
 		spun = f.w.WaitFor(s)
 	} else {
-		spun = sched.YieldUntil(ready)
+		spun = sched.YieldUntil(s.Resolved)
 	}
-	if !spun {
-		s.mu.Lock()
-		if s.state.Load() != stateDone {
-			s.waiter = true
-			s.mu.Unlock()
-			select {
-			case stamp := <-s.wake:
-				sched.WokeUp(stamp)
-			case <-ctx.Done():
-				s.mu.Lock()
-				if s.state.Load() != stateDone {
-					s.waiter = false
-					s.mu.Unlock()
-					return Completion{}, ctx.Err()
-				}
-				s.mu.Unlock()
+	if !spun && s.park() {
+		select {
+		case stamp := <-s.wake:
+			sched.WokeUp(stamp)
+		case <-ctx.Done():
+			if s.unpark() {
+				return Completion{}, ctx.Err()
 			}
-		} else {
-			s.mu.Unlock()
+			// The resolver saw statusParked: its token is sent or on its
+			// way. Taking it leaves the channel empty for the state's next
+			// operation.
+			<-s.wake
 		}
 	}
 	comp, err := s.result()
 	s.release()
 	return comp, err
+}
+
+// park sets statusParked, asking the resolver for a token on wake, and
+// reports true; or false when the state is resolved.
+func (s *State) park() bool {
+	for {
+		st := s.status.Load()
+		switch {
+		case st&statusDone != 0:
+			return false
+		case st&statusResolving != 0:
+			s.awaitDone()
+			return false
+		}
+		if s.status.CompareAndSwap(st, st|statusParked) {
+			return true
+		}
+	}
+}
+
+// unpark withdraws statusParked and reports true, unless the resolver
+// already read it: then it reports false, and the resolver's token is
+// the waiter's to take.
+func (s *State) unpark() bool {
+	for {
+		st := s.status.Load()
+		if st&(statusResolving|statusDone) != 0 {
+			return false
+		}
+		if s.status.CompareAndSwap(st, st&^statusParked) {
+			return true
+		}
+	}
 }
 
 // Done returns a channel closed when the operation completes. The channel
@@ -335,13 +414,27 @@ func (f Future) Done() <-chan struct{} {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gen.Load() != f.gen || s.state.Load() == stateDone {
+	if s.gen.Load() != f.gen {
 		return closedChan
 	}
-	if s.done == nil {
-		s.done = make(chan struct{})
+	for {
+		st := s.status.Load()
+		switch {
+		case st&statusDone != 0:
+			return closedChan
+		case st&statusHasDone != 0:
+			return s.done
+		case st&statusResolving != 0:
+			s.awaitDone()
+			return closedChan
+		}
+		if s.done == nil {
+			s.done = make(chan struct{})
+		}
+		if s.status.CompareAndSwap(st, st|statusHasDone) {
+			return s.done
+		}
 	}
-	return s.done
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -365,7 +458,7 @@ func (f Future) Result() (Completion, error) {
 	if s.gen.Load() != f.gen {
 		return Completion{}, ErrReleased
 	}
-	if s.state.Load() != stateDone {
+	if !s.Resolved() {
 		return Completion{}, ErrPending
 	}
 	return s.result()
@@ -374,24 +467,28 @@ func (f Future) Result() (Completion, error) {
 // Then arranges for fn to run, on the runtime's worker pool, once the
 // operation completes (at once if it has). It consumes the future.
 func (f Future) Then(fn func(Completion, error)) {
+	if !f.live() {
+		go fn(Completion{}, ErrReleased)
+		return
+	}
 	s := f.s
-	if s == nil {
-		go fn(Completion{}, ErrReleased)
-		return
+	// Only the consumer recycles the state, and the consumer is here: the
+	// generation holds without mu.
+	s.then = fn
+	for {
+		st := s.status.Load()
+		switch {
+		case st&statusDone != 0:
+			s.runThen(fn)
+			return
+		case st&statusResolving != 0:
+			s.awaitDone()
+			continue
+		}
+		if s.status.CompareAndSwap(st, st|statusHasThen) {
+			return // the resolver runs it
+		}
 	}
-	s.mu.Lock()
-	if s.gen.Load() != f.gen {
-		s.mu.Unlock()
-		go fn(Completion{}, ErrReleased)
-		return
-	}
-	if s.state.Load() != stateDone {
-		s.then = fn
-		s.mu.Unlock()
-		return
-	}
-	s.mu.Unlock()
-	s.runThen(fn)
 }
 
 // Release consumes the future without waiting: use it after Done and
@@ -407,7 +504,7 @@ func (f Future) Release() {
 		s.mu.Unlock()
 		return
 	}
-	if s.state.Load() != stateDone {
+	if !s.Resolved() {
 		s.gen.Inc() // stale from now on; the resolver still holds it
 		s.mu.Unlock()
 		return
@@ -426,7 +523,7 @@ type Waiter interface {
 }
 
 // Resolved reports whether the operation has completed.
-func (s *State) Resolved() bool { return s.state.Load() == stateDone }
+func (s *State) Resolved() bool { return s.status.Load()&statusDone != 0 }
 
 // WithWaiter returns f whose Wait polls through w.
 func (f Future) WithWaiter(w Waiter) Future {
