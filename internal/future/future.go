@@ -59,7 +59,7 @@ type Executor interface {
 // changed. The size is padded to 128 bytes: the allocator's size class
 // for it aligns each state to 128, so the first line is one line.
 //
-// The resolver, Wait and Then take no lock. Who may touch what, and when:
+// No lock guards a state. Who may touch what, and when:
 //
 // status is one word of bits. The resolver (the goroutine completing the
 // last WR) publishes the outcome by setting statusDone. The slow paths of
@@ -86,10 +86,16 @@ type Executor interface {
 // callback's task recycles the state.
 //
 // Done, Err and Result may run on any goroutine, with any handle, also
-// while the state is being recycled and reused: they check the handle's
-// generation and read under mu, under which release changes the
-// generation and clears the fields. The watch on a queued operation's
-// context (cancel) takes mu too.
+// while the state is being recycled and reused. Each announces itself in
+// readers and then checks the handle's generation, and leaves when it is
+// done reading; release bumps gen first and then waits until readers is
+// zero before it clears a field. The two are sequentially consistent
+// atomics, so either the reader sees the new generation and reads nothing
+// more, or release sees the reader and waits for it: a reader that found
+// its generation reads that operation's fields until it leaves. The
+// watch on a queued operation's context (cancel) is such a reader too.
+// Done calls, which may run at once, take turns making the channel
+// through statusMakingDone.
 type State struct {
 	// First line: every operation. The 4-byte counters are sync/atomic's:
 	// go.uber.org/atomic's carry a zero-size func array that pads each to
@@ -97,9 +103,9 @@ type State struct {
 	gen     atomic.Uint64
 	status  stdatomic.Uint32 // status bits, see State and the status constants
 	pending stdatomic.Int32  // WRs not yet completed
-	mu      sync.Mutex       // orders Done, Result and cancel against release
 	value   uint64           // Completion.Value
 	byteLen uint32           // Completion.ByteLen
+	readers stdatomic.Int32  // Done, Err, Result and cancel calls reading the state
 	failed  stdatomic.Bool   // err is set (first error wins)
 	opcode  verbs.WCOpcode
 	// unpooled: cancellation resolved the state while the actor may still
@@ -107,6 +113,7 @@ type State struct {
 	// of recycling it under the actor. (Here for the room.)
 	unpooled bool
 	err      error
+	_        [8]byte // the first line ends here
 
 	// Second line: per state, or on demand.
 	// hold is the use of the operation's memory given back when its last
@@ -135,6 +142,9 @@ const (
 	statusResolving
 	// statusParked: Wait is parked on wake and wants a token.
 	statusParked
+	// statusMakingDone: a Done call is making the channel; other Done
+	// calls wait for it.
+	statusMakingDone
 	// statusHasDone: done is set and is to be closed.
 	statusHasDone
 	// statusHasThen: then is set and is to be run.
@@ -148,6 +158,27 @@ func (s *State) awaitDone() {
 		runtime.Gosched()
 	}
 }
+
+// enterRead announces a reader of the state for the handle generation
+// gen and reports whether the state still has that generation; if so the
+// state is not recycled until leaveRead. On false the reader has left.
+// A handle already stale is turned away before it counts itself: readers
+// of old handles do not write the state's first line, and a release
+// waits only for calls that found the generation current just before it
+// changed.
+func (s *State) enterRead(gen uint64) bool {
+	if s.gen.Load() != gen {
+		return false
+	}
+	s.readers.Add(1)
+	if s.gen.Load() != gen {
+		s.readers.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *State) leaveRead() { s.readers.Add(-1) }
 
 // Claims of a queued operation (State.claim).
 const (
@@ -199,14 +230,20 @@ func (p Promise) Fail(err error) { p.s.FailN(err, int(p.s.pending.Load())) }
 // with err, unless the actor took it first (or the handle was released),
 // and reports whether it did. The state is then never recycled: the
 // actor's submission still points at it, and finds it cancelled.
+//
+// It reads the state as Result does (enterRead): a watch that fires late,
+// after the state went on to another operation, finds the generation
+// changed, and release does not reopen the claim under it.
 func (s *State) cancel(gen uint64, err error) bool {
-	s.mu.Lock()
-	if s.gen.Load() != gen || !s.claim.CompareAndSwap(claimOpen, claimCancelled) {
-		s.mu.Unlock()
+	if !s.enterRead(gen) {
+		return false
+	}
+	if !s.claim.CompareAndSwap(claimOpen, claimCancelled) {
+		s.leaveRead()
 		return false
 	}
 	s.unpooled = true
-	s.mu.Unlock()
+	s.leaveRead()
 	s.FailN(err, int(s.pending.Load()))
 	return true
 }
@@ -288,15 +325,16 @@ func (s *State) runThen(fn func(Completion, error)) {
 }
 
 // release recycles the resolved state. A Done channel that was handed out
-// is not reused: a new one is made the next time someone asks. It changes
-// the generation and clears the fields under mu, as readers of a handle
-// check its generation and read under mu (see State).
+// is not reused: a new one is made the next time someone asks. The new
+// generation turns readers away; those that came before it are waited
+// for, as they may still read the outcome (see State).
 func (s *State) release() {
-	s.mu.Lock()
 	s.gen.Inc()
 	if s.unpooled {
-		s.mu.Unlock()
 		return
+	}
+	for s.readers.Load() != 0 {
+		runtime.Gosched()
 	}
 	if s.stopCancel != nil {
 		s.stopCancel = nil
@@ -315,7 +353,6 @@ func (s *State) release() {
 		s.err = nil
 	}
 	s.value, s.byteLen, s.opcode = 0, 0, 0
-	s.mu.Unlock()
 	futPool.Put(s)
 }
 
@@ -325,8 +362,8 @@ func (s *State) release() {
 // every method returns ErrReleased (Done a closed channel). One goroutine
 // consumes it; Done, Err and Result may be called from any goroutine at any
 // time, also while it is being consumed: each checks the handle's
-// generation and reads the outcome under the state's lock, which the
-// recycling takes too.
+// generation as a registered reader of the state, which the recycling
+// waits for (see State).
 type Future struct {
 	s   *State
 	gen uint64
@@ -409,14 +446,11 @@ func (s *State) unpark() bool {
 // is made on the first call only.
 func (f Future) Done() <-chan struct{} {
 	s := f.s
-	if s == nil {
+	if s == nil || !s.enterRead(f.gen) {
 		return closedChan
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gen.Load() != f.gen {
-		return closedChan
-	}
+	defer s.leaveRead()
+	// Claim the making of the channel, or find it made.
 	for {
 		st := s.status.Load()
 		switch {
@@ -424,15 +458,28 @@ func (f Future) Done() <-chan struct{} {
 			return closedChan
 		case st&statusHasDone != 0:
 			return s.done
+		case st&(statusResolving|statusMakingDone) != 0:
+			runtime.Gosched()
+			continue
+		}
+		if s.status.CompareAndSwap(st, st|statusMakingDone) {
+			break
+		}
+	}
+	ch := make(chan struct{})
+	s.done = ch
+	// Hand it to the resolver, unless it is resolving already.
+	for {
+		st := s.status.Load()
+		switch {
+		case st&statusDone != 0:
+			return closedChan
 		case st&statusResolving != 0:
 			s.awaitDone()
 			return closedChan
 		}
-		if s.done == nil {
-			s.done = make(chan struct{})
-		}
-		if s.status.CompareAndSwap(st, st|statusHasDone) {
-			return s.done
+		if s.status.CompareAndSwap(st, st&^statusMakingDone|statusHasDone) {
+			return ch
 		}
 	}
 }
@@ -450,14 +497,10 @@ func (f Future) Err() error {
 // the operation runs.
 func (f Future) Result() (Completion, error) {
 	s := f.s
-	if s == nil {
+	if s == nil || !s.enterRead(f.gen) {
 		return Completion{}, ErrReleased
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gen.Load() != f.gen {
-		return Completion{}, ErrReleased
-	}
+	defer s.leaveRead()
 	if !s.Resolved() {
 		return Completion{}, ErrPending
 	}
@@ -473,7 +516,7 @@ func (f Future) Then(fn func(Completion, error)) {
 	}
 	s := f.s
 	// Only the consumer recycles the state, and the consumer is here: the
-	// generation holds without mu.
+	// generation holds without enterRead.
 	s.then = fn
 	for {
 		st := s.status.Load()
@@ -495,21 +538,16 @@ func (f Future) Then(fn func(Completion, error)) {
 // Result. Releasing a pending future is allowed; its state is then left to
 // the collector instead of the pool.
 func (f Future) Release() {
+	if !f.live() {
+		return
+	}
 	s := f.s
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	if s.gen.Load() != f.gen {
-		s.mu.Unlock()
-		return
-	}
 	if !s.Resolved() {
-		s.gen.Inc() // stale from now on; the resolver still holds it
-		s.mu.Unlock()
+		// Stale from now on; the resolver still holds it, and nothing
+		// recycles it.
+		s.gen.CompareAndSwap(f.gen, f.gen+1)
 		return
 	}
-	s.mu.Unlock()
 	s.release()
 }
 
