@@ -295,6 +295,10 @@ type Actor struct {
 	drained  []submission
 	peer     peerCredits // the peer's receive credits (peercredits.go)
 	watched  int         // queued submissions, from the head, whose contexts are watched
+	// looked is how many queued submissions, from the head, a rest has
+	// seen (restWatching): at least watched. A rest looks only at those
+	// queued since, so resting beside a long queue costs no scan of it.
+	looked int
 	// scratchMask maps a WR's sequence number to its scratch slot: one
 	// mapping for the actor's life, whatever table holds the WR.
 	scratchMask uint64

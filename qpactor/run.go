@@ -116,15 +116,14 @@ func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 	// Watch the contexts of what stays queued (waiting for credits), so
 	// that their ends wake the actor; anything queued after this look is
 	// seen by the second look below, or wakes it.
-	seen := a.watched
 	if watch {
 		a.watchQueued()
-		seen = a.watched
-	} else {
-		for a.inbox.PeekAt(seen) != nil {
-			seen++
-		}
 	}
+	a.looked = max(a.looked, a.watched)
+	for a.inbox.PeekAt(a.looked) != nil {
+		a.looked++
+	}
+	seen := a.looked
 	// Before the second look, which reads the credits of both kinds.
 	a.waitsForCredits.Store(a.sleepsOnCredits())
 	a.waker.PrepareSleep()

@@ -148,6 +148,9 @@ func (a *Actor) pop() {
 	if a.watched > 0 {
 		a.watched--
 	}
+	if a.looked > 0 {
+		a.looked--
+	}
 }
 
 func (a *Actor) push(ctx context.Context, sub submission, n int) error {
