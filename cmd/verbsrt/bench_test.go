@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -247,5 +248,27 @@ func TestBenchScriptCommandLines(t *testing.T) {
 		if err != nil || cfg.test != c.test || cfg.host != c.host || cfg.server != c.server {
 			t.Errorf("%s: test %q host %q server %v, %v; want %q %q %v", c.line, cfg.test, cfg.host, cfg.server, err, c.test, c.host, c.server)
 		}
+	}
+}
+
+// TestBenchCPUPerOp: a run reports what its operations cost this
+// process's CPU, runtime and Go floor alike, in JSON and in the table.
+func TestBenchCPUPerOp(t *testing.T) {
+	if benchkit.CPUTime() < 0 {
+		t.Skip("no getrusage here")
+	}
+	if r := benchJSON(t, "write", "-s", "64", "-n", "2000"); r.CPUNsPerOp <= 0 {
+		t.Errorf("runtime result without CPU per operation: %+v", r)
+	}
+	cfg, err := parseBench([]string{"send", "-s", "64", "-n", "2000", "-direct"}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := benchDirect(context.Background(), &out, io.Discard, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^ CPU per operation: [1-9]\d* ns \(this process, user\+sys\)$`).MatchString(out.String()) {
+		t.Errorf("no CPU line in the Go floor's table:\n%s", out.String())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -324,6 +325,7 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 			return res, err
 		}
 		var d time.Duration
+		cpuStart := benchkit.CPUTime()
 		if e.client {
 			d, err = e.post(ctx)
 		} else {
@@ -333,16 +335,19 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 			return res, err
 		}
 		directRates(&res, d)
+		cpuPerOp(&res, cpuStart)
 		return res, pc.close(e.my, e.withGID)
 	}
 	// write, read, atomic: no sync before the run; the client runs at once.
 	var mine ptReport
 	if e.client {
+		cpuStart := benchkit.CPUTime()
 		d, err := e.post(ctx)
 		if err != nil {
 			return res, err
 		}
 		directRates(&res, d)
+		cpuPerOp(&res, cpuStart)
 		mine = ptReport{Size: uint64(cfg.size), Iters: uint64(cfg.iters), BWPeak: res.BWPeakMBps, BWAvg: res.BWAvgMBps, MsgAvg: res.MsgRateMpps}
 	}
 	// The server waits here for the client's run.

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 )
 
 // benchResult is one line of the report; --json prints it as is.
@@ -36,6 +38,23 @@ type benchResult struct {
 	TStdev   float64 `json:"t_stdev_us,omitempty"`
 	T99      float64 `json:"t_99_us,omitempty"`
 	T999     float64 `json:"t_99_9_us,omitempty"`
+
+	// CPUNsPerOp is the CPU time, user and system, this process spent
+	// over the measured run, per operation (getrusage): what an
+	// operation costs the machine, where the rate says only how fast it
+	// went. 0 where the process did not run the operations (a -direct
+	// WRITE or READ server) or getrusage is not available.
+	CPUNsPerOp float64 `json:"cpu_ns_per_op,omitempty"`
+}
+
+// cpuPerOp sets r.CPUNsPerOp from the process's CPU time at the start of
+// the run (before) and now.
+func cpuPerOp(r *benchResult, before time.Duration) {
+	now := benchkit.CPUTime()
+	if before < 0 || now < 0 || r.Iterations == 0 {
+		return
+	}
+	r.CPUNsPerOp = float64(now-before) / float64(r.Iterations)
 }
 
 const benchRule = "---------------------------------------------------------------------------------------"
@@ -85,10 +104,13 @@ func printBenchLine(w io.Writer, cfg benchConfig, r benchResult) {
 	if cfg.lat {
 		fmt.Fprintf(w, " %-7d %d          %-7.2f        %-7.2f      %-7.2f  \t       %-7.2f     \t%-7.2f\t\t%-7.2f \t\t%-7.2f\n",
 			r.Bytes, r.Iterations, r.TMin, r.TMax, r.TTypical, r.TAvg, r.TStdev, r.T99, r.T999)
-		return
+	} else {
+		fmt.Fprintf(w, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n",
+			r.Bytes, r.Iterations, bwUnit(cfg, r.BWPeakMBps), bwUnit(cfg, r.BWAvgMBps), r.MsgRateMpps)
 	}
-	fmt.Fprintf(w, " %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f\n",
-		r.Bytes, r.Iterations, bwUnit(cfg, r.BWPeakMBps), bwUnit(cfg, r.BWAvgMBps), r.MsgRateMpps)
+	if r.CPUNsPerOp > 0 {
+		fmt.Fprintf(w, " CPU per operation: %.0f ns (this process, user+sys)\n", r.CPUNsPerOp)
+	}
 }
 
 // bwUnit converts a bandwidth in MB/s (2^20 bytes) to the unit the table

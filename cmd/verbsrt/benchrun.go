@@ -10,6 +10,8 @@ import (
 	"time"
 
 	vrt "github.com/verbsrt/verbsrt/runtime"
+
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 )
 
 // counter is a caller's count of completed operations, on a cache line of
@@ -44,7 +46,7 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 		errOnce  sync.Once
 		firstErr error
 	)
-	start := time.Now()
+	start, cpuStart := time.Now(), benchkit.CPUTime()
 	for c := range cfg.callers {
 		n := uint64(math.MaxUint64)
 		if cfg.duration == 0 {
@@ -95,6 +97,7 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 		r.Iterations += counts[i].n.Load()
 	}
 	r.Seconds = elapsed.Seconds()
+	cpuPerOp(&r, cpuStart)
 	rate := float64(r.Iterations) / r.Seconds
 	if cfg.lat {
 		var all []time.Duration
