@@ -249,9 +249,15 @@ type Actor struct {
 	// credits of either kind (sleepsOnCredits); completions wake only
 	// such an actor. sync/atomic's, 4 bytes.
 	waitsForCredits stdatomic.Bool
-	qp              verbs.QP
-	limits          verbs.SendLimits
-	sqDepth         int32 // int32, so that postCost fits beside it (TestActorSize)
+	// headWaits: the last drain stopped at a head that waits for credits
+	// (send-queue slots or the peer's). What is queued behind it cannot
+	// go before it, so a submitter leaves its own queued rather than run
+	// a drain that would post nothing (push); the completion or grant
+	// that brings the credits runs the drain that posts both.
+	headWaits stdatomic.Bool
+	qp        verbs.QP
+	limits    verbs.SendLimits
+	sqDepth   int32 // int32, so that postCost fits beside it (TestActorSize)
 	// postCost is what a PostSend takes, in ns, as sampled every
 	// postCostEvery calls (learnPostCost); it decides inlineWorthIt.
 	postCost stdatomic.Uint32

@@ -109,6 +109,7 @@ func (a *Actor) drain() int {
 	taken := 0
 	var starved int64 // the peer credits the next submission needs and lacks
 	ask := false      // and the Sender asks the peer for them
+	headWaits := false
 	for {
 		s := a.inbox.Peek()
 		if s == nil {
@@ -121,6 +122,7 @@ func (a *Actor) drain() int {
 		}
 		ops := s.ops()
 		if len(ops) > credits-len(a.chain) {
+			headWaits = true
 			break // wait for credits; order is kept
 		}
 		if len(ops) > room-len(a.chain) {
@@ -133,7 +135,7 @@ func (a *Actor) drain() int {
 			break
 		}
 		if v != credit.Take {
-			starved, ask = need, v == credit.Ask
+			starved, ask, headWaits = need, v == credit.Ask, true
 			break // wait for the peer's credits; order is kept
 		}
 		if len(ops) > cap(a.chain)-len(a.chain) || len(a.drained) == cap(a.drained) {
@@ -161,6 +163,9 @@ func (a *Actor) drain() int {
 			a.stampChain(start, need)
 			peerLeft -= need
 		}
+	}
+	if a.headWaits.Load() != headWaits {
+		a.headWaits.Store(headWaits)
 	}
 	if starved > 0 {
 		a.markBacklog()

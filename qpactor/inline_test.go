@@ -539,3 +539,58 @@ func TestWokenInlineActorLeavesTheStreamToCallers(t *testing.T) {
 	}
 	r.poll(t, f0, f1)
 }
+
+// TestQueuedBehindWaitingHeadRunsNoDrain: once a drain stopped at a head
+// that waits for credits, what is submitted behind it stays queued without
+// a drain of its own, which could post nothing before the head; the
+// completion that brings the credits posts them all. A submission whose
+// context ends while it waits there still fails with the context's error.
+func TestQueuedBehindWaitingHeadRunsNoDrain(t *testing.T) {
+	r := newRig(t, 1, func(c *qpactor.Config) { c.InlinePost = true })
+	startIdle(t, r)
+	r.actor.SetSpin(time.Hour) // no actor goroutine takes over meanwhile
+	ctx := context.Background()
+	st := r.actor.Stats()
+	var fs []future.Future
+	submit := func(ctx context.Context, i int) future.Future {
+		t.Helper()
+		op := r.write(i)
+		f, err := r.actor.Submit(ctx, &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	// The first takes the one send-queue slot; those up to a chain's worth
+	// coalesce behind it; the next finds the inbox full enough to drain,
+	// and its drain stops at the head, which waits for the slot.
+	for i := range qpactor.GatherTarget + 1 {
+		fs = append(fs, submit(ctx, i))
+		// Its submitters post themselves (inlineWorthIt), whatever the
+		// first PostSend, which is timed, took.
+		r.actor.SetPostCost(100 * time.Nanosecond)
+	}
+	if got := st.PostCalls.Load(); got != 1 {
+		t.Fatalf("%d PostSend calls with one slot, want 1", got)
+	}
+	drains := func() uint64 { return st.Ops.InlineRuns.Load() + st.Ops.Runs.Load() }
+	before := drains()
+	cancelled, cancel := context.WithCancel(ctx)
+	late := submit(cancelled, 100)
+	for i := range 8 {
+		fs = append(fs, submit(ctx, qpactor.GatherTarget+1+i))
+	}
+	if got := drains() - before; got != 0 {
+		t.Errorf("%d drains run for submissions behind a head waiting for credits, want none", got)
+	}
+	cancel()
+	r.poll(t, append(fs, late)...)
+	for i, f := range fs {
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if _, err := late.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("the write whose context ended while queued: %v, want context.Canceled", err)
+	}
+}

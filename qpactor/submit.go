@@ -172,6 +172,16 @@ func (a *Actor) push(ctx context.Context, sub submission, n int) error {
 		}
 	}
 	switch {
+	case a.headWaits.Load():
+		// Behind a head that waits for credits: the completion or grant
+		// that brings them drains both (Polled, GrantPeerCredits); a drain
+		// run now would post nothing. A context that can end needs an
+		// actor goroutine to watch it if the credits are slow to come:
+		// the bound the head's drain set starts one (runInline), or this
+		// one does.
+		if sub.ctx != nil && !a.waker.LaterArmed() {
+			a.waker.WakeAfter(a.spin.Load())
+		}
 	case a.coalesces():
 		// Left queued: the next completion's Polled, or a Wait, posts it
 		// with what follows it in one PostSend. The first one queued
