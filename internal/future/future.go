@@ -409,9 +409,11 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 	return comp, err
 }
 
-// park sets statusParked, asking the resolver for a token on wake, and
-// reports true; or false when the state is resolved.
-func (s *State) park() bool {
+// ask sets the bits set and clears the bits clear of the status, asking
+// the resolver for the side effects they stand for, and reports true; or,
+// once the resolver has begun, waits for the outcome to be published and
+// reports false: the caller then does what it asked for itself.
+func (s *State) ask(set, clear uint32) bool {
 	for {
 		st := s.status.Load()
 		switch {
@@ -421,11 +423,15 @@ func (s *State) park() bool {
 			s.awaitDone()
 			return false
 		}
-		if s.status.CompareAndSwap(st, st|statusParked) {
+		if s.status.CompareAndSwap(st, st&^clear|set) {
 			return true
 		}
 	}
 }
+
+// park sets statusParked, asking the resolver for a token on wake, and
+// reports true; or false when the state is resolved.
+func (s *State) park() bool { return s.ask(statusParked, 0) }
 
 // unpark withdraws statusParked and reports true, unless the resolver
 // already read it: then it reports false, and the resolver's token is
@@ -469,19 +475,10 @@ func (f Future) Done() <-chan struct{} {
 	ch := make(chan struct{})
 	s.done = ch
 	// Hand it to the resolver, unless it is resolving already.
-	for {
-		st := s.status.Load()
-		switch {
-		case st&statusDone != 0:
-			return closedChan
-		case st&statusResolving != 0:
-			s.awaitDone()
-			return closedChan
-		}
-		if s.status.CompareAndSwap(st, st&^statusMakingDone|statusHasDone) {
-			return ch
-		}
+	if s.ask(statusHasDone, statusMakingDone) {
+		return ch
 	}
+	return closedChan
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -518,20 +515,10 @@ func (f Future) Then(fn func(Completion, error)) {
 	// Only the consumer recycles the state, and the consumer is here: the
 	// generation holds without enterRead.
 	s.then = fn
-	for {
-		st := s.status.Load()
-		switch {
-		case st&statusDone != 0:
-			s.runThen(fn)
-			return
-		case st&statusResolving != 0:
-			s.awaitDone()
-			continue
-		}
-		if s.status.CompareAndSwap(st, st|statusHasThen) {
-			return // the resolver runs it
-		}
+	if s.ask(statusHasThen, 0) {
+		return // the resolver runs it
 	}
+	s.runThen(fn)
 }
 
 // Release consumes the future without waiting: use it after Done and
