@@ -107,7 +107,8 @@ func (a *Actor) rest(d Driver) (left bool) {
 // stays queued unwatched (watching one allocates), for a run that
 // arranged a wake-up (ring.Waker.WakeAfter) whose actor goroutine watches them.
 func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
-	if a.peer.s.HoldsExtra() && a.inbox.Peek() == nil {
+	extra := a.peer.s.HoldsExtra() && a.inbox.Peek() == nil
+	if extra {
 		a.returnIdle()
 	}
 	if d != nil {
@@ -130,7 +131,11 @@ func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 	// A closing actor with submissions waiting for credits sleeps too:
 	// returning credits (Complete), Break and Close wake it.
 	// Work left for the next completion (coalesces) does not keep it up.
-	if ((a.canDrain() || a.inbox.PeekAt(seen) != nil) && !a.coalesces()) || a.finished() {
+	// Credits the peer granted beyond the initial window since the first
+	// look keep it up too: their grant's Wake (GrantPeerCredits) may have
+	// come before PrepareSleep, and only a rest gives them back.
+	if ((a.canDrain() || a.inbox.PeekAt(seen) != nil) && !a.coalesces()) || a.finished() ||
+		(!extra && a.peer.s.HoldsExtra() && a.inbox.Peek() == nil) {
 		a.waker.CancelSleep()
 	} else if a.waker.Restarts() {
 		return a.waker.Leave()
