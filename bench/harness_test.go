@@ -124,11 +124,11 @@ func timeSection(b *testing.B) (stop func()) {
 	b.ResetTimer()
 	return func() {
 		b.StopTimer()
-		used := benchkit.CPUTime() - cpu
+		cpuPerOp, cpuOK := benchkit.CPUPerOp(cpu, uint64(b.N))
 		runtime.ReadMemStats(&m)
 		b.ReportMetric(float64(m.Mallocs-before)/float64(b.N), "mallocs/op")
-		if cpu >= 0 && used >= 0 {
-			b.ReportMetric(float64(used.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		if cpuOK {
+			b.ReportMetric(cpuPerOp, "cpu-ns/op")
 		}
 	}
 }

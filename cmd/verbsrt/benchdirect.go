@@ -335,7 +335,7 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 			return res, err
 		}
 		directRates(&res, d)
-		cpuPerOp(&res, cpuStart)
+		res.CPUNsPerOp, _ = benchkit.CPUPerOp(cpuStart, res.Iterations)
 		return res, pc.close(e.my, e.withGID)
 	}
 	// write, read, atomic: no sync before the run; the client runs at once.
@@ -347,7 +347,7 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 			return res, err
 		}
 		directRates(&res, d)
-		cpuPerOp(&res, cpuStart)
+		res.CPUNsPerOp, _ = benchkit.CPUPerOp(cpuStart, res.Iterations)
 		mine = ptReport{Size: uint64(cfg.size), Iters: uint64(cfg.iters), BWPeak: res.BWPeakMBps, BWAvg: res.BWAvgMBps, MsgAvg: res.MsgRateMpps}
 	}
 	// The server waits here for the client's run.

@@ -7,8 +7,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/verbsrt/verbsrt/internal/benchkit"
 )
 
 // benchResult is one line of the report; --json prints it as is.
@@ -45,16 +43,6 @@ type benchResult struct {
 	// went. 0 where the process did not run the operations (a -direct
 	// WRITE or READ server) or getrusage is not available.
 	CPUNsPerOp float64 `json:"cpu_ns_per_op,omitempty"`
-}
-
-// cpuPerOp sets r.CPUNsPerOp from the process's CPU time at the start of
-// the run (before) and now.
-func cpuPerOp(r *benchResult, before time.Duration) {
-	now := benchkit.CPUTime()
-	if before < 0 || now < 0 || r.Iterations == 0 {
-		return
-	}
-	r.CPUNsPerOp = float64(now-before) / float64(r.Iterations)
 }
 
 const benchRule = "---------------------------------------------------------------------------------------"

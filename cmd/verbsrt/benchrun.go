@@ -9,9 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	vrt "github.com/verbsrt/verbsrt/runtime"
-
 	"github.com/verbsrt/verbsrt/internal/benchkit"
+	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
 // counter is a caller's count of completed operations, on a cache line of
@@ -97,7 +96,7 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 		r.Iterations += counts[i].n.Load()
 	}
 	r.Seconds = elapsed.Seconds()
-	cpuPerOp(&r, cpuStart)
+	r.CPUNsPerOp, _ = benchkit.CPUPerOp(cpuStart, r.Iterations)
 	rate := float64(r.Iterations) / r.Seconds
 	if cfg.lat {
 		var all []time.Duration

@@ -134,3 +134,14 @@ func OpenRuntime(provider, dev string, nth int, opts ...runtime.Option) (*runtim
 	}
 	return nil, fmt.Errorf("provider %q: want soft or ibv", provider)
 }
+
+// CPUPerOp returns the CPU time, user and system, in ns, that the process
+// used since start (a CPUTime reading) per operation of ops; false where
+// getrusage is not available or there were no operations.
+func CPUPerOp(start time.Duration, ops uint64) (float64, bool) {
+	now := CPUTime()
+	if start < 0 || now < 0 || ops == 0 {
+		return 0, false
+	}
+	return float64(now-start) / float64(ops), true
+}
