@@ -409,10 +409,11 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 	return comp, err
 }
 
-// ask sets the bits set and clears the bits clear of the status, asking
-// the resolver for the side effects they stand for, and reports true; or,
-// once the resolver has begun, waits for the outcome to be published and
-// reports false: the caller then does what it asked for itself.
+// ask sets the bits set and clears the bits clear of the status, changing
+// what it asks of the resolver (the side effects the bits stand for), and
+// reports true; or, once the resolver has begun, waits for the outcome to
+// be published and reports false: the resolver did what the bits said
+// before the change, and the caller does the rest itself.
 func (s *State) ask(set, clear uint32) bool {
 	for {
 		st := s.status.Load()
@@ -436,17 +437,7 @@ func (s *State) park() bool { return s.ask(statusParked, 0) }
 // unpark withdraws statusParked and reports true, unless the resolver
 // already read it: then it reports false, and the resolver's token is
 // the waiter's to take.
-func (s *State) unpark() bool {
-	for {
-		st := s.status.Load()
-		if st&(statusResolving|statusDone) != 0 {
-			return false
-		}
-		if s.status.CompareAndSwap(st, st&^statusParked) {
-			return true
-		}
-	}
-}
+func (s *State) unpark() bool { return s.ask(0, statusParked) }
 
 // Done returns a channel closed when the operation completes. The channel
 // is made on the first call only.
