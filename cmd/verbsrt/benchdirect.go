@@ -167,11 +167,11 @@ func (e *directEnd) open(p verbs.Provider) error {
 	return nil
 }
 
-// recvDepth is how many receives a send server keeps posted: -r (else
-// perftest's 512), at most one per message, and as many as fit the
-// receive region.
+// recvDepth is how many receives a send server, and a ping-pong client,
+// keeps posted: -r (else perftest's 512), at most one per message, and as
+// many as fit the receive region.
 func (e *directEnd) recvDepth() int {
-	if e.client || e.cfg.test != "send" {
+	if e.cfg.test != "send" || (e.client && !e.cfg.pingpong) {
 		return 0
 	}
 	d := e.cfg.rxDepth
@@ -314,9 +314,15 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 
 	res := benchResult{Test: cfg.test, Mode: "bw", Provider: cfg.provider, Device: e.devName, QPs: 1, Callers: 1,
 		TxDepth: cfg.txDepth, Bytes: cfg.size, Iterations: uint64(cfg.iters)}
+	switch {
+	case cfg.pingpong:
+		res.Mode = "pingpong"
+	case cfg.lat:
+		res.Mode = "lat"
+	}
 	if cfg.test == "send" {
 		var recv *directRecv
-		if !e.client {
+		if !e.client || cfg.pingpong {
 			if recv, err = e.postRecvs(); err != nil {
 				return res, err
 			}
@@ -324,30 +330,54 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 		if _, err := pc.handshake(e.my, e.withGID); err != nil {
 			return res, err
 		}
-		var d time.Duration
-		cpuStart := benchkit.CPUTime()
-		if e.client {
+		cpuStart, start := benchkit.CPUTime(), time.Now()
+		var (
+			d    time.Duration
+			lats []time.Duration
+		)
+		switch {
+		case e.client && cfg.lat:
+			lats, err = e.latency(ctx, recv)
+		case e.client:
 			d, err = e.post(ctx)
-		} else {
+		case cfg.pingpong:
+			err = e.echo(ctx, recv)
+		default:
 			d, err = e.receive(ctx, recv)
 		}
 		if err != nil {
 			return res, err
 		}
-		directRates(&res, d)
+		if cfg.lat {
+			res.Seconds = time.Since(start).Seconds()
+			latencyStats(&res, lats)
+		} else {
+			directRates(&res, d)
+		}
 		res.CPUNsPerOp, _ = benchkit.CPUPerOp(cpuStart, res.Iterations)
 		return res, pc.close(e.my, e.withGID)
 	}
 	// write, read, atomic: no sync before the run; the client runs at once.
 	var mine ptReport
 	if e.client {
-		cpuStart := benchkit.CPUTime()
-		d, err := e.post(ctx)
-		if err != nil {
-			return res, err
+		cpuStart, start := benchkit.CPUTime(), time.Now()
+		if cfg.lat {
+			lats, err := e.latency(ctx, nil)
+			if err != nil {
+				return res, err
+			}
+			res.Seconds = time.Since(start).Seconds()
+			latencyStats(&res, lats)
+		} else {
+			d, err := e.post(ctx)
+			if err != nil {
+				return res, err
+			}
+			directRates(&res, d)
 		}
-		directRates(&res, d)
 		res.CPUNsPerOp, _ = benchkit.CPUPerOp(cpuStart, res.Iterations)
+		// A latency run reports its size and count only: perftest's
+		// report carries rates.
 		mine = ptReport{Size: uint64(cfg.size), Iters: uint64(cfg.iters), BWPeak: res.BWPeakMBps, BWAvg: res.BWAvgMBps, MsgAvg: res.MsgRateMpps}
 	}
 	// The server waits here for the client's run.
@@ -405,23 +435,29 @@ func (e *directEnd) pollWhile(ctx context.Context, f func() error) error {
 
 // printDirectHeader prints the report's header for a -direct run.
 func printDirectHeader(w io.Writer, cfg benchConfig, dev, peerDev string) {
+	mode := "BW"
+	if cfg.lat {
+		mode = "Latency"
+	}
 	fmt.Fprintln(w, benchRule)
-	fmt.Fprintf(w, "                    %s BW Test\n", benchTests[cfg.test])
+	fmt.Fprintf(w, "                    %s %s Test\n", benchTests[cfg.test], mode)
 	fmt.Fprintf(w, " Provider        : %-8s\tDevice         : %s -> %s\n", cfg.provider, dev, peerDev)
 	fmt.Fprintf(w, " Number of qps   : 1       \tConnection type: RC\n")
-	fmt.Fprintf(w, " TX depth        : %-8d\tCQ moderation  : %d\n", cfg.txDepth, max(1, min(cfg.cqMod, cfg.txDepth)))
-	pl := "the window's room"
-	if cfg.postList > 0 {
-		pl = strconv.Itoa(cfg.postList)
+	if cfg.lat {
+		fmt.Fprintf(w, " Runtime         : none    \tTX depth       : %d\n", cfg.txDepth)
+		fmt.Fprintln(w, " -direct: one goroutine posts one WR at a time and polls its CQ, the Go floor")
+		printLatencyLegend(w, cfg)
+	} else {
+		fmt.Fprintf(w, " TX depth        : %-8d\tCQ moderation  : %d\n", cfg.txDepth, max(1, min(cfg.cqMod, cfg.txDepth)))
+		pl := "the window's room"
+		if cfg.postList > 0 {
+			pl = strconv.Itoa(cfg.postList)
+		}
+		fmt.Fprintf(w, " Runtime         : none    \tPost list      : %s\n", pl)
+		fmt.Fprintln(w, " -direct: one goroutine posts and polls its QP, the Go floor")
 	}
-	fmt.Fprintf(w, " Runtime         : none    \tPost list      : %s\n", pl)
-	fmt.Fprintln(w, " -direct: one goroutine posts and polls its QP, the Go floor")
 	fmt.Fprintln(w, benchRule)
-	unit := "MB/sec"
-	if cfg.gbits {
-		unit = "Gb/sec"
-	}
-	fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%[1]s]   MsgRate[Mpps]\n", unit)
+	printColumns(w, cfg)
 }
 
 // benchDirect runs a -direct test with both ends in this process, on two
@@ -510,7 +546,8 @@ func sErrWrap(err error) error {
 // process, which may be perftest's: the client connects to addr, the
 // server takes one connection from ln. It prints the address lines, the
 // checks and the result (a server of write, read or atomic prints the
-// client's, as perftest's server does).
+// client's, as perftest's server does; of a latency test, only its size
+// and count: the samples stay with the client).
 func benchDirectNet(ctx context.Context, w, progress io.Writer, cfg benchConfig, addr string, ln net.Listener) error {
 	p, closeProv, err := openProvider(providerSpec{name: cfg.provider, addr: cfg.rocev2Addr, port: cfg.rocev2Port}, 1)
 	if err != nil {
@@ -552,7 +589,13 @@ func benchDirectNet(ctx context.Context, w, progress io.Writer, cfg benchConfig,
 	if err != nil {
 		return withProviderHint(cfg.provider, err)
 	}
-	printBenchResult(w, cfg, r)
+	if cfg.lat && ln != nil && !cfg.json {
+		// perftest's reports carry rates only: the samples stay with
+		// the client.
+		fmt.Fprintf(w, " %d operations of %d bytes; the client measured their latency\n", r.Iterations, r.Bytes)
+	} else {
+		printBenchResult(w, cfg, r)
+	}
 	if !cfg.json {
 		fmt.Fprintln(w, benchRule)
 	}

@@ -38,6 +38,67 @@ func spinPoll(ctx context.Context, cq verbs.CQ, wcs []verbs.WC) (int, error) {
 	}
 }
 
+// directLayout is where a client's WRs point: each operation's source
+// (or, for atomics, result) slot in this end's buffer and its target in
+// the peer's, cycling as perftest's do, by sequence number.
+type directLayout struct {
+	e        *directEnd
+	opcode   verbs.Opcode
+	inc      uint64 // the stride between slots: the size rounded up to a cache line
+	locSlots uint64
+	remSlots uint64
+	depth    uint64 // atomics: a result slot per WR in flight
+}
+
+func (e *directEnd) layout() directLayout {
+	cfg := e.cfg
+	l := directLayout{e: e, inc: uint64(directInc(cfg.size, e.hello.CacheLine)), depth: uint64(cfg.txDepth),
+		locSlots: uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer))}
+	l.remSlots = l.locSlots
+	switch cfg.test {
+	case "write":
+		l.opcode = verbs.OpWrite
+	case "read":
+		l.opcode = verbs.OpRead
+	case "send":
+		l.opcode = verbs.OpSend
+	case "atomic":
+		l.opcode = verbs.OpAtomicFetchAdd
+		// Results land in a slot per WR in flight, so the check can read
+		// each; the targets cycle through the peer's buffer by lines.
+		l.remSlots = uint64(directSlots(8, e.hello.CacheLine, e.hello.CycleBuffer))
+	}
+	return l
+}
+
+// wr returns a WR of the test's opcode with one SGE of the size, for aim
+// to point.
+func (l directLayout) wr() verbs.SendWR {
+	return verbs.SendWR{SGL: []verbs.SGE{{Length: uint32(l.e.cfg.size), LKey: l.e.mr.LKey()}}, Opcode: l.opcode}
+}
+
+// aim points wr, operation seq, at its slots, with flags and this end's
+// inline choice.
+func (l directLayout) aim(wr *verbs.SendWR, seq uint64, flags verbs.SendFlags) {
+	e := l.e
+	wr.ID = seq
+	wr.Flags = flags
+	if e.inline {
+		wr.Flags |= verbs.SendInline
+	}
+	loc := (seq % l.locSlots) * l.inc
+	if l.opcode == verbs.OpAtomicFetchAdd {
+		loc = (seq % l.depth) * 8
+	}
+	wr.SGL[0].Addr = e.mr.Addr() + loc
+	switch l.opcode {
+	case verbs.OpWrite, verbs.OpRead:
+		wr.RDMA = verbs.RDMA{RemoteAddr: e.rem.VAddr + (seq%l.remSlots)*l.inc, RKey: e.rem.RKey}
+	case verbs.OpAtomicFetchAdd:
+		wr.Atomic = verbs.Atomic{RemoteAddr: e.rem.VAddr + (seq%l.remSlots)*uint64(e.hello.CacheLine), RKey: e.rem.RKey, CompareAdd: 1}
+	}
+}
+
 // post is the client's run: -n operations, at most -t in flight, posted
 // in chains of up to -l (0: whatever the window has room for), every
 // -cq-mod'th and the last signalled. A signalled WR's completion
@@ -52,33 +113,12 @@ func (e *directEnd) post(ctx context.Context) (time.Duration, error) {
 	if cfg.postList > 0 {
 		chain = uint64(cfg.postList)
 	}
-	inc := directInc(cfg.size, e.hello.CacheLine)
-	locSlots := uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer))
-	remSlots := locSlots
-	if cfg.test == "atomic" {
-		// Results land in a slot per WR in flight, so the check can read
-		// each; the targets cycle through the peer's buffer by lines.
-		remSlots = uint64(directSlots(8, e.hello.CacheLine, e.hello.CycleBuffer))
-	}
+	l := e.layout()
 	wrs := make([]verbs.SendWR, chain)
-	sges := make([]verbs.SGE, chain)
-	var opcode verbs.Opcode
-	switch cfg.test {
-	case "write":
-		opcode = verbs.OpWrite
-	case "read":
-		opcode = verbs.OpRead
-	case "send":
-		opcode = verbs.OpSend
-	case "atomic":
-		opcode = verbs.OpAtomicFetchAdd
-	}
 	for i := range wrs {
-		sges[i] = verbs.SGE{Length: uint32(cfg.size), LKey: e.mr.LKey()}
-		wrs[i] = verbs.SendWR{SGL: sges[i : i+1], Opcode: opcode}
+		wrs[i] = l.wr()
 	}
-	base := e.mr.Addr()
-	check := newAtomicCheck(e, remSlots)
+	check := newAtomicCheck(e, l.remSlots)
 	wcs := make([]verbs.WC, directPollSize)
 	var posted, completed uint64
 	start := time.Now()
@@ -86,28 +126,11 @@ func (e *directEnd) post(ctx context.Context) (time.Duration, error) {
 		if n := min(depth-(posted-completed), total-posted, chain); n > 0 {
 			for i := range n {
 				seq := posted + i
-				wr := &wrs[i]
-				wr.ID = seq
-				wr.Flags = 0
+				var flags verbs.SendFlags
 				if (seq+1)%cqMod == 0 || seq == total-1 {
-					wr.Flags = verbs.SendSignaled
+					flags = verbs.SendSignaled
 				}
-				if e.inline {
-					wr.Flags |= verbs.SendInline
-				}
-				loc := uint64(0)
-				if cfg.test == "atomic" {
-					loc = (seq % depth) * 8
-				} else {
-					loc = (seq % locSlots) * uint64(inc)
-				}
-				wr.SGL[0].Addr = base + loc
-				switch cfg.test {
-				case "write", "read":
-					wr.RDMA = verbs.RDMA{RemoteAddr: e.rem.VAddr + (seq%remSlots)*uint64(inc), RKey: e.rem.RKey}
-				case "atomic":
-					wr.Atomic = verbs.Atomic{RemoteAddr: e.rem.VAddr + (seq%remSlots)*uint64(e.hello.CacheLine), RKey: e.rem.RKey, CompareAdd: 1}
-				}
+				l.aim(&wrs[i], seq, flags)
 			}
 			if k, err := e.qp.PostSend(wrs[:n]); err != nil {
 				return 0, fmt.Errorf("couldn't post send: scnt=%d: %w", posted+uint64(k), err)
@@ -268,11 +291,7 @@ func (e *directEnd) postRecvs() (*directRecv, error) {
 // verbsrt) and re-posts its receive in one chain a poll while more are
 // to come. The time runs from the first message to the last.
 func (e *directEnd) receive(ctx context.Context, r *directRecv) (time.Duration, error) {
-	cfg := e.cfg
-	total := uint64(cfg.iters)
-	depth := uint64(len(r.wrs))
-	inc := directInc(cfg.size, e.hello.CacheLine)
-	srcSlots := uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer))
+	total := uint64(e.cfg.iters)
 	wcs := make([]verbs.WC, directPollSize)
 	repost := make([]verbs.RecvWR, 0, directPollSize)
 	var got uint64
@@ -287,42 +306,66 @@ func (e *directEnd) receive(ctx context.Context, r *directRecv) (time.Duration, 
 		}
 		repost = repost[:0]
 		for i := range wcs[:k] {
-			wc := &wcs[i]
-			if wc.Status != verbs.WCSuccess {
-				return 0, fmt.Errorf("receive %d completed with error: %w", got, wc.Err())
-			}
-			if int(wc.ByteLen) != cfg.size {
-				return 0, fmt.Errorf("message %d: %d bytes, want %d (give the server the client's -s)", got, wc.ByteLen, cfg.size)
-			}
-			slot := wc.WRID % depth
-			if e.peerPatterned() {
-				// The client sent message got from this slot of its cycle
-				// of sources, which hold the pattern as this end's do.
-				src := int(got%srcSlots) * inc
-				off := int(slot) * inc
-				if !bytes.Equal(e.remote[off:off+cfg.size], e.local[src:src+cfg.size]) {
-					return 0, fmt.Errorf("message %d is not the client's pattern", got)
-				}
+			if err := r.consume(e, &wcs[i], got, total, &repost); err != nil {
+				return 0, err
 			}
 			got++
-			if r.posted < total {
-				wr := r.wrs[slot]
-				wr.ID = r.posted
-				repost = append(repost, wr)
-				r.posted++
-			}
 		}
-		if len(repost) > 0 {
-			if n, err := e.qp.PostRecv(repost); err != nil {
-				return 0, fmt.Errorf("couldn't post receive (%d): %w", n, err)
-			}
+		if err := r.repost(e, repost); err != nil {
+			return 0, err
 		}
 	}
 	d := time.Since(start)
-	if e.peerPatterned() {
-		fmt.Fprintf(e.out, " check: %d messages of %d bytes, each the client's pattern\n", got, cfg.size)
-	} else {
-		fmt.Fprintf(e.out, " check: %d messages of %d bytes\n", got, cfg.size)
-	}
+	r.reportCheck(e, got)
 	return d, nil
+}
+
+// consume checks message n, which wc completed: its status, its length,
+// and its bytes when the peer is verbsrt (message n came from slot n of
+// the peer's cycle of sources, which hold the pattern as this end's do).
+// Its receive goes on repost while fewer than total have been posted.
+func (r *directRecv) consume(e *directEnd, wc *verbs.WC, n, total uint64, repost *[]verbs.RecvWR) error {
+	size := e.cfg.size
+	if wc.Status != verbs.WCSuccess {
+		return fmt.Errorf("receive %d completed with error: %w", n, wc.Err())
+	}
+	if int(wc.ByteLen) != size {
+		return fmt.Errorf("message %d: %d bytes, want %d (give the server the client's -s)", n, wc.ByteLen, size)
+	}
+	inc := directInc(size, e.hello.CacheLine)
+	slot := wc.WRID % uint64(len(r.wrs))
+	if e.peerPatterned() {
+		src := int(n%uint64(directSlots(size, e.hello.CacheLine, e.hello.CycleBuffer))) * inc
+		off := int(slot) * inc
+		if !bytes.Equal(e.remote[off:off+size], e.local[src:src+size]) {
+			return fmt.Errorf("message %d is not the peer's pattern", n)
+		}
+	}
+	if r.posted < total {
+		wr := r.wrs[slot]
+		wr.ID = r.posted
+		*repost = append(*repost, wr)
+		r.posted++
+	}
+	return nil
+}
+
+// repost posts the receives consume gathered, in one chain.
+func (r *directRecv) repost(e *directEnd, wrs []verbs.RecvWR) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	if n, err := e.qp.PostRecv(wrs); err != nil {
+		return fmt.Errorf("couldn't post receive (%d): %w", n, err)
+	}
+	return nil
+}
+
+// reportCheck prints what consume checked of got messages.
+func (r *directRecv) reportCheck(e *directEnd, got uint64) {
+	if e.peerPatterned() {
+		fmt.Fprintf(e.out, " check: %d messages of %d bytes, each the peer's pattern\n", got, e.cfg.size)
+	} else {
+		fmt.Fprintf(e.out, " check: %d messages of %d bytes\n", got, e.cfg.size)
+	}
 }

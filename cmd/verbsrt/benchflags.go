@@ -146,10 +146,13 @@ set-up step time out after %v.
 
 With -direct there is no runtime: each end is one goroutine that posts
 chains of WRs on its QP and polls its CQ itself, the Go floor for message
-rate (bandwidth tests, one QP, -n iterations). Its two ends speak perftest's
-own protocol (perftest 6.06: versions, sys data, MTU and the keys of each
-QP as text, the reports, "done"), so the peer of -server or HOST may be
-ib_write_bw, ib_read_bw, ib_send_bw or ib_atomic_bw, at either end.`,
+rate (one QP, -n iterations). Its two ends speak perftest's own protocol
+(perftest 6.06: versions, sys data, MTU and the keys of each QP as text,
+the reports, "done"), so the peer of -server or HOST may be ib_write_bw,
+ib_read_bw, ib_send_bw or ib_atomic_bw, at either end. With -lat it is the
+floor of the runtime's latency test, the same exchange between two -direct
+ends: one signalled WR at a time, polled until it completed, or with send
+-pingpong a Send answered by the server's.`,
 		strings.Join(benchTestNames, ", "), benchTestNames[0], benchPort, benchProtoVersion, benchTimeout)
 }
 
@@ -203,7 +206,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	fs.StringVar(&cfg.trace, "trace", cfg.trace, "write this process's execution trace to the file (go tool trace)")
 	fs.BoolVar(&cfg.direct, "direct", cfg.direct, "the Go floor: no runtime; one goroutine per end posts chains of WRs and polls its CQ itself, "+
 		"and the two ends meet over perftest's own protocol, so the peer of -server or HOST may be ib_write_bw, ib_read_bw, ib_send_bw or ib_atomic_bw "+
-		"(bandwidth tests, one QP)")
+		"(one QP; with -lat one WR at a time, the floor of the runtime's -lat)")
 	fs.IntVar(&cfg.cqMod, "Q", cfg.cqMod, "with -direct: signal every Q'th WR (and the last), perftest's --cq-mod")
 	alias("Q", "cq-mod")
 	fs.IntVar(&cfg.postList, "l", cfg.postList, "with -direct: post WRs in chains of at most l (0: as many as the window has room for), perftest's --post_list")
@@ -353,7 +356,8 @@ func (cfg *benchConfig) check() error {
 }
 
 // checkDirect says what -direct cannot run: it is perftest's bandwidth
-// test on one QP, one size, by iterations.
+// test, or the runtime's latency test, on one QP, one size, by
+// iterations.
 func (cfg *benchConfig) checkDirect() error {
 	switch {
 	case !cfg.direct:
@@ -361,8 +365,8 @@ func (cfg *benchConfig) checkDirect() error {
 			return errors.New("-Q, -l and -peer-pattern are for -direct")
 		}
 		return nil
-	case cfg.lat || cfg.pingpong:
-		return errors.New("-direct: bandwidth tests only (no -lat, no -pingpong)")
+	case cfg.lat && (cfg.set["Q"] || cfg.set["l"]):
+		return errors.New("-direct -lat posts one WR at a time, each signalled (no -Q, no -l)")
 	case cfg.all || cfg.duration != 0:
 		return errors.New("-direct: one size by iterations (no -a, no -D)")
 	case cfg.qps != 1 || cfg.callers != 1:

@@ -58,6 +58,13 @@ func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
 	fmt.Fprintf(w, " Number of qps   : %-8d\tCallers        : %d\n", cfg.qps, cfg.callers)
 	fmt.Fprintf(w, " Connection type : RC      \tTX depth       : %d per caller\n", cfg.txDepth)
 	fmt.Fprintf(w, " Runtime         : verbsrt \tSQ depth       : %d\n", benchSQDepth)
+	printLatencyLegend(w, cfg)
+	fmt.Fprintln(w, benchRule)
+	printColumns(w, cfg)
+}
+
+// printLatencyLegend says what a latency sample is.
+func printLatencyLegend(w io.Writer, cfg benchConfig) {
 	switch {
 	case cfg.pingpong:
 		fmt.Fprintln(w, " t is half of a ping-pong: a Send and the peer's reply Recv'd, as ib_send_lat's")
@@ -65,16 +72,19 @@ func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
 		fmt.Fprintln(w, " t is one operation from submit to completion: a full round trip")
 		fmt.Fprintln(w, " (ib_write_lat and ib_send_lat report half of a ping-pong: -pingpong)")
 	}
-	fmt.Fprintln(w, benchRule)
+}
+
+// printColumns prints the head of the table's columns, perftest's.
+func printColumns(w io.Writer, cfg benchConfig) {
 	if cfg.lat {
 		fmt.Fprintln(w, " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ")
-	} else {
-		unit := "MB/sec"
-		if cfg.gbits {
-			unit = "Gb/sec"
-		}
-		fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%[1]s]   MsgRate[Mpps]\n", unit)
+		return
 	}
+	unit := "MB/sec"
+	if cfg.gbits {
+		unit = "Gb/sec"
+	}
+	fmt.Fprintf(w, " #bytes     #iterations    BW peak[%s]    BW average[%[1]s]   MsgRate[Mpps]\n", unit)
 }
 
 // printBenchResult prints r as a line of the table, or with --json as a
