@@ -436,6 +436,9 @@ func (p *Poller) sleep() {
 	p.sleeping = true
 	p.mu.Unlock()
 	p.stats.Sleeps.Inc()
+	// A waiter of this poller's CQs that parks now is woken through the
+	// netpoller first (the CQ's event): keep its cost measured.
+	sched.ProbeNetpoll()
 	select {
 	case stamp := <-p.wake:
 		// A wake-up of the chain a parked waiter's goes through: it

@@ -8,7 +8,8 @@ import (
 )
 
 // TestWaitWindowCoversParkCost: a waiter polls for WaitPoll, or as long as
-// a park would cost (parkHops wake-ups) where that is longer, up to
+// a park would cost (three wake-ups: sched.SetWakeUpCost takes the
+// netpoller's to cost as much as the others) where that is longer, up to
 // 10 * time.Millisecond.
 func TestWaitWindowCoversParkCost(t *testing.T) {
 	const base = 200 * time.Microsecond

@@ -7,9 +7,10 @@
 //   - Waiters (YieldUntil, AcquirePollingWaiter): how long a goroutine
 //     waiting for a completion yields before it parks, and how many may
 //     poll a CQ while they wait.
-//   - Wake-up cost (WakeStamp, WokeUp, ParkCost): what a parked waiter pays
-//     to be woken, as this process measures it; a waiter polls at least as
-//     long as a park would cost.
+//   - Wake-up cost (WakeStamp, WokeUp, ProbeNetpoll, ParkCost): what a
+//     parked waiter pays to be woken, as this process measures it (the
+//     netpoller's hop by a probe, since the CQ's event carries no time); a
+//     waiter polls at least as long as a park would cost.
 //   - IdleClock: how long a spinning goroutine has found nothing to do,
 //     reading the clock only now and then.
 //

@@ -10,7 +10,7 @@ import (
 // A waiter that parks is woken by what resolves its wait, at the end of a
 // chain of goroutine wake-ups: the netpoller wakes the goroutine reading
 // the CQ's completion channel, that one wakes the poller, and the poller
-// the waiter (parkHops). Each hop costs little on a quiet machine with
+// the waiter. Each hop costs little on a quiet machine with
 // spare cores and a great deal on a busy or emulated one, so the cost is
 // measured, not assumed. A waiter polls at least as long as a park costs
 // (ParkCost), as a ski rental buys skis: polling as long as parking would
@@ -18,14 +18,16 @@ import (
 // the wait turns out to be, while a waiter whose wake-ups are cheap keeps
 // its configured poll time.
 //
-// Two wake-ups of the chain are measured, the poller's and the waiter's:
-// whoever wakes the goroutine stamps the time (WakeStamp), and the
-// goroutine, once it runs, reports it (WokeUp). The netpoller's is taken
-// to cost as much. The learned figure is the median of the measured
-// wake-ups (one in a while is much slower: a time slice lost to another
-// thread), and the cost it gives is at most maxParkWindow.
+// Two wake-ups of the chain are measured as they happen, the poller's and
+// the waiter's: whoever wakes the goroutine stamps the time (WakeStamp),
+// and the goroutine, once it runs, reports it (WokeUp). Their learned
+// figure is the median of the measured wake-ups (one in a while is much
+// slower: a time slice lost to another thread). The netpoller's wake-up
+// carries no stamp; a probe measures it (netpoll.go), and until it has,
+// it is taken to cost as much as the others. The cost is at most
+// maxParkWindow.
 const (
-	parkHops      = 3
+	stampedHops   = 2
 	maxParkWindow = 10 * time.Millisecond
 )
 
@@ -76,7 +78,13 @@ func learnWakeUp(d time.Duration) {
 	wakeHop.Store(max(hop, 1))
 }
 
-// ParkCost is what a waiter that parks should expect to pay for it.
+// ParkCost is what a waiter that parks should expect to pay for it: the
+// chain's stamped wake-ups and the netpoller's.
 func ParkCost() time.Duration {
-	return min(parkHops*time.Duration(wakeHop.Load()), maxParkWindow)
+	hop := time.Duration(wakeHop.Load())
+	netpoll := NetpollCost()
+	if netpoll == 0 {
+		netpoll = hop
+	}
+	return min(stampedHops*hop+netpoll, maxParkWindow)
 }
