@@ -82,7 +82,7 @@ func (a *Actor) canDrain() bool {
 		return true
 	}
 	s := a.inbox.Peek()
-	if s != nil && s.cancelled() {
+	if s != nil && a.headCancelled(s) {
 		return true // drain drops it
 	}
 	if s == nil || int64(len(s.ops())) > sq {
@@ -115,7 +115,7 @@ func (a *Actor) drain() int {
 		if s == nil {
 			break
 		}
-		if s.cancelled() && !a.take(s) {
+		if a.headCancelled(s) && !a.take(s) {
 			a.dropCancelled()
 			taken++
 			continue

@@ -99,7 +99,7 @@ func (a *Actor) take(s *submission) bool {
 		return true
 	}
 	f := s.fut
-	if f.Watched() {
+	if a.headWatched() && f.Watched() {
 		// The context's end may be resolving it right now.
 		return f.Take()
 	}
@@ -110,17 +110,26 @@ func (a *Actor) take(s *submission) bool {
 	return true
 }
 
-// cancelled reports whether s's context ended while it was queued; take
-// then resolves it, if the watch on the context has not.
-func (s *submission) cancelled() bool {
+// headCancelled reports whether the context of s, the head of the inbox,
+// ended while it was queued; take then resolves it, if the watch on the
+// context has not.
+func (a *Actor) headCancelled(s *submission) bool {
 	if s.ctx == nil {
 		return false
 	}
-	if s.fut.Watched() {
+	if a.headWatched() && s.fut.Watched() {
 		return s.fut.CancelledWhileQueued()
 	}
 	return s.ctx.Err() != nil
 }
+
+// headWatched reports whether the head of the inbox may carry a watch on
+// its context: watchQueued, the one code that sets watches, visited it.
+// Only then need the actor read the head's future before it takes it. A
+// submission's future is the caller's cache line until it resolves, and
+// a drain that took many would otherwise fetch each from the callers'
+// cores on the way.
+func (a *Actor) headWatched() bool { return a.watched > 0 }
 
 // watchQueued watches the contexts of the queued submissions not yet
 // watched: the actor is about to sleep, and a submission waiting behind a
