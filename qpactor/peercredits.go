@@ -163,9 +163,13 @@ func peerNeed(ops []Op) int64 {
 // checkPeerWindow refuses a batch that needs more of the peer's receives
 // than data may ever hold at once.
 func (a *Actor) checkPeerWindow(ops []Op) error {
-	if most := a.peer.s.MaxBatch(); peerNeed(ops) > most {
+	need := peerNeed(ops)
+	if need == 0 {
+		return nil // the Sender is the actor's: a submitter need not read it
+	}
+	if most := a.peer.s.MaxBatch(); need > most {
 		return fmt.Errorf("verbsrt: a batch may carry at most %d SENDs and WRITE_WITH_IMMs (the peer's %d receives, less one kept for credit reports), not %d: %w",
-			most, most+1, peerNeed(ops), verbs.ErrInvalidArgument)
+			most, most+1, need, verbs.ErrInvalidArgument)
 	}
 	return nil
 }
