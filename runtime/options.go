@@ -118,8 +118,9 @@ type Tuning struct {
 	// (default 200 µs, at most 1 s), so that the completion it waits for
 	// is handled on its own thread, not by a poller woken for it that then
 	// wakes the waiter. A waiter polls longer where a park is expected to
-	// cost more, up to 10 ms (three goroutine wake-ups, as the process
-	// measures them), never because its waits are long: a waiter spinning
+	// cost more, up to 10 ms (the three goroutine wake-ups a park takes,
+	// as the process measures them: the netpoller's by a probe while the
+	// process is quiet), never because its waits are long: a waiter spinning
 	// through long waits takes the CPU from the work it waits for. At most
 	// a few goroutines of a process poll at once; the rest yield a few
 	// dozen times and park.
