@@ -312,14 +312,8 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 	fmt.Fprintf(e.out, " peer: perftest %s%s, MTU %s, cycle buffer %d, cache line %d\n", e.hello.PeerVersion,
 		map[bool]string{true: " (verbsrt)"}[e.hello.Verbsrt], e.hello.MTU, e.hello.CycleBuffer, e.hello.CacheLine)
 
-	res := benchResult{Test: cfg.test, Mode: "bw", Provider: cfg.provider, Device: e.devName, QPs: 1, Callers: 1,
+	res := benchResult{Test: cfg.test, Mode: cfg.mode(), Provider: cfg.provider, Device: e.devName, QPs: 1, Callers: 1,
 		TxDepth: cfg.txDepth, Bytes: cfg.size, Iterations: uint64(cfg.iters)}
-	switch {
-	case cfg.pingpong:
-		res.Mode = "pingpong"
-	case cfg.lat:
-		res.Mode = "lat"
-	}
 	if cfg.test == "send" {
 		var recv *directRecv
 		if !e.client || cfg.pingpong {
@@ -330,52 +324,17 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 		if _, err := pc.handshake(e.my, e.withGID); err != nil {
 			return res, err
 		}
-		cpuStart, start := benchkit.CPUTime(), time.Now()
-		var (
-			d    time.Duration
-			lats []time.Duration
-		)
-		switch {
-		case e.client && cfg.lat:
-			lats, err = e.latency(ctx, recv)
-		case e.client:
-			d, err = e.post(ctx)
-		case cfg.pingpong:
-			err = e.echo(ctx, recv)
-		default:
-			d, err = e.receive(ctx, recv)
-		}
-		if err != nil {
+		if err := e.measure(ctx, recv, &res); err != nil {
 			return res, err
 		}
-		if cfg.lat {
-			res.Seconds = time.Since(start).Seconds()
-			latencyStats(&res, lats)
-		} else {
-			directRates(&res, d)
-		}
-		res.CPUNsPerOp, _ = benchkit.CPUPerOp(cpuStart, res.Iterations)
 		return res, pc.close(e.my, e.withGID)
 	}
 	// write, read, atomic: no sync before the run; the client runs at once.
 	var mine ptReport
 	if e.client {
-		cpuStart, start := benchkit.CPUTime(), time.Now()
-		if cfg.lat {
-			lats, err := e.latency(ctx, nil)
-			if err != nil {
-				return res, err
-			}
-			res.Seconds = time.Since(start).Seconds()
-			latencyStats(&res, lats)
-		} else {
-			d, err := e.post(ctx)
-			if err != nil {
-				return res, err
-			}
-			directRates(&res, d)
+		if err := e.measure(ctx, nil, &res); err != nil {
+			return res, err
 		}
-		res.CPUNsPerOp, _ = benchkit.CPUPerOp(cpuStart, res.Iterations)
 		// A latency run reports its size and count only: perftest's
 		// report carries rates.
 		mine = ptReport{Size: uint64(cfg.size), Iters: uint64(cfg.iters), BWPeak: res.BWPeakMBps, BWAvg: res.BWAvgMBps, MsgAvg: res.MsgRateMpps}
@@ -399,6 +358,42 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 		}
 	}
 	return res, pc.close(e.my, e.withGID)
+}
+
+// measure runs this end's part of the test and fills res from it: a
+// latency client's samples, or the rates over the time a bandwidth end's
+// run took (a latency server's run only serves), and the CPU per
+// operation. recv holds the receives a send server or a ping-pong client
+// posted.
+func (e *directEnd) measure(ctx context.Context, recv *directRecv, res *benchResult) error {
+	cfg := e.cfg
+	cpuStart, start := benchkit.CPUTime(), time.Now()
+	var (
+		d    time.Duration
+		lats []time.Duration
+		err  error
+	)
+	switch {
+	case e.client && cfg.lat:
+		lats, err = e.latency(ctx, recv)
+	case e.client:
+		d, err = e.post(ctx)
+	case cfg.pingpong:
+		err = e.echo(ctx, recv)
+	default:
+		d, err = e.receive(ctx, recv)
+	}
+	if err != nil {
+		return err
+	}
+	if cfg.lat {
+		res.Seconds = time.Since(start).Seconds()
+		latencyStats(res, lats)
+	} else {
+		directRates(res, d)
+	}
+	res.CPUNsPerOp, _ = benchkit.CPUPerOp(cpuStart, res.Iterations)
+	return nil
 }
 
 // pollWhile runs f, a wait on the control connection, and on the rocev2

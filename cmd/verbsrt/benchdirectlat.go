@@ -24,8 +24,7 @@ import (
 func (e *directEnd) latency(ctx context.Context, recv *directRecv) ([]time.Duration, error) {
 	total := uint64(e.cfg.iters)
 	l := e.layout()
-	wr := l.wr()
-	wrs := []verbs.SendWR{wr}
+	wrs := []verbs.SendWR{l.wr()}
 	check := newAtomicCheck(e, l.remSlots)
 	lats := make([]time.Duration, 0, total)
 	sends := e.sendReaper()

@@ -45,6 +45,17 @@ type benchResult struct {
 	CPUNsPerOp float64 `json:"cpu_ns_per_op,omitempty"`
 }
 
+// mode is benchResult.Mode for a run of cfg.
+func (cfg benchConfig) mode() string {
+	switch {
+	case cfg.pingpong:
+		return "pingpong"
+	case cfg.lat:
+		return "lat"
+	}
+	return "bw"
+}
+
 const benchRule = "---------------------------------------------------------------------------------------"
 
 func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {

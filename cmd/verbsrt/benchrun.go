@@ -23,14 +23,8 @@ type counter struct {
 // run runs one size: callers spread over the QPs, each keeping txDepth
 // operations in flight, for cfg.iters operations in all or cfg.duration.
 func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress io.Writer) (benchResult, error) {
-	r := benchResult{Test: cfg.test, Mode: "bw", Provider: cfg.provider, Device: p.cliDev,
+	r := benchResult{Test: cfg.test, Mode: cfg.mode(), Provider: cfg.provider, Device: p.cliDev,
 		PeerDevice: p.srvDev, QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, Bytes: size}
-	if cfg.lat {
-		r.Mode = "lat"
-		if cfg.pingpong {
-			r.Mode = "pingpong"
-		}
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfg.duration > 0 {
