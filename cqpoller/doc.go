@@ -69,7 +69,12 @@
 // A waiter that parks hands it back at once; one that got its result
 // leaves it unwatched for up to 100 µs first, since its caller often
 // waits again at once, and arming the CQ after every wait would cost a
-// system call and a completion event per wait on rxe.
+// system call and a completion event per wait on rxe. The few waiters
+// that poll hold slots (sched.MaxPollingWaiters); a waiter without one
+// yields, and looks at its CQ once a turn unless someone drives it
+// (PollUndriven), taking no part in who watches it: with an endpoint's
+// completion handled by its own waiter, a server with many busy
+// endpoints does not wait for the poller's round over all their CQs.
 //
 // # A failing CQ
 //

@@ -143,6 +143,21 @@ func (d targetDriver) Poll() int {
 	return got
 }
 
+// PollUndriven is Poll for a waiter that yields without polling the CQ
+// in between (qpactor.Driver): it polls only a CQ nobody drives, since
+// the actor or a polling waiter that drives one polls it already, and a
+// crowd of waiters on one CQ would only take its lock from them. It takes
+// no part in who watches the CQ: it handles what is there, of a CQ the
+// poller polls, one that lingers or one that is armed, whose event, raised
+// by the completion it took, then wakes the poller to find nothing, as
+// the actor's Progress may.
+func (d targetDriver) PollUndriven() int {
+	if d.t.own.driven() {
+		return 0
+	}
+	return d.Poll()
+}
+
 // poll polls the CQ once into wcs, waiting for whoever handles it with
 // wait, else only if nobody does now, and returns how many completions it
 // handled.

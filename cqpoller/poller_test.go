@@ -200,6 +200,38 @@ func TestDriverTakesAndHandsBackCQ(t *testing.T) {
 	expectWC(t, got, wrid.RecvBit|2, "the poller missed a completion on the CQ handed back to it")
 }
 
+// TestPollUndrivenLeavesADrivenCQ: a waiter without a polling slot
+// (PollUndriven) leaves a CQ the actor or a polling waiter drives to them,
+// and handles what is on one nobody drives.
+func TestPollUndrivenLeavesADrivenCQ(t *testing.T) {
+	l := newLoop(t)
+	p, target, got := startAdaptive(t, l)
+	d := p.Driver(target)
+	for i, begin := range []func(){func() { d.Drive(true) }, d.WaitBegin} {
+		begin()
+		id := wrid.RecvBit | uint64(i)
+		l.write(id)
+		if n := d.PollUndriven(); n != 0 {
+			t.Fatalf("PollUndriven handled %d completions of a driven CQ", n)
+		}
+		if n := d.Poll(); n != 1 {
+			t.Fatalf("the driver's Poll handled %d completions, want 1", n)
+		}
+		expectWC(t, got, id, "the driver's completion was not handled")
+		if i == 0 {
+			d.Drive(false)
+		} else {
+			d.WaitEnd(true, 0)
+		}
+	}
+	// Undriven, the CQ is armed and the poller asleep: the waiter's look
+	// handles the completion, unless the poller, woken by its event, has.
+	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
+	l.write(wrid.RecvBit | 2)
+	d.PollUndriven()
+	expectWC(t, got, wrid.RecvBit|2, "a completion on an undriven CQ was not handled")
+}
+
 // TestDriveHandOffLosesNothing: a completion that lands on a target while
 // its driver hands it back to the poller (before, during or after the
 // hand-off, at random) is handled, by the driver or by the poller, with

@@ -136,6 +136,11 @@ type Driver interface {
 	// polling for its own completion (Config.WaitPoll). It returns 0 once
 	// the CQ is no longer polled (its owner removed it).
 	Poll() int
+	// PollUndriven is Poll for a waiter that yields rather than polls
+	// (WaitUntil, when it gets no polling-waiter slot): once a turn, it
+	// polls the CQ unless the actor or a polling waiter drives it, and
+	// returns 0 when one does.
+	PollUndriven() int
 	// WaitBegin says a waiter is about to Poll, WaitEnd that it stopped:
 	// a CQ polled by the actor (Drive) or by waiters needs no events, and
 	// the last to stop hands it back. parking says the waiter gave up and

@@ -20,6 +20,7 @@ type recordingDriver struct {
 	handOffs int // Drive(false) calls
 	handled  int // completions Progress handled
 	polled   int // completions Poll handled (waiters)
+	yielded  int // of those, the ones PollUndriven handled
 	wcs      []verbs.WC
 
 	waiters, maxWaiters int  // between WaitBegin and WaitEnd, now and at most
@@ -59,6 +60,22 @@ func (d *recordingDriver) Poll() int {
 	}
 	d.r.actor.Polled()
 	d.polled += n
+	return n
+}
+
+// PollUndriven is Poll unless the actor drives the CQ or a waiter polls
+// it; it counts the completions it handled in yielded.
+func (d *recordingDriver) PollUndriven() int {
+	d.mu.Lock()
+	driven := d.driving || d.waiters > 0
+	d.mu.Unlock()
+	if driven {
+		return 0
+	}
+	n := d.Poll()
+	d.mu.Lock()
+	d.yielded += n
+	d.mu.Unlock()
 	return n
 }
 

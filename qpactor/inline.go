@@ -115,6 +115,14 @@ func (a *Actor) WaitFor(s *future.State) bool { return a.WaitUntil(s.Resolved) }
 // goroutines its completions wake may need its P); otherwise it yields as
 // YieldUntil does. It reports whether ready did.
 //
+// Only a few waiters poll at once (sched.AcquirePollingWaiter). One that
+// gets no slot still looks at the CQ once a turn (Driver.PollUndriven)
+// unless the actor or a polling waiter drives it: many endpoints with a
+// waiter each (a server's connections) leave most waiters without a slot,
+// and a completion on an endpoint nobody drives would otherwise wait for
+// the poller, which polls each CQ once a round of them all, and then for
+// the waiter's next turn, a pass through every runnable goroutine.
+//
 // What it waits for may be queued, left for the next completion
 // (coalesces): a waiter whose poll finds no completion, or one that does
 // not poll, posts what is queued first.
@@ -122,7 +130,11 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 	d := a.driver
 	if a.waitPollMicros == 0 || d == nil || !sched.AcquirePollingWaiter() {
 		a.flushQueued()
-		if sched.YieldUntil(ready) {
+		look := ready
+		if d != nil && a.waitPollMicros != 0 {
+			look = func() bool { return ready() || d.PollUndriven() > 0 && ready() }
+		}
+		if sched.YieldUntil(look) {
 			return true
 		}
 		a.stats.Ops.WaitsParked.Inc()

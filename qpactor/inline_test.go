@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/future"
+	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/soft"
@@ -167,6 +168,56 @@ func TestFewWaitersPoll(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestWaiterWithoutSlotLooksAtItsCQ: a waiter that gets no polling-waiter
+// slot (all are taken, as by the waiters of other endpoints) still handles
+// its completion itself, looking at the CQ once a turn while nobody drives
+// it: here the actor is idle and no poller runs, so Wait returns only if
+// it does.
+func TestWaiterWithoutSlotLooksAtItsCQ(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) {
+		c.InlinePost = true
+		c.WaitPoll = time.Second
+	})
+	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
+	r.actor.SetDriver(d)
+	startIdle(t, r)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if driving, _, _ := d.state(); !driving {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle actor never handed its CQ back")
+		}
+	}
+	for range qpactor.MaxPollingWaiters {
+		if !sched.AcquirePollingWaiter() {
+			t.Fatal("a polling-waiter slot is taken before the test")
+		}
+		defer sched.ReleasePollingWaiter()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 20 {
+		op := r.write(i)
+		f, err := r.actor.Submit(ctx, &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	d.mu.Lock()
+	yielded, most := d.yielded, d.maxWaiters
+	d.mu.Unlock()
+	if yielded < 20 {
+		t.Fatalf("waiters without a slot handled %d completions, want 20", yielded)
+	}
+	if most > 0 {
+		t.Fatalf("%d waiters began a wait, want none: every slot was taken", most)
 	}
 }
 

@@ -123,7 +123,8 @@ type Tuning struct {
 	// process is quiet), never because its waits are long: a waiter spinning
 	// through long waits takes the CPU from the work it waits for. At most
 	// a few goroutines of a process poll at once; the rest yield a few
-	// dozen times and park.
+	// dozen times and park, looking at their endpoint's CQ once a turn
+	// while nobody else polls it.
 	WaitPoll time.Duration
 	// NoWaitPoll turns waiter polling off: every waiter yields a few dozen
 	// times and parks, and pollers and actors handle every completion.

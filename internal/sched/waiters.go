@@ -48,7 +48,8 @@ func YieldUntil(ready func() bool) bool {
 // process-wide. Beyond a few, polling waiters only take the CQ from each
 // other and from the actor, and the CPU from the callers; the rest yield
 // and park, and a completion one of the few handles resolves their futures
-// as well.
+// as well. (A waiter without a slot may still look at a CQ nobody polls
+// once a turn: qpactor's WaitUntil.)
 const MaxPollingWaiters = maxSpinners
 
 // pollingWaiters counts the goroutines holding a polling-waiter slot.
