@@ -76,14 +76,15 @@ func (a *Actor) growPost(n int) {
 func (a *Actor) appendOps(sub *submission) error {
 	start := len(a.chain)
 	ops := sub.ops()
-	for i, op := range ops {
+	for i := range ops {
+		op := &ops[i]
 		if len(op.Gather) > MaxGather {
 			a.chain = a.chain[:start]
 			a.owners = a.owners[:start]
 			return a.opError(infoOf(&ops[i]), len(ops), fmt.Errorf("%w: gather list of %d entries, at most %d",
 				verbs.ErrInvalidArgument, len(op.Gather), MaxGather))
 		}
-		wr := a.buildWR(&op, len(a.chain))
+		wr := a.buildWR(op, len(a.chain))
 		if err := a.limits.Check(i, &wr); err != nil {
 			a.chain = a.chain[:start]
 			a.owners = a.owners[:start]

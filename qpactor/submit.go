@@ -24,7 +24,8 @@ import (
 // soon as ctx ends) only while it sleeps with op still queued: an op taken
 // without waiting costs nothing more.
 func (a *Actor) Submit(ctx context.Context, op *Op) (future.Future, error) {
-	return a.submitNew(ctx, submission{one: [1]Op{*op}}, 1)
+	sub := submission{one: [1]Op{*op}}
+	return a.submitNew(ctx, &sub, 1)
 }
 
 // SubmitBatch queues ops to be posted together (in one PostSend when
@@ -34,12 +35,13 @@ func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (future.Future, error
 	if len(ops) == 0 {
 		return future.Future{}, fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument)
 	}
-	return a.submitNew(ctx, submission{batch: ops}, len(ops))
+	sub := submission{batch: ops}
+	return a.submitNew(ctx, &sub, len(ops))
 }
 
 // submitNew queues sub, of n WRs, with a new future; a submission that
 // never reached the inbox gives its future's state back to the pool.
-func (a *Actor) submitNew(ctx context.Context, sub submission, n int) (future.Future, error) {
+func (a *Actor) submitNew(ctx context.Context, sub *submission, n int) (future.Future, error) {
 	if ctx == nil {
 		if h := sub.hold(); h != nil {
 			h.Release()
@@ -162,7 +164,7 @@ func (a *Actor) pop() {
 	}
 }
 
-func (a *Actor) push(ctx context.Context, sub submission, n int) error {
+func (a *Actor) push(ctx context.Context, sub *submission, n int) error {
 	if a.closing.Load() {
 		return verbs.ErrClosed
 	}
@@ -175,7 +177,7 @@ func (a *Actor) push(ctx context.Context, sub submission, n int) error {
 	if err := a.checkPeerWindow(sub.ops()); err != nil {
 		return err
 	}
-	for !a.inbox.TryPush(&sub) {
+	for !a.inbox.TryPush(sub) {
 		if err := a.waitRoom(ctx); err != nil {
 			return err
 		}
