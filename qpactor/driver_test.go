@@ -21,6 +21,7 @@ type recordingDriver struct {
 	handled  int // completions Progress handled
 	polled   int // completions Poll handled (waiters)
 	yielded  int // of those, the ones PollUndriven handled
+	polls    int // Poll calls, whatever they found
 	wcs      []verbs.WC
 
 	waiters, maxWaiters int  // between WaitBegin and WaitEnd, now and at most
@@ -51,6 +52,7 @@ func (d *recordingDriver) WaitEnd(bool, time.Duration) {
 func (d *recordingDriver) Poll() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.polls++
 	if d.stalled {
 		return 0
 	}

@@ -221,6 +221,57 @@ func TestWaiterWithoutSlotLooksAtItsCQ(t *testing.T) {
 	}
 }
 
+// TestWaiterLeavesCQToDrivingActor: while the actor goroutine drives its
+// CQ, a waiter does not poll it: the actor's own polls between drains
+// handle the completion it waits for, and the waiter watches its future.
+func TestWaiterLeavesCQToDrivingActor(t *testing.T) {
+	r := newRig(t, 64, func(c *qpactor.Config) {
+		c.WaitPoll = time.Second
+		c.Spin = time.Hour // the actor stays up, driving its CQ
+	})
+	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
+	r.actor.SetDriver(d)
+	r.actor.Start()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if driving, _, _ := d.state(); driving {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the actor never drove its CQ")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f := submitStalled(ctx, t, r, d, 0)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Wait(ctx)
+		done <- err
+	}()
+	for {
+		d.mu.Lock()
+		waiting := d.waiters
+		d.mu.Unlock()
+		if waiting > 0 || r.actor.Stats().Ops.WaitsParked.Load() > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the waiter never began its wait")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.stall(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	polls := d.polls
+	d.mu.Unlock()
+	if polls != 0 {
+		t.Fatalf("a waiter polled a CQ its actor drives %d times", polls)
+	}
+}
+
 // startIdle starts r's actor and waits until its first run has gone idle
 // and ended; it returns how many goroutines run actors then.
 func startIdle(t *testing.T, r *rig) int {

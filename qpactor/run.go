@@ -25,6 +25,7 @@ func (a *Actor) run() {
 func (a *Actor) loop() (stopped bool) {
 	d := a.driver
 	if d != nil {
+		a.driving.Store(true)
 		d.Drive(true)
 	}
 	var (
@@ -71,6 +72,7 @@ func (a *Actor) loop() (stopped bool) {
 			a.failQueued(verbs.ErrClosed)
 			a.exitMu.Unlock()
 			if d != nil {
+				a.driving.Store(false)
 				d.Drive(false) // before done closes: Close's caller finds the poller watching
 			}
 			return true
@@ -88,6 +90,7 @@ func (a *Actor) loop() (stopped bool) {
 			return false // the next Wake starts the next run
 		}
 		if d != nil {
+			a.driving.Store(true)
 			d.Drive(true)
 		}
 		idle.Busy()
@@ -112,6 +115,7 @@ func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 		a.returnIdle()
 	}
 	if d != nil {
+		a.driving.Store(false)
 		d.Drive(false)
 	}
 	// Watch the contexts of what stays queued (waiting for credits), so

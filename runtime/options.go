@@ -124,7 +124,9 @@ type Tuning struct {
 	// through long waits takes the CPU from the work it waits for. At most
 	// a few goroutines of a process poll at once; the rest yield a few
 	// dozen times and park, looking at their endpoint's CQ once a turn
-	// while nobody else polls it.
+	// while nobody else polls it; and none polls while its endpoint's
+	// actor goroutine is up, polling the CQ between its posts: a waiter
+	// then only watches for its result.
 	WaitPoll time.Duration
 	// NoWaitPoll turns waiter polling off: every waiter yields a few dozen
 	// times and parks, and pollers and actors handle every completion.
