@@ -92,33 +92,8 @@ func TestInlinePostLeavesWaitToActor(t *testing.T) {
 // through the Driver: here nobody else polls the CQ (the write was posted
 // inline and no poller runs), so Wait returns only if it polls.
 func TestWaitPollsCQ(t *testing.T) {
-	r := newRig(t, 64, func(c *qpactor.Config) {
-		c.InlinePost = true
-		c.WaitPoll = time.Second
-	})
-	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
-	r.actor.SetDriver(d)
-	startIdle(t, r)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if driving, _, _ := d.state(); !driving {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle actor never handed its CQ back")
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for i := range 20 {
-		op := r.write(i)
-		f, err := r.actor.Submit(ctx, &op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Wait(ctx); err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-	}
+	r, d := idleWaitPollRig(t)
+	writeAndWait(t, r, 20)
 	d.mu.Lock()
 	polled := d.polled
 	d.mu.Unlock()
@@ -177,39 +152,14 @@ func TestFewWaitersPoll(t *testing.T) {
 // it: here the actor is idle and no poller runs, so Wait returns only if
 // it does.
 func TestWaiterWithoutSlotLooksAtItsCQ(t *testing.T) {
-	r := newRig(t, 64, func(c *qpactor.Config) {
-		c.InlinePost = true
-		c.WaitPoll = time.Second
-	})
-	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
-	r.actor.SetDriver(d)
-	startIdle(t, r)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if driving, _, _ := d.state(); !driving {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle actor never handed its CQ back")
-		}
-	}
+	r, d := idleWaitPollRig(t)
 	for range qpactor.MaxPollingWaiters {
 		if !sched.AcquirePollingWaiter() {
 			t.Fatal("a polling-waiter slot is taken before the test")
 		}
 		defer sched.ReleasePollingWaiter()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for i := range 20 {
-		op := r.write(i)
-		f, err := r.actor.Submit(ctx, &op)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Wait(ctx); err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-	}
+	writeAndWait(t, r, 20)
 	d.mu.Lock()
 	yielded, most := d.yielded, d.maxWaiters
 	d.mu.Unlock()
@@ -269,6 +219,47 @@ func TestWaiterLeavesCQToDrivingActor(t *testing.T) {
 	d.mu.Unlock()
 	if polls != 0 {
 		t.Fatalf("a waiter polled a CQ its actor drives %d times", polls)
+	}
+}
+
+// idleWaitPollRig is an actor with InlinePost and WaitPoll whose CQ is
+// polled through a recording driver and no poller: started, gone idle,
+// and with its CQ handed back, so that a waiter's own polls alone handle
+// the completions of what its submitters post inline.
+func idleWaitPollRig(t *testing.T) (*rig, *recordingDriver) {
+	t.Helper()
+	r := newRig(t, 64, func(c *qpactor.Config) {
+		c.InlinePost = true
+		c.WaitPoll = time.Second
+	})
+	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
+	r.actor.SetDriver(d)
+	startIdle(t, r)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if driving, _, _ := d.state(); !driving {
+			return r, d
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle actor never handed its CQ back")
+		}
+	}
+}
+
+// writeAndWait submits n writes to r's actor one at a time, each waited
+// for before the next.
+func writeAndWait(t *testing.T, r *rig, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range n {
+		op := r.write(i)
+		f, err := r.actor.Submit(ctx, &op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Wait(ctx); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
 	}
 }
 
