@@ -279,8 +279,9 @@ type Actor struct {
 	// every start.
 	goRun func()
 	room  roomSignal // producers waiting for room in the inbox
-	// driving is set while the actor goroutine drives its CQ (Driver:
-	// from Drive(true) to Drive(false)), polling it between drains.
+	// driving is set while the actor goroutine drives its CQ (Driver),
+	// polling it between drains: just before Drive(true), cleared just
+	// before Drive(false).
 	driving atomic.Bool
 
 	// credits is the number of send-queue slots the actor may fill: the

@@ -118,13 +118,13 @@ func (a *Actor) WaitFor(s *future.State) bool { return a.WaitUntil(s.Resolved) }
 // While the actor goroutine drives the CQ, a waiter only watches its
 // future for the window: the actor polls the CQ between drains, and a
 // waiter polling too would only take the CQ's lock from it. Only a few
-// waiters poll at once (sched.AcquirePollingWaiter). One that gets no slot
-// still looks at the CQ once a turn (Driver.PollUndriven) unless the actor
-// or a polling waiter drives it: many endpoints with a waiter each (a server's
-// connections) leave most waiters without a slot, and a completion on an
-// endpoint nobody drives would otherwise wait for the poller, which polls
-// each CQ once a round of them all, and then for the waiter's next turn,
-// a pass through every runnable goroutine.
+// waiters poll at once (sched.AcquirePollingWaiter). One that gets no
+// slot still looks at the CQ once a turn (Driver.PollUndriven) unless the
+// actor or a polling waiter drives it: many endpoints with a waiter each
+// (a server's connections) leave most waiters without a slot, and a
+// completion on an endpoint nobody drives would otherwise wait for the
+// poller, which polls each CQ once a round of them all, and then for the
+// waiter's next turn, a pass through every runnable goroutine.
 //
 // What it waits for may be queued, left for the next completion
 // (coalesces): a waiter whose poll finds no completion, or one that does
@@ -151,7 +151,8 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 	d.WaitBegin()
 	idle := sched.IdleClock{Now: a.clock}
 	for {
-		// Poll, then look: the look before parking follows the last poll.
+		// Poll, then look: the look before parking follows the last poll
+		// (the actor's, while it drives the CQ).
 		n := 0
 		if !a.driving.Load() {
 			n = d.Poll()
