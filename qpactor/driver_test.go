@@ -114,6 +114,23 @@ func (d *recordingDriver) state() (driving bool, handOffs, handled int) {
 	return d.driving, d.handOffs, d.handled
 }
 
+// awaitDriving waits up to 5 s until the actor drives its CQ (on) or has
+// handed it back (!on).
+func (d *recordingDriver) awaitDriving(t *testing.T, on bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if driving, _, _ := d.state(); driving == on {
+			return
+		}
+		if time.Now().After(deadline) {
+			if on {
+				t.Fatal("the actor never drove its CQ")
+			}
+			t.Fatal("the idle actor never handed its CQ back")
+		}
+	}
+}
+
 // TestDriverCompletesOnActor: an actor with a Driver resolves its futures
 // itself, with no poller; it hands the CQ back (Drive(false)) when it parks
 // and when it exits.

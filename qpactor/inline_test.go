@@ -182,14 +182,7 @@ func TestWaiterLeavesCQToDrivingActor(t *testing.T) {
 	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
 	r.actor.SetDriver(d)
 	r.actor.Start()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if driving, _, _ := d.state(); driving {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the actor never drove its CQ")
-		}
-	}
+	d.awaitDriving(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	f := submitStalled(ctx, t, r, d, 0)
@@ -235,14 +228,8 @@ func idleWaitPollRig(t *testing.T) (*rig, *recordingDriver) {
 	d := &recordingDriver{r: r, wcs: make([]verbs.WC, 32)}
 	r.actor.SetDriver(d)
 	startIdle(t, r)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if driving, _, _ := d.state(); !driving {
-			return r, d
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the idle actor never handed its CQ back")
-		}
-	}
+	d.awaitDriving(t, false)
+	return r, d
 }
 
 // writeAndWait submits n writes to r's actor one at a time, each waited
