@@ -188,6 +188,7 @@ func (l *Listener) Close() error {
 	if l.cm != nil {
 		return l.cm.Close()
 	}
+	endBacklog(l.ln)
 	err := l.ln.Close()
 	<-l.loopDone
 	l.wg.Wait() // l.ctx ended every handshake's exchange

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -282,5 +283,43 @@ func TestSilentClientsAreCutOffWhenTheListenerIsFull(t *testing.T) {
 	silent[0].SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := silent[0].Read(make([]byte, 1)); err != io.EOF {
 		t.Errorf("the oldest silent client reads %v, want EOF: cut off", err)
+	}
+}
+
+// TestListenerCloseEndsItsBacklogWithoutReset: clients the accept loop
+// has not taken yet, waiting in the kernel's backlog when the listener
+// closes, see the connection end (EOF), not a reset; a client whose bytes
+// nobody read as well. Admission at 0 keeps them all in the backlog.
+func TestListenerCloseEndsItsBacklogWithoutReset(t *testing.T) {
+	if goruntime.GOOS != "linux" {
+		t.Skip("the backlog is taken at Close where accept4 is at hand (linux)")
+	}
+	rt := newRuntime(t)
+	ln, err := rt.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.SetListenAdmitted(ln, 0)
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	talker, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer talker.Close()
+	if _, err := talker.Write([]byte("{\"not\":\"read\"}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ln.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for name, c := range map[string]net.Conn{"silent": silent, "talking": talker} {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("a %s client in the backlog, its read after Close: %d bytes, %v; want EOF", name, n, err)
+		}
 	}
 }
