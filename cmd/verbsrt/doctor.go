@@ -412,7 +412,7 @@ func readNofile() rlimit.Limit {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
 		return rlimit.Limit{}
 	}
-	return rlimit.Limit{Cur: l.Cur, Max: l.Max, Known: true}
+	return rlimit.Limit{Cur: uint64(l.Cur), Max: uint64(l.Max), Known: true} // int64 on freebsd
 }
 
 // capIPCLock is CAP_IPC_LOCK's bit in the capability sets.

@@ -90,11 +90,12 @@ func NeedDescriptors(t testing.TB, n uint64) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Skipf("Getrlimit: %v", err)
 	}
-	if lim.Cur >= n {
+	cur, hard := uint64(lim.Cur), uint64(lim.Max) // int64 on freebsd
+	if cur >= n {
 		return
 	}
-	if lim.Max < n {
-		t.Skipf("the test needs %d open files; RLIMIT_NOFILE allows at most %d (ulimit -Hn)", n, lim.Max)
+	if hard < n {
+		t.Skipf("the test needs %d open files; RLIMIT_NOFILE allows at most %d (ulimit -Hn)", n, hard)
 	}
 	lim.Cur = lim.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
