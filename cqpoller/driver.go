@@ -19,6 +19,34 @@ func (p *Poller) Drain(t *Target) {
 	}
 }
 
+// TryDrain handles every completion in t's CQ now, unless another
+// goroutine is handling them at this moment, and reports whether it found
+// the CQ empty in the end: for a caller about to decide something a
+// completion may explain, which leaves the decision to whoever handles the
+// CQ now when it returns false (the runtime's check of its QPs' states,
+// before it calls a QP's error unexplained). A nil t (an endpoint that
+// never started) has nothing to drain.
+func (p *Poller) TryDrain(t *Target) bool {
+	if t == nil {
+		return true
+	}
+	wcs := p.wcPool.Get().(*[]verbs.WC)
+	defer p.wcPool.Put(wcs)
+	for {
+		ran := false
+		got := t.own.tryPoll(func() int {
+			ran = true
+			return p.pollLocked(t, *wcs)
+		})
+		if !ran {
+			return false
+		}
+		if got == 0 {
+			return true
+		}
+	}
+}
+
 // Driver returns what t's actor calls to poll t's CQ itself while it is
 // awake (qpactor.Driver).
 func (p *Poller) Driver(t *Target) qpactor.Driver { return targetDriver{p, t} }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/verbsrt/verbsrt/qpactor"
@@ -206,3 +207,41 @@ func (ep *Endpoint) QPN() uint32 { return ep.qp.QPN() }
 // FailedHandshakes returns how many connections l dropped because their
 // handshake failed.
 func (l *Listener) FailedHandshakes() uint64 { return l.failed.Load() }
+
+// HoldCompletions keeps ep's completions unhandled, its CQ's handler lock
+// held on its poller's goroutine, until the returned func is called.
+func HoldCompletions(ep *Endpoint) (release func()) {
+	held, done := make(chan struct{}), make(chan struct{})
+	go ep.poller.DoTarget(ep.target, func() {
+		close(held)
+		<-done
+	})
+	<-held
+	return func() { close(done) }
+}
+
+// HoldPoller keeps ep's poller goroutine busy, with nothing held that
+// another goroutine needs to handle ep's completions, until the returned
+// func is called.
+func HoldPoller(ep *Endpoint) (release func()) {
+	held, done := make(chan struct{}), make(chan struct{})
+	go ep.poller.Do(func() {
+		close(held)
+		<-done
+	})
+	<-held
+	return sync.OnceFunc(func() { close(done) })
+}
+
+// CheckQPsNow runs the background check of the QPs' states over every
+// endpoint of rt at once, as its ticks do over a period.
+func CheckQPsNow(rt *Runtime) {
+	rt.mu.Lock()
+	n := len(rt.epList)
+	rt.mu.Unlock()
+	var failed []*Endpoint
+	for range n {
+		failed = rt.checkSomeQPs(failed)
+	}
+	rt.failUnexplained(failed)
+}

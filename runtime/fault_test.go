@@ -16,6 +16,76 @@ import (
 	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
+// TestQPCheckLeavesAFailedQPToItsCompletion: the background check of the
+// QPs' states that finds a QP in ERR whose failed completion waits in the
+// CQ, not yet handled, does not call the error unexplained: the endpoint
+// ends with the REM_ACCESS_ERR that failed it. With the CQ in another
+// handler's hands the check leaves it to that handler; with the poller
+// busy elsewhere (or short of CPU) it handles the completion itself.
+func TestQPCheckLeavesAFailedQPToItsCompletion(t *testing.T) {
+	// failQP writes with a key the peer never issued, and returns once the
+	// QP is in ERR.
+	failQP := func(t *testing.T, ctx context.Context, rt *runtime.Runtime, cli *runtime.Endpoint) runtime.Future {
+		ref := refOf(t, alloc(t, rt, 64))
+		ref.RKey ^= 0xff00
+		f := cli.Write(ctx, alloc(t, rt, 64).Local(), ref)
+		for {
+			attr, err := cli.QP().Query()
+			if err != nil {
+				t.Error(err)
+				return f
+			}
+			if attr.State == verbs.QPStateErr || ctx.Err() != nil {
+				return f
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	wantCause := func(t *testing.T, ctx context.Context, cli *runtime.Endpoint, f runtime.Future) {
+		if _, err := f.Wait(ctx); !errors.Is(err, verbs.ErrRemoteAccess) {
+			t.Errorf("the WRITE: %v, want REM_ACCESS_ERR", err)
+		}
+		select {
+		case <-cli.Done():
+		case <-ctx.Done():
+			t.Fatal("the endpoint did not end")
+		}
+		if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
+			t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
+		}
+	}
+	t.Run("CQ being handled", func(t *testing.T) {
+		rt, cli, _ := pair(t)
+		ctx := ctxT(t)
+		release := runtime.HoldCompletions(cli)
+		f := failQP(t, ctx, rt, cli)
+		runtime.CheckQPsNow(rt)
+		select {
+		case <-cli.Done():
+			release()
+			t.Fatalf("the check ended the endpoint (%v) while its CQ's handler had the completion to handle", cli.Err())
+		default:
+		}
+		release()
+		wantCause(t, ctx, cli, f)
+	})
+	t.Run("poller busy", func(t *testing.T) {
+		// Posted inline, by this goroutine, and not waited for: nobody
+		// but the check is there to handle the completion.
+		rt := newRuntimeAsGiven(t)
+		cli, _ := connect(t, rt)
+		ctx := ctxT(t)
+		release := runtime.HoldPoller(cli)
+		defer release()
+		f := failQP(t, ctx, rt, cli)
+		runtime.CheckQPsNow(rt)
+		if f.Err() == runtime.ErrPending {
+			t.Fatal("the check left the completion of a QP in ERR unhandled in its CQ")
+		}
+		wantCause(t, ctx, cli, f)
+	})
+}
+
 // TestRemoteAccessErrorFlushesLaterOps: a write with a bad rkey in the
 // middle of a stream fails with REM_ACCESS_ERR; the writes queued behind it
 // fail with WR_FLUSH_ERR; those before it succeed. The endpoint is over
