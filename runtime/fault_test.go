@@ -94,8 +94,9 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 	rt, cli, srv := pair(t)
 	ctx := ctxT(t)
 	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
-	// Hold the stream so the bad write is mid-queue when it executes.
-	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: 20 * time.Millisecond}); err != nil {
+	// Hold the stream until all 30 are posted, so the bad write is
+	// mid-queue when it executes.
+	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	var fs []runtime.Future
@@ -105,6 +106,10 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 			ref.RKey ^= 0xff00 // a key the peer never issued
 		}
 		fs = append(fs, cli.Write(ctx, local.Slice(8*i, 8), ref))
+	}
+	awaitOutstanding(t, ctx, cli, 30)
+	if err := soft.EndDelay(cli.QP()); err != nil {
+		t.Fatal(err)
 	}
 	for i, f := range fs {
 		_, err := f.Wait(ctx)
@@ -506,16 +511,15 @@ func TestCloseUnderLoad(t *testing.T) {
 func TestCloseWaitsForTheDevice(t *testing.T) {
 	rt, cli, _ := pair(t)
 	local, remote := alloc(t, rt, 4096), alloc(t, rt, 4096)
-	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: 50 * time.Millisecond}); err != nil {
+	// Held until Close flushes them.
+	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	var fs []runtime.Future
 	for i := range 20 {
 		fs = append(fs, cli.Write(context.Background(), local.Slice(8*i, 8), refOf(t, remote).At(8*i)))
 	}
-	for cli.Actor().Outstanding() < 20 {
-		time.Sleep(100 * time.Microsecond)
-	}
+	awaitOutstanding(t, ctxT(t), cli, 20)
 	spent, cancel := context.WithCancel(context.Background())
 	cancel()
 	cli.Close(spent)
@@ -527,5 +531,17 @@ func TestCloseWaitsForTheDevice(t *testing.T) {
 	}
 	if st := cli.Actor().Stats(); st.Stale.Load() != 0 {
 		t.Errorf("%d completions arrived after their futures had resolved", st.Stale.Load())
+	}
+}
+
+// awaitOutstanding waits until ep has n WRs outstanding, as a stream held
+// by a FaultDelay has once all of it is posted.
+func awaitOutstanding(t *testing.T, ctx context.Context, ep *runtime.Endpoint, n int) {
+	t.Helper()
+	for ep.Actor().Outstanding() < n {
+		if ctx.Err() != nil {
+			t.Fatalf("%d WRs outstanding, want %d", ep.Actor().Outstanding(), n)
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }

@@ -93,12 +93,13 @@ func TestFreeWaitsForTheDevice(t *testing.T) {
 	ref := refOf(t, src)
 	dst := alloc(t, rt, 4096)
 	addr := runtime.ArenaRef(dst).Addr
-	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: 300 * time.Millisecond}); err != nil {
+	// The READ is held by the device until the test lets it go.
+	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	f := cli.Read(ctx, dst.Local(), ref)
-	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	_, err := f.Wait(short)
+	over, cancel := context.WithDeadline(ctx, time.Now()) // a caller that gave up waiting
+	_, err := f.Wait(over)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait: %v, want its deadline", err)
@@ -110,6 +111,9 @@ func TestFreeWaitsForTheDevice(t *testing.T) {
 	next := alloc(t, rt, 4096)
 	if runtime.ArenaRef(next).Addr == addr {
 		t.Fatal("Alloc handed out a block a posted READ still owns")
+	}
+	if err := soft.EndDelay(cli.QP()); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := f.Wait(ctx); err != nil {
 		t.Fatal(err)

@@ -82,6 +82,25 @@ func Inject(qpv verbs.QP, f Fault) error {
 	return nil
 }
 
+// EndDelay ends at once the hold of the WQE that a FaultDelay holds on a
+// QP of the soft provider, and the delays still armed: a test holds a
+// stream with a Delay longer than it could ever need, and lets it go once
+// what it needed queued behind the held WQE is queued, whatever the time
+// that took.
+func EndDelay(qpv verbs.QP) error {
+	q, isSoft := qpv.(*qp)
+	if !isSoft {
+		return errNotSoft
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.faults.delayN = 0
+	if q.stalled {
+		q.timer.Reset(0)
+	}
+	return nil
+}
+
 // InjectCQ arms a fault on a CQ of the soft provider (FaultCQOverrun,
 // FaultPollError).
 func InjectCQ(cqv verbs.CQ, f Fault) error {

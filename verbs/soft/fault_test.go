@@ -135,6 +135,27 @@ func TestFaultDelayKeepsOrder(t *testing.T) {
 	}
 }
 
+// TestEndDelayLetsTheHeldStreamGo: WQEs held by a FaultDelay longer than
+// any test waits execute, in order, once EndDelay ends the hold, and none
+// before.
+func TestEndDelayLetsTheHeldStreamGo(t *testing.T) {
+	a, b := newPair(t, pairOpts{})
+	if err := soft.Inject(a.qp, soft.Fault{Kind: soft.FaultDelay, Count: 2, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	mustPost(t, a.qp, write(1, a, b, 0, 8), write(2, a, b, 8, 8))
+	if n, err := a.cq.Poll(make([]verbs.WC, 2)); n != 0 || err != nil {
+		t.Fatalf("Poll of a held stream: %d completions, %v", n, err)
+	}
+	if err := soft.EndDelay(a.qp); err != nil {
+		t.Fatal(err)
+	}
+	wcs := pollN(t, a.cq, 2)
+	if wcs[0].WRID != 1 || wcs[1].WRID != 2 || wcs[0].Status != verbs.WCSuccess || wcs[1].Status != verbs.WCSuccess {
+		t.Fatalf("%+v", wcs)
+	}
+}
+
 func TestFaultQPErrorFlushesAndRaisesFatal(t *testing.T) {
 	a, b := newPair(t, pairOpts{})
 	if err := soft.Inject(a.qp, soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Hour}); err != nil {
