@@ -68,10 +68,28 @@ func TestIdleActorEndsItsGoroutine(t *testing.T) {
 
 	parked := newRig(t, 64, func(c *qpactor.Config) { c.Park = true })
 	parked.actor.Start()
-	time.Sleep(10 * time.Millisecond) // well past its spin
+	// Past its spin it parks: its goroutine sleeps on its waker.
+	for deadline := time.Now().Add(5 * time.Second); !actorParked(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the actor with Park never parked (%d goroutines run actors)", actorGoroutines())
+		}
+	}
 	if n := actorGoroutines(); n != base+1 {
 		t.Fatalf("%d goroutines run actors with Park, want %d", n, base+1)
 	}
+}
+
+// actorParked reports whether a goroutine runs an actor that sleeps on its
+// waker.
+func actorParked() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "qpactor.(*Actor).run(") && strings.Contains(g, "ring.(*Waker).Sleep(") {
+			return true
+		}
+	}
+	return false
 }
 
 // TestLateCompletionLeavesIdleActorAlone: a completion that comes after

@@ -205,9 +205,13 @@ func TestGrantPostsWaitingSend(t *testing.T) {
 	if pending == 0 {
 		t.Fatal("every send was posted: the peer's window is larger than the test assumes")
 	}
-	// Long after the spin window: the actor has gone idle, waiting for
-	// credits.
-	time.Sleep(100 * time.Millisecond)
+	// Past the spin window the actor goes idle, waiting for credits.
+	for !cli.Actor().Idle() {
+		if ctx.Err() != nil {
+			t.Fatal("the sending endpoint's actor never went idle")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	stats := cli.Actor().Stats()
 	inline0, runs0 := stats.Ops.InlineRuns.Load(), stats.Ops.Runs.Load()
 	for range fs {
