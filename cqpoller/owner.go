@@ -57,12 +57,13 @@ type cqOwner struct {
 	failed atomic.Bool
 
 	// linger hands the CQ back once its last waiter has been gone for
-	// lingerFor; made, reset and stopped under mu. lingering says it is
-	// set; lingerEnds counts the waits that ended with a result, and
-	// lingerSeen (under mu) is the count the timer saw when it was last
-	// set.
-	linger     *time.Timer
-	back       func() // hands the CQ back to the poller (set by Add)
+	// lingerFor; made (by afterFunc), reset and stopped under mu.
+	// lingering says it is set; lingerEnds counts the waits that ended
+	// with a result, and lingerSeen (under mu) is the count the timer saw
+	// when it was last set.
+	linger     lingerTimer
+	afterFunc  func(time.Duration, func()) lingerTimer // the poller's (set by Add)
+	back       func()                                  // hands the CQ back to the poller (set by Add)
 	lingering  atomic.Bool
 	lingerEnds atomic.Uint32
 	lingerFor  atomic.Int64
@@ -120,14 +121,23 @@ func (o *cqOwner) exclusive(fn func()) {
 	fn()
 }
 
-// open is Add: the CQ may be polled (again, after a Remove), and back is
-// how it returns to the poller.
-func (o *cqOwner) open(back func()) {
+// open is Add: the CQ may be polled (again, after a Remove), back is how
+// it returns to the poller, and afterFunc makes its linger timer.
+func (o *cqOwner) open(back func(), afterFunc func(time.Duration, func()) lingerTimer) {
 	o.mu.Lock()
 	o.removed = false
-	o.back = back
+	o.back, o.afterFunc = back, afterFunc
 	o.mu.Unlock()
 }
+
+// lingerTimer is the linger's timer: a *time.Timer, or a test's.
+type lingerTimer interface {
+	Reset(time.Duration) bool
+	Stop() bool
+}
+
+// timeAfterFunc is the poller's afterFunc: the time package's.
+func timeAfterFunc(d time.Duration, f func()) lingerTimer { return time.AfterFunc(d, f) }
 
 // remove is Remove: after any poll running now (a waiter's), the CQ is
 // polled and armed by nobody, and a linger timer that fires anyway finds
@@ -172,7 +182,7 @@ func (o *cqOwner) lingerFrom(d time.Duration) {
 	case o.removed:
 		o.lingering.Store(false)
 	case o.linger == nil:
-		o.linger = time.AfterFunc(time.Duration(o.lingerFor.Load()), func() {
+		o.linger = o.afterFunc(time.Duration(o.lingerFor.Load()), func() {
 			if o.lingerOver() {
 				o.back()
 			}

@@ -108,6 +108,10 @@ type Poller struct {
 	eventsDone  chan struct{}
 	eventFailed bool // the event goroutine's own: it logged a failure
 	stats       Stats
+
+	// afterFunc makes the targets' linger timers (cqOwner): time's, or
+	// a test's.
+	afterFunc func(time.Duration, func()) lingerTimer
 }
 
 // New returns a poller; Start runs it.
@@ -126,7 +130,8 @@ func New(cfg Config) (*Poller, error) {
 	}
 	p := &Poller{cfg: cfg, log: cfg.Logger, byCQ: make(map[verbs.CQ]*Target),
 		wcs: make([]verbs.WC, cfg.Batch), wake: make(chan int64, 1),
-		stop: make(chan struct{}), done: make(chan struct{}), eventsDone: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), eventsDone: make(chan struct{}),
+		afterFunc: timeAfterFunc}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -169,7 +174,7 @@ func (p *Poller) Add(t *Target) error {
 		return ErrDupCQ
 	}
 	t.added, t.queued, t.setAt = true, false, -1
-	t.own.open(func() { targetDriver{p, t}.handBack(nil) })
+	t.own.open(func() { targetDriver{p, t}.handBack(nil) }, p.afterFunc)
 	p.byCQ[key] = t
 	p.wakeTargetLocked(t)
 	return nil

@@ -437,27 +437,51 @@ func TestWaiterHandsBackCQ(t *testing.T) {
 	}
 }
 
-// TestLingerOutlastsWaits: a CQ whose waiters keep getting their results
-// within the linger they give is not handed back (armed) between them, and
-// is handed back once they stop.
+// TestLingerOutlastsWaits: when the linger's timer of a CQ fires after a
+// wait ended within it, the CQ is not handed back (armed) and the timer
+// runs again; once a linger passes with no wait, the CQ is handed back.
+// The timer fires when the test says (ManualLinger).
 func TestLingerOutlastsWaits(t *testing.T) {
 	l := newLoop(t)
-	p, target := startAdaptiveRecv(t, l, 5*time.Microsecond, func(*verbs.WC) {})
+	p, err := cqpoller.New(cqpoller.Config{Policy: cqpoller.Adaptive, Channel: l.ch, Spin: 5 * time.Microsecond, Yield: 5 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	linger := cqpoller.UseManualLinger(p)
+	p.Start()
+	t.Cleanup(p.Close)
+	target := &cqpoller.Target{CQ: l.cq, Recv: func(*verbs.WC) {}}
+	if err := p.Add(target); err != nil {
+		t.Fatal(err)
+	}
 	d := p.Driver(target)
 	eventually(t, "the poller to sleep", func() bool { return p.Stats().Sleeps.Load() > 0 })
-	const linger = 50 * time.Millisecond
 	armed := p.Stats().Armed.Load()
-	start := time.Now()
-	for time.Since(start) < 5*linger {
+	wait := func() {
 		d.WaitBegin()
 		d.Poll()
-		d.WaitEnd(false, linger)
-		time.Sleep(linger / 20)
+		d.WaitEnd(false, time.Millisecond)
+	}
+	wait()
+	for range 5 {
+		wait()
+		if n := linger.Fire(); n != 1 {
+			t.Fatalf("%d linger timers fired, want 1", n)
+		}
+		if linger.Armed() != 1 {
+			t.Fatal("the linger's timer did not run again after a wait ended within it")
+		}
 	}
 	if n := p.Stats().Armed.Load() - armed; n != 0 {
 		t.Errorf("the CQ was armed %d times while waits kept ending within their linger", n)
 	}
-	eventually(t, "the CQ handed back after the last linger", func() bool { return p.Stats().Armed.Load() > armed })
+	linger.Fire() // a linger with no wait
+	if n := p.Stats().Armed.Load() - armed; n != 1 {
+		t.Errorf("the CQ was armed %d times after a linger with no wait, want 1", n)
+	}
+	if linger.Armed() != 0 {
+		t.Error("the linger's timer runs on after the CQ was handed back")
+	}
 }
 
 // endlessCQ hands out a receive completion on every Poll until stop is
