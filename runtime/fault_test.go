@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -454,6 +455,7 @@ func TestCloseUnderLoad(t *testing.T) {
 	remote := refOf(t, alloc(t, rt, 64*64))
 	var wg sync.WaitGroup
 	var resolved, issued sync.Map
+	var completed atomic.Int64
 	for g := range 64 {
 		wg.Add(1)
 		go func() {
@@ -472,6 +474,7 @@ func TestCloseUnderLoad(t *testing.T) {
 				issued.Store([2]int{g, i}, true)
 				_, err := f.Wait(ctx)
 				resolved.Store([2]int{g, i}, true)
+				completed.Add(1)
 				if err != nil {
 					if !errors.Is(err, runtime.ErrClosed) && !errors.Is(err, verbs.ErrFlushed) &&
 						!errors.Is(err, verbs.ErrRetryExceeded) && !errors.Is(err, runtime.ErrPeerClosed) {
@@ -482,8 +485,14 @@ func TestCloseUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(50 * time.Millisecond) // let the load build up
-	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Let the load build up: every goroutine's first operations done.
+	for completed.Load() < 2*64 {
+		if ctx.Err() != nil {
+			t.Fatalf("%d operations completed, want the load to build up", completed.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := rt.Close(cctx); err != nil {
 		t.Fatalf("Close: %v", err)

@@ -16,8 +16,10 @@ import (
 // killedNoticeBound bounds how long an endpoint takes to notice a killed
 // peer: the FIN or reset of the peer's kernel crosses loopback at once;
 // the rest is the watcher's drain and the failing of what is pending,
-// slowed by -race on a busy machine.
-const killedNoticeBound = 2 * time.Second
+// slowed by -race on a busy machine (a few hundred ms seen beside a CPU
+// burner per core). Half the keepalive's bound (PeerSilenceBound): a
+// notice that came from keepalive, not from the peer's kernel, exceeds it.
+const killedNoticeBound = runtime.PeerSilenceBound / 2
 
 // TestKilledPeerEndsEndpoint: a peer that vanishes without a goodbye, as a
 // killed process does (its kernel closes its end of the handshake's TCP
