@@ -32,19 +32,15 @@ func UseManualLinger(p *Poller) *ManualLinger {
 	return ml
 }
 
-func (t *manualTimer) Reset(time.Duration) bool {
-	t.ml.mu.Lock()
-	defer t.ml.mu.Unlock()
-	was := t.armed
-	t.armed = true
-	return was
-}
+func (t *manualTimer) Reset(time.Duration) bool { return t.arm(true) }
 
-func (t *manualTimer) Stop() bool {
+func (t *manualTimer) Stop() bool { return t.arm(false) }
+
+// arm arms or disarms t and reports whether it was armed.
+func (t *manualTimer) arm(on bool) (was bool) {
 	t.ml.mu.Lock()
 	defer t.ml.mu.Unlock()
-	was := t.armed
-	t.armed = false
+	was, t.armed = t.armed, on
 	return was
 }
 
