@@ -91,7 +91,8 @@
 //
 // Inject and InjectCQ arm deterministic faults for tests: delays, lost
 // packets (retransmitted, then RETRY_EXC_ERR), forced RNR NAKs, a QP forced
-// to ERR, CQ overruns.
+// to ERR, CQ overruns. EndDelay ends a delay when the test says, so a test
+// can hold a stream for as long as its own steps take.
 //
 // # Concurrency
 //
