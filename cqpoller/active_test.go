@@ -18,6 +18,8 @@ type watchedCQ struct {
 	polls, arms, acks atomic.Int64
 	gone              atomic.Bool
 	trespass          atomic.Int64
+	sleeps            func() uint64 // the poller's Sleeps, when set
+	touchedAt         atomic.Uint64 // the poller's Sleeps at the last touch
 }
 
 func (c *watchedCQ) Unwrap() verbs.CQ { return c.CQ }
@@ -26,6 +28,23 @@ func (c *watchedCQ) touched() {
 	if c.gone.Load() {
 		c.trespass.Add(1)
 	}
+	if c.sleeps != nil {
+		c.touchedAt.Store(c.sleeps())
+	}
+}
+
+// quiet reports whether p went to sleep after it last touched any of cqs,
+// each armed once at least: it polls and arms none of them until
+// something wakes it. (Sleeps above 0 alone may be the poller's first
+// sleep, before it armed the last of them and polled it once more.)
+func quiet(p *cqpoller.Poller, cqs []*watchedCQ) bool {
+	sleeps := p.Stats().Sleeps.Load()
+	for _, c := range cqs {
+		if c.arms.Load() == 0 || c.touchedAt.Load() >= sleeps {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *watchedCQ) Poll(wcs []verbs.WC) (int, error) {
@@ -61,7 +80,7 @@ func watchLoops(t *testing.T, policy cqpoller.Policy, loops []*loop) (*cqpoller.
 	cqs := make([]*watchedCQ, len(loops))
 	got := make([]atomic.Int64, len(loops))
 	for i, l := range loops {
-		cqs[i] = &watchedCQ{CQ: l.cq}
+		cqs[i] = &watchedCQ{CQ: l.cq, sleeps: p.Stats().Sleeps.Load}
 		if err := p.Add(&cqpoller.Target{CQ: cqs[i], Recv: func(*verbs.WC) { got[i].Add(1) }}); err != nil {
 			t.Fatal(err)
 		}
@@ -87,14 +106,7 @@ func TestIdleTargetsLeftAlone(t *testing.T) {
 	loops := newLoops(t, idle+1)
 	p, cqs, got := watchLoops(t, cqpoller.Adaptive, loops)
 	active, idles := loops[idle], cqs[:idle]
-	eventually(t, "every idle target armed", func() bool {
-		for _, c := range idles {
-			if c.arms.Load() == 0 {
-				return false
-			}
-		}
-		return p.Stats().Sleeps.Load() > 0
-	})
+	eventually(t, "every target armed, the poller asleep", func() bool { return quiet(p, cqs) })
 	polls, arms := sumOf(idles, func(c *watchedCQ) int64 { return c.polls.Load() }), sumOf(idles, func(c *watchedCQ) int64 { return c.arms.Load() })
 	sleeps := p.Stats().Sleeps.Load()
 	for i := range 300 {
@@ -123,9 +135,7 @@ func TestAddRemoveLeaveOthersAlone(t *testing.T) {
 	const settled, more = 100, 20
 	loops := newLoops(t, settled+more)
 	p, cqs, _ := watchLoops(t, cqpoller.Adaptive, loops[:settled])
-	eventually(t, "every target armed", func() bool {
-		return sumOf(cqs, func(c *watchedCQ) int64 { return min(c.arms.Load(), 1) }) == settled
-	})
+	eventually(t, "every target armed, the poller asleep", func() bool { return quiet(p, cqs) })
 	polls, arms := sumOf(cqs, func(c *watchedCQ) int64 { return c.polls.Load() }), sumOf(cqs, func(c *watchedCQ) int64 { return c.arms.Load() })
 	added := make([]*watchedCQ, more)
 	for i, l := range loops[settled:] {
@@ -153,9 +163,7 @@ func TestEventPollsOnlyItsTarget(t *testing.T) {
 		t.Run(policy.String(), func(t *testing.T) {
 			loops := newLoops(t, 50)
 			p, cqs, got := watchLoops(t, policy, loops)
-			eventually(t, "the poller to sleep with every target armed", func() bool {
-				return p.Stats().Sleeps.Load() > 0 && sumOf(cqs, func(c *watchedCQ) int64 { return min(c.arms.Load(), 1) }) == 50
-			})
+			eventually(t, "the poller to sleep with every target armed", func() bool { return quiet(p, cqs) })
 			before := make([]int64, len(cqs))
 			for i, c := range cqs {
 				before[i] = c.polls.Load()
