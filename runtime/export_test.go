@@ -243,5 +243,9 @@ func CheckQPsNow(rt *Runtime) {
 	for range n {
 		failed = rt.checkSomeQPs(failed)
 	}
-	rt.failUnexplained(failed)
+	rt.failUnexplained(failed, errUnexplainedERR)
 }
+
+// HandleEvent handles ev as the runtime's event goroutine does when the
+// device raises it.
+func HandleEvent(rt *Runtime, ev verbs.AsyncEvent) { rt.handleEvent(ev) }

@@ -17,74 +17,92 @@ import (
 	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
-// TestQPCheckLeavesAFailedQPToItsCompletion: the background check of the
-// QPs' states that finds a QP in ERR whose failed completion waits in the
-// CQ, not yet handled, does not call the error unexplained: the endpoint
-// ends with the REM_ACCESS_ERR that failed it. With the CQ in another
-// handler's hands the check leaves it to that handler; with the poller
-// busy elsewhere (or short of CPU) it handles the completion itself.
-func TestQPCheckLeavesAFailedQPToItsCompletion(t *testing.T) {
-	// failQP writes with a key the peer never issued, and returns once the
-	// QP is in ERR.
-	failQP := func(t *testing.T, ctx context.Context, rt *runtime.Runtime, cli *runtime.Endpoint) runtime.Future {
-		ref := refOf(t, alloc(t, rt, 64))
-		ref.RKey ^= 0xff00
-		f := cli.Write(ctx, alloc(t, rt, 64).Local(), ref)
-		for {
-			attr, err := cli.QP().Query()
-			if err != nil {
-				t.Error(err)
-				return f
+// TestErrorStateLeftToItsCompletion: what learns that a QP is in ERR
+// without a completion, the background check of the QPs' states or the
+// IBV_EVENT_QP_LAST_WQE_REACHED of an SRQ's QP, does not end the endpoint
+// with a bare error state while the completion that failed the QP waits
+// in the CQ, not yet handled: the endpoint ends with the REM_ACCESS_ERR
+// that failed it. With the CQ in another handler's hands it is left to
+// that handler; with the poller busy elsewhere (or short of CPU) the
+// completion is handled there and then.
+func TestErrorStateLeftToItsCompletion(t *testing.T) {
+	for _, judge := range []struct {
+		name string
+		run  func(rt *runtime.Runtime, ep *runtime.Endpoint)
+	}{
+		{"QP check", func(rt *runtime.Runtime, _ *runtime.Endpoint) { runtime.CheckQPsNow(rt) }},
+		{"last WQE event", func(rt *runtime.Runtime, ep *runtime.Endpoint) {
+			runtime.HandleEvent(rt, verbs.AsyncEvent{Type: verbs.EventQPLastWQEReached, QP: ep.QP()})
+		}},
+	} {
+		t.Run(judge.name+"/CQ being handled", func(t *testing.T) {
+			rt, cli, _ := pair(t)
+			ctx := ctxT(t)
+			release := runtime.HoldCompletions(cli)
+			f := failQPWithBadKey(t, ctx, rt, cli)
+			judge.run(rt, cli)
+			select {
+			case <-cli.Done():
+				release()
+				t.Fatalf("the endpoint ended (%v) while its CQ's handler had the completion to handle", cli.Err())
+			default:
 			}
-			if attr.State == verbs.QPStateErr || ctx.Err() != nil {
-				return f
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	wantCause := func(t *testing.T, ctx context.Context, cli *runtime.Endpoint, f runtime.Future) {
-		if _, err := f.Wait(ctx); !errors.Is(err, verbs.ErrRemoteAccess) {
-			t.Errorf("the WRITE: %v, want REM_ACCESS_ERR", err)
-		}
-		select {
-		case <-cli.Done():
-		case <-ctx.Done():
-			t.Fatal("the endpoint did not end")
-		}
-		if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
-			t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
-		}
-	}
-	t.Run("CQ being handled", func(t *testing.T) {
-		rt, cli, _ := pair(t)
-		ctx := ctxT(t)
-		release := runtime.HoldCompletions(cli)
-		f := failQP(t, ctx, rt, cli)
-		runtime.CheckQPsNow(rt)
-		select {
-		case <-cli.Done():
 			release()
-			t.Fatalf("the check ended the endpoint (%v) while its CQ's handler had the completion to handle", cli.Err())
-		default:
+			wantRemoteAccessCause(t, ctx, cli, f)
+		})
+		t.Run(judge.name+"/poller busy", func(t *testing.T) {
+			// Posted inline, by this goroutine, and not waited for: nobody
+			// else is there to handle the completion.
+			rt := newRuntimeAsGiven(t)
+			cli, _ := connect(t, rt)
+			ctx := ctxT(t)
+			release := runtime.HoldPoller(cli)
+			defer release()
+			f := failQPWithBadKey(t, ctx, rt, cli)
+			judge.run(rt, cli)
+			if f.Err() == runtime.ErrPending {
+				t.Fatal("the completion of a QP in ERR was left unhandled in its CQ")
+			}
+			wantRemoteAccessCause(t, ctx, cli, f)
+		})
+	}
+}
+
+// failQPWithBadKey writes with a key the peer never issued, and returns
+// once the QP is in ERR.
+func failQPWithBadKey(t *testing.T, ctx context.Context, rt *runtime.Runtime, cli *runtime.Endpoint) runtime.Future {
+	t.Helper()
+	ref := refOf(t, alloc(t, rt, 64))
+	ref.RKey ^= 0xff00
+	f := cli.Write(ctx, alloc(t, rt, 64).Local(), ref)
+	for {
+		attr, err := cli.QP().Query()
+		if err != nil {
+			t.Error(err)
+			return f
 		}
-		release()
-		wantCause(t, ctx, cli, f)
-	})
-	t.Run("poller busy", func(t *testing.T) {
-		// Posted inline, by this goroutine, and not waited for: nobody
-		// but the check is there to handle the completion.
-		rt := newRuntimeAsGiven(t)
-		cli, _ := connect(t, rt)
-		ctx := ctxT(t)
-		release := runtime.HoldPoller(cli)
-		defer release()
-		f := failQP(t, ctx, rt, cli)
-		runtime.CheckQPsNow(rt)
-		if f.Err() == runtime.ErrPending {
-			t.Fatal("the check left the completion of a QP in ERR unhandled in its CQ")
+		if attr.State == verbs.QPStateErr || ctx.Err() != nil {
+			return f
 		}
-		wantCause(t, ctx, cli, f)
-	})
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// wantRemoteAccessCause checks that f failed with REM_ACCESS_ERR and that
+// the endpoint ended with it as its cause.
+func wantRemoteAccessCause(t *testing.T, ctx context.Context, cli *runtime.Endpoint, f runtime.Future) {
+	t.Helper()
+	if _, err := f.Wait(ctx); !errors.Is(err, verbs.ErrRemoteAccess) {
+		t.Errorf("the WRITE: %v, want REM_ACCESS_ERR", err)
+	}
+	select {
+	case <-cli.Done():
+	case <-ctx.Done():
+		t.Fatal("the endpoint did not end")
+	}
+	if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
+		t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
+	}
 }
 
 // TestRemoteAccessErrorFlushesLaterOps: a write with a bad rkey in the

@@ -40,24 +40,28 @@ func (rt *Runtime) checkQPs(stop <-chan struct{}, done chan<- struct{}) {
 		case <-t.C:
 		}
 		failed = rt.checkSomeQPs(failed[:0])
-		rt.failUnexplained(failed)
+		rt.failUnexplained(failed, errUnexplainedERR)
 	}
 }
 
-// failUnexplained fails the endpoints of failed, whose QP a query found in
-// ERR, unless something explains it: Close (it sets closing before it
-// moves the QP to ERR, and these are looked at after the query), or a
-// completion. The completion that failed the QP may still wait in its CQ,
-// its handler busy elsewhere or short of CPU: the CQ is drained first, and
-// an endpoint whose CQ another goroutine handles at this moment is left to
-// that goroutine.
-func (rt *Runtime) failUnexplained(failed []*Endpoint) {
+// errUnexplainedERR is the error of an endpoint whose QP the check found
+// in ERR with nothing to say why.
+var errUnexplainedERR = fmt.Errorf("%w: the QP is in the error state, and no completion or event said so", ErrConnFailed)
+
+// failUnexplained fails with err the endpoints of failed, whose QP is in
+// ERR (a query found it there, or an event said so), unless something
+// explains it: Close (it sets closing before it moves the QP to ERR, and
+// these are looked at after that news), or a completion. The completion
+// that failed the QP may still wait in its CQ, its handler busy elsewhere
+// or short of CPU: the CQ is drained first, and an endpoint whose CQ
+// another goroutine handles at this moment is left to that goroutine.
+func (rt *Runtime) failUnexplained(failed []*Endpoint, err error) {
 	for _, ep := range failed {
 		explained := func() bool { return ep.closing.Load() || ep.Err() != nil }
 		if explained() || !ep.poller.TryDrain(ep.target) || explained() {
 			continue
 		}
-		ep.fail(fmt.Errorf("%w: the QP is in the error state, and no completion or event said so", ErrConnFailed), false)
+		ep.fail(err, false)
 	}
 }
 

@@ -214,42 +214,48 @@ func (rt *Runtime) watchEvents(events <-chan verbs.AsyncEvent) {
 		}
 	}()
 	for ev := range events {
-		rt.log.Warn("verbsrt: asynchronous event", "event", ev.Type.String())
-		rt.counters.events[ev.Type&31].Inc()
-		var targets []*Endpoint
-		rt.mu.Lock()
-		switch ev.Type {
-		case verbs.EventQPFatal, verbs.EventQPReqErr, verbs.EventQPAccessErr, verbs.EventQPLastWQEReached:
-			if ev.QP != nil {
-				if ep := rt.byQPN[ev.QP.QPN()]; ep != nil {
-					targets = append(targets, ep)
-				}
-			}
-		case verbs.EventCQErr:
-			if ep := rt.byCQ[ev.CQ]; ep != nil {
-				targets = append(targets, ep)
-			}
-		case verbs.EventDeviceFatal:
-			for ep := range rt.endpoints {
+		rt.handleEvent(ev)
+	}
+}
+
+// handleEvent fails what an asynchronous event ends.
+func (rt *Runtime) handleEvent(ev verbs.AsyncEvent) {
+	rt.log.Warn("verbsrt: asynchronous event", "event", ev.Type.String())
+	rt.counters.events[ev.Type&31].Inc()
+	var targets []*Endpoint
+	rt.mu.Lock()
+	switch ev.Type {
+	case verbs.EventQPFatal, verbs.EventQPReqErr, verbs.EventQPAccessErr, verbs.EventQPLastWQEReached:
+		if ev.QP != nil {
+			if ep := rt.byQPN[ev.QP.QPN()]; ep != nil {
 				targets = append(targets, ep)
 			}
 		}
-		rt.mu.Unlock()
-		// A CQ overrun loses completions and a dead device sends none;
-		// a QP's error flushes what it holds.
-		lost := ev.Type == verbs.EventCQErr || ev.Type == verbs.EventDeviceFatal
-		for _, ep := range targets {
-			if ev.Type == verbs.EventQPLastWQEReached {
-				// An SRQ's QP went to ERR: its receives are not flushed, so
-				// this event is all that says so when nothing is in flight.
-				// At Close it is the endpoint's own doing.
-				if !ep.closing.Load() {
-					ep.fail(fmt.Errorf("%w: the QP went to the error state (%s)", ErrConnFailed, ev.Type), false)
-				}
-				continue
-			}
-			ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()}, lost)
+	case verbs.EventCQErr:
+		if ep := rt.byCQ[ev.CQ]; ep != nil {
+			targets = append(targets, ep)
 		}
+	case verbs.EventDeviceFatal:
+		for ep := range rt.endpoints {
+			targets = append(targets, ep)
+		}
+	}
+	rt.mu.Unlock()
+	// A CQ overrun loses completions and a dead device sends none;
+	// a QP's error flushes what it holds.
+	lost := ev.Type == verbs.EventCQErr || ev.Type == verbs.EventDeviceFatal
+	for _, ep := range targets {
+		if ev.Type == verbs.EventQPLastWQEReached {
+			// An SRQ's QP went to ERR: its receives are not flushed, so
+			// this event is all that says so when nothing is in flight.
+			// At Close it is the endpoint's own doing; and a completion
+			// that failed the QP and waits in its CQ says why
+			// (failUnexplained). One left to its CQ's handler that does
+			// not explain it is failed by the QP check.
+			rt.failUnexplained([]*Endpoint{ep}, fmt.Errorf("%w: the QP went to the error state (%s)", ErrConnFailed, ev.Type))
+			continue
+		}
+		ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()}, lost)
 	}
 }
 
