@@ -95,12 +95,19 @@ func wantRemoteAccessCause(t *testing.T, ctx context.Context, cli *runtime.Endpo
 	if _, err := f.Wait(ctx); !errors.Is(err, verbs.ErrRemoteAccess) {
 		t.Errorf("the WRITE: %v, want REM_ACCESS_ERR", err)
 	}
+	wantEndedByRemoteAccess(t, ctx, cli)
+}
+
+// wantEndedByRemoteAccess checks that ep ends, with ErrConnFailed and the
+// REM_ACCESS_ERR that caused it.
+func wantEndedByRemoteAccess(t *testing.T, ctx context.Context, ep *runtime.Endpoint) {
+	t.Helper()
 	select {
-	case <-cli.Done():
+	case <-ep.Done():
 	case <-ctx.Done():
-		t.Fatal("the endpoint did not end")
+		t.Fatal("Done did not close after an operation failed the connection")
 	}
-	if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
+	if err := ep.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
 		t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
 	}
 }
@@ -143,14 +150,7 @@ func TestRemoteAccessErrorFlushesLaterOps(t *testing.T) {
 	}
 	// The connection is gone (both QPs in ERR): the endpoint says so, and
 	// later operations fail at once with the same.
-	select {
-	case <-cli.Done():
-	case <-ctx.Done():
-		t.Fatal("Done did not close after an operation failed the connection")
-	}
-	if err := cli.Err(); !errors.Is(err, runtime.ErrConnFailed) || !errors.Is(err, verbs.ErrRemoteAccess) {
-		t.Errorf("Err: %v, want ErrConnFailed with the REM_ACCESS_ERR that caused it", err)
-	}
+	wantEndedByRemoteAccess(t, ctx, cli)
 	// The responder's QP went to ERR too (its receives flushed): its end
 	// is over as well, and its Recv returns.
 	select {
