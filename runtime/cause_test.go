@@ -28,12 +28,7 @@ func writesHeld(t *testing.T, ctx context.Context, rt *runtime.Runtime, cli *run
 	for i := range fs {
 		fs[i] = cli.Write(ctx, local.Local(), remote)
 	}
-	for cli.Actor().Outstanding() < inFlight { // all posted, none done
-		if ctx.Err() != nil {
-			t.Fatalf("%d of %d WRITEs posted", cli.Actor().Outstanding(), inFlight)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitOutstanding(t, ctx, cli, inFlight) // all posted, none done
 	return fs
 }
 

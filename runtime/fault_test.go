@@ -560,15 +560,3 @@ func TestCloseWaitsForTheDevice(t *testing.T) {
 		t.Errorf("%d completions arrived after their futures had resolved", st.Stale.Load())
 	}
 }
-
-// awaitOutstanding waits until ep has n WRs outstanding, as a stream held
-// by a FaultDelay has once all of it is posted.
-func awaitOutstanding(t *testing.T, ctx context.Context, ep *runtime.Endpoint, n int) {
-	t.Helper()
-	for ep.Actor().Outstanding() < n {
-		if ctx.Err() != nil {
-			t.Fatalf("%d WRs outstanding, want %d", ep.Actor().Outstanding(), n)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}

@@ -143,3 +143,15 @@ func actorOnlyOpts() []runtime.Option {
 	}
 	return []runtime.Option{runtime.WithTuning(runtime.Tuning{NoInlinePost: true, NoWaitPoll: true})}
 }
+
+// awaitOutstanding waits until ep has n WRs outstanding, as a stream held
+// by a FaultDelay has once all of it is posted.
+func awaitOutstanding(t *testing.T, ctx context.Context, ep *runtime.Endpoint, n int) {
+	t.Helper()
+	for ep.Actor().Outstanding() < n {
+		if ctx.Err() != nil {
+			t.Fatalf("%d WRs outstanding, want %d", ep.Actor().Outstanding(), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
