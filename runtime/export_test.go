@@ -211,21 +211,19 @@ func (l *Listener) FailedHandshakes() uint64 { return l.failed.Load() }
 // HoldCompletions keeps ep's completions unhandled, its CQ's handler lock
 // held on its poller's goroutine, until the returned func is called.
 func HoldCompletions(ep *Endpoint) (release func()) {
-	held, done := make(chan struct{}), make(chan struct{})
-	go ep.poller.DoTarget(ep.target, func() {
-		close(held)
-		<-done
-	})
-	<-held
-	return func() { close(done) }
+	return holdWith(func(fn func()) { ep.poller.DoTarget(ep.target, fn) })
 }
 
 // HoldPoller keeps ep's poller goroutine busy, with nothing held that
 // another goroutine needs to handle ep's completions, until the returned
 // func is called.
-func HoldPoller(ep *Endpoint) (release func()) {
+func HoldPoller(ep *Endpoint) (release func()) { return holdWith(ep.poller.Do) }
+
+// holdWith has do run a function that blocks until release is called,
+// and returns once it runs.
+func holdWith(do func(fn func())) (release func()) {
 	held, done := make(chan struct{}), make(chan struct{})
-	go ep.poller.Do(func() {
+	go do(func() {
 		close(held)
 		<-done
 	})
@@ -243,7 +241,9 @@ func CheckQPsNow(rt *Runtime) {
 	for range n {
 		failed = rt.checkSomeQPs(failed)
 	}
-	rt.failUnexplained(failed, errUnexplainedERR)
+	for _, ep := range failed {
+		ep.failUnexplained(errUnexplainedERR)
+	}
 }
 
 // HandleEvent handles ev as the runtime's event goroutine does when the

@@ -40,7 +40,9 @@ func (rt *Runtime) checkQPs(stop <-chan struct{}, done chan<- struct{}) {
 		case <-t.C:
 		}
 		failed = rt.checkSomeQPs(failed[:0])
-		rt.failUnexplained(failed, errUnexplainedERR)
+		for _, ep := range failed {
+			ep.failUnexplained(errUnexplainedERR)
+		}
 	}
 }
 
@@ -48,21 +50,19 @@ func (rt *Runtime) checkQPs(stop <-chan struct{}, done chan<- struct{}) {
 // in ERR with nothing to say why.
 var errUnexplainedERR = fmt.Errorf("%w: the QP is in the error state, and no completion or event said so", ErrConnFailed)
 
-// failUnexplained fails with err the endpoints of failed, whose QP is in
-// ERR (a query found it there, or an event said so), unless something
-// explains it: Close (it sets closing before it moves the QP to ERR, and
-// these are looked at after that news), or a completion. The completion
-// that failed the QP may still wait in its CQ, its handler busy elsewhere
-// or short of CPU: the CQ is drained first, and an endpoint whose CQ
-// another goroutine handles at this moment is left to that goroutine.
-func (rt *Runtime) failUnexplained(failed []*Endpoint, err error) {
-	for _, ep := range failed {
-		explained := func() bool { return ep.closing.Load() || ep.Err() != nil }
-		if explained() || !ep.poller.TryDrain(ep.target) || explained() {
-			continue
-		}
-		ep.fail(err, false)
+// failUnexplained fails ep with err, its QP being in ERR (a query found
+// it there, or an event said so), unless something explains it: Close (it
+// sets closing before it moves the QP to ERR, and this looks after that
+// news), or a completion. The completion that failed the QP may still wait
+// in its CQ, its handler busy elsewhere or short of CPU: the CQ is drained
+// first, and an endpoint whose CQ another goroutine handles at this moment
+// is left to that goroutine.
+func (ep *Endpoint) failUnexplained(err error) {
+	explained := func() bool { return ep.closing.Load() || ep.Err() != nil }
+	if explained() || !ep.poller.TryDrain(ep.target) || explained() {
+		return
 	}
+	ep.fail(err, false)
 }
 
 // checkSomeQPs queries the next share of the endpoints' QPs and appends to

@@ -252,7 +252,7 @@ func (rt *Runtime) handleEvent(ev verbs.AsyncEvent) {
 			// that failed the QP and waits in its CQ says why
 			// (failUnexplained). One left to its CQ's handler that does
 			// not explain it is failed by the QP check.
-			rt.failUnexplained([]*Endpoint{ep}, fmt.Errorf("%w: the QP went to the error state (%s)", ErrConnFailed, ev.Type))
+			ep.failUnexplained(fmt.Errorf("%w: the QP went to the error state (%s)", ErrConnFailed, ev.Type))
 			continue
 		}
 		ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()}, lost)
