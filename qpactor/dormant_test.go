@@ -14,10 +14,12 @@ import (
 )
 
 // actorGoroutines counts the goroutines running an actor's loop.
-func actorGoroutines() int {
+func actorGoroutines() int { return strings.Count(allStacks(), "qpactor.(*Actor).run(") }
+
+// allStacks returns the stacks of every goroutine.
+func allStacks() string {
 	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "qpactor.(*Actor).run(")
+	return string(buf[:runtime.Stack(buf, true)])
 }
 
 // settledActorGoroutines waits for the actor goroutines of earlier tests
@@ -82,9 +84,7 @@ func TestIdleActorEndsItsGoroutine(t *testing.T) {
 // actorParked reports whether a goroutine runs an actor that sleeps on its
 // waker.
 func actorParked() bool {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
+	for _, g := range strings.Split(allStacks(), "\n\n") {
 		if strings.Contains(g, "qpactor.(*Actor).run(") && strings.Contains(g, "ring.(*Waker).Sleep(") {
 			return true
 		}
