@@ -104,7 +104,7 @@ func (d targetDriver) WaitEnd(parking bool, linger time.Duration) {
 		d.handBack(nil)
 		return
 	}
-	t.own.lingerFrom(linger)
+	t.own.lingerFrom(linger, d.p.afterFunc)
 }
 
 // minLinger is the shortest a CQ whose last waiter got its result stays

@@ -57,13 +57,12 @@ type cqOwner struct {
 	failed atomic.Bool
 
 	// linger hands the CQ back once its last waiter has been gone for
-	// lingerFor; made (by afterFunc), reset and stopped under mu.
-	// lingering says it is set; lingerEnds counts the waits that ended
-	// with a result, and lingerSeen (under mu) is the count the timer saw
-	// when it was last set.
+	// lingerFor; made (by the poller's afterFunc), reset and stopped
+	// under mu. lingering says it is set; lingerEnds counts the waits that
+	// ended with a result, and lingerSeen (under mu) is the count the
+	// timer saw when it was last set.
 	linger     lingerTimer
-	afterFunc  func(time.Duration, func()) lingerTimer // the poller's (set by Add)
-	back       func()                                  // hands the CQ back to the poller (set by Add)
+	back       func() // hands the CQ back to the poller (set by Add)
 	lingering  atomic.Bool
 	lingerEnds atomic.Uint32
 	lingerFor  atomic.Int64
@@ -121,12 +120,12 @@ func (o *cqOwner) exclusive(fn func()) {
 	fn()
 }
 
-// open is Add: the CQ may be polled (again, after a Remove), back is how
-// it returns to the poller, and afterFunc makes its linger timer.
-func (o *cqOwner) open(back func(), afterFunc func(time.Duration, func()) lingerTimer) {
+// open is Add: the CQ may be polled (again, after a Remove), and back is
+// how it returns to the poller.
+func (o *cqOwner) open(back func()) {
 	o.mu.Lock()
 	o.removed = false
-	o.back, o.afterFunc = back, afterFunc
+	o.back = back
 	o.mu.Unlock()
 }
 
@@ -166,8 +165,9 @@ func (o *cqOwner) driven() bool { return o.drivers.Load() > 0 }
 // or someone drives it (lingerOver). A wait that ends while the timer runs
 // only counts itself (lingerEnds): the timer, firing, sees the count moved
 // and runs again, instead of every wait resetting it, which would cost a
-// timer reset per wait.
-func (o *cqOwner) lingerFrom(d time.Duration) {
+// timer reset per wait. afterFunc (the poller's) makes the timer the first
+// time.
+func (o *cqOwner) lingerFrom(d time.Duration, afterFunc func(time.Duration, func()) lingerTimer) {
 	if l := int64(max(d, minLinger)); o.lingerFor.Load() != l {
 		o.lingerFor.Store(l)
 	}
@@ -182,7 +182,7 @@ func (o *cqOwner) lingerFrom(d time.Duration) {
 	case o.removed:
 		o.lingering.Store(false)
 	case o.linger == nil:
-		o.linger = o.afterFunc(time.Duration(o.lingerFor.Load()), func() {
+		o.linger = afterFunc(time.Duration(o.lingerFor.Load()), func() {
 			if o.lingerOver() {
 				o.back()
 			}
