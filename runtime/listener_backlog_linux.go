@@ -32,13 +32,20 @@ func endBacklog(ln net.Listener) {
 			if err != nil {
 				return
 			}
-			var b [maxHelloLine]byte
-			for {
-				if n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_DONTWAIT); err != nil || n <= 0 {
-					break
-				}
-			}
+			discardUnread(fd)
 			syscall.Close(fd)
 		}
 	})
+}
+
+// discardUnread reads, without blocking, what the peer of the socket fd
+// sent and nobody read: closing a socket with unread data resets the
+// connection, and the reset can overtake what was written before it.
+func discardUnread(fd int) {
+	var b [maxHelloLine]byte
+	for {
+		if n, _, err := syscall.Recvfrom(fd, b[:], syscall.MSG_DONTWAIT); err != nil || n <= 0 {
+			return
+		}
+	}
 }

@@ -68,6 +68,5 @@ func (s *spareFD) refuse(ln net.Listener, acceptErr error, log *slog.Logger) {
 	// there, is not left unread, which would make the close a reset that
 	// can overtake the refusal.
 	syscall.Shutdown(fd, syscall.SHUT_WR)
-	var b [maxHelloLine]byte
-	syscall.Recvfrom(fd, b[:], syscall.MSG_DONTWAIT)
+	discardUnread(fd)
 }
