@@ -24,6 +24,8 @@ var callerCounts = []int{1, 16, 256}
 //     what a caller that does not wait for each write gets; pipelined-8
 //     keeps 8, and the actor-only- variants turn the caller-thread
 //     defaults off.
+//   - pipelined-post/callers=1: the same 128 writes in flight as
+//     Endpoint.Post batches of 16, one future a batch.
 //   - direct/callers=1: one goroutine posting chains and polling itself.
 //   - direct-roundtrip/callers=1: one goroutine posting one signaled write
 //     and polling until it completed, then the next: the limit for a caller
@@ -76,6 +78,10 @@ func BenchmarkWrite(b *testing.B) {
 			})
 		}
 	}
+	b.Run("pipelined-post/callers=1", func(b *testing.B) {
+		rt := newViaRuntime(b, pipelineDepths[0], runtimeOpts()...)
+		timedRun(b, rt.stats, func() error { return rt.pipelinePosts(b.N, pipelineDepths[0]) })
+	})
 	b.Run("direct/callers=1", func(b *testing.B) {
 		d := newDirect(b)
 		timedRun(b, d.stats, func() error { return d.run(b.N) })

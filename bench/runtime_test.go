@@ -7,6 +7,7 @@ import (
 	"time"
 
 	vrt "github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
@@ -117,6 +118,30 @@ var pipelineDepths = []int{128, 8}
 func (v *viaRuntime) pipeline(ops, depth int) error {
 	return pipelined(ops, depth, "write", func(ctx context.Context, slot int) vrt.Future {
 		return v.cli.Write(ctx, v.locals[slot], v.remotes[slot])
+	})
+}
+
+// postBatch is how many writes the pipelined-post variant gives each
+// Post.
+const postBatch = 16
+
+// pipelinePosts issues ops writes from one goroutine as Posts of up to
+// postBatch writes, one future each, with up to depth writes in flight
+// (pipelined-post).
+func (v *viaRuntime) pipelinePosts(ops, depth int) error {
+	batches := make([][]vrt.Op, depth/postBatch)
+	for i := range batches {
+		batches[i] = make([]vrt.Op, postBatch)
+		for j := range batches[i] {
+			k := i*postBatch + j
+			batches[i][j] = vrt.Op{Opcode: verbs.OpWrite, Local: []vrt.Local{v.locals[k]}, Remote: v.remotes[k]}
+		}
+	}
+	left := ops
+	return pipelined((ops+postBatch-1)/postBatch, len(batches), "post", func(ctx context.Context, slot int) vrt.Future {
+		n := min(left, postBatch)
+		left -= n
+		return v.cli.Post(ctx, batches[slot][:n])
 	})
 }
 

@@ -77,17 +77,22 @@ func (s *submission) hold() *future.Hold {
 	if s.batch == nil {
 		return s.one[0].Hold
 	}
-	var hs []*future.Hold
+	var one *future.Hold
+	n := 0
+	for i := range s.batch {
+		if h := s.batch[i].Hold; h != nil {
+			one = h
+			n++
+		}
+	}
+	if n <= 1 {
+		return one
+	}
+	hs := make([]*future.Hold, 0, n)
 	for i := range s.batch {
 		if h := s.batch[i].Hold; h != nil {
 			hs = append(hs, h)
 		}
-	}
-	switch len(hs) {
-	case 0:
-		return nil
-	case 1:
-		return hs[0]
 	}
 	return future.HoldAll(hs)
 }

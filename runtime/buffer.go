@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/verbsrt/verbsrt/internal/future"
@@ -203,41 +204,38 @@ func (a *allocator) useOne(l Local) (*future.Hold, error) {
 	return &l.b.hold, nil
 }
 
-// use is useOne for a gather list: one hold for every buffer in it. (Its
-// total length is toOp's to check.)
-func (a *allocator) use(locals []Local) (*future.Hold, error) {
-	var hs []*future.Hold
-	for i, l := range locals {
-		if l.b == nil {
-			continue
-		}
-		if held(locals[:i], l.b) {
-			continue
-		}
-		h, err := a.useOne(l)
-		if err != nil {
-			release(hs)
-			return nil, err
-		}
-		hs = append(hs, h)
-	}
-	switch len(hs) {
-	case 0:
-		return nil, nil
-	case 1:
-		return hs[0], nil
-	}
-	return future.HoldAll(hs), nil
-}
-
-// held reports whether one of locals is part of b already.
-func held(locals []Local, b *Buffer) bool {
-	for _, l := range locals {
-		if l.b == b {
-			return true
+// use takes one use of each buffer that the local ranges of ops name,
+// for one submission: the hold the actor gives back when the device is
+// done with all of them (nil for no memory). A buffer named many times,
+// as a batch's ranges mostly are slices of one, is held once. On an
+// error it returns the index of the op whose range was refused.
+func (a *allocator) use(ops []Op) (*future.Hold, int, error) {
+	var first *future.Hold
+	var more []*future.Hold
+	for i := range ops {
+		for _, l := range ops[i].Local {
+			if l.b == nil || first == &l.b.hold || slices.Contains(more, &l.b.hold) {
+				continue
+			}
+			h, err := a.useOne(l)
+			if err != nil {
+				if first != nil {
+					first.Release()
+				}
+				release(more)
+				return nil, i, err
+			}
+			if first == nil {
+				first = h
+			} else {
+				more = append(more, h)
+			}
 		}
 	}
-	return false
+	if more == nil {
+		return first, 0, nil
+	}
+	return future.HoldAll(append(more, first)), 0, nil
 }
 
 func release(hs []*future.Hold) {

@@ -350,8 +350,8 @@ const MaxGather = 4
 var _ [MaxGather - qpactor.MaxGather]struct{}
 var _ [qpactor.MaxGather - MaxGather]struct{}
 
-// toOp checks op and turns it into the actor's, holding its memory (the
-// hold goes with it to the actor).
+// toOp checks op and turns it into the actor's. The use of its memory is
+// Post's to take, once for the batch.
 func (ep *Endpoint) toOp(op *Op) (qpactor.Op, error) {
 	q := qpactor.Op{Opcode: op.Opcode, Flags: op.Flags, Remote: op.Remote.rdma(), CompareAdd: op.CompareAdd,
 		Swap: op.Swap, Imm: op.Imm}
@@ -378,12 +378,7 @@ func (ep *Endpoint) toOp(op *Op) (qpactor.Op, error) {
 	if op.Opcode.IsAtomic() {
 		n = 8
 	}
-	if err := ep.check(op.Opcode, n, op.Remote); err != nil {
-		return q, err
-	}
-	h, err := ep.rt.alloc.use(op.Local)
-	q.Hold = h
-	return q, err
+	return q, ep.check(op.Opcode, n, op.Remote)
 }
 
 // Post submits ops as one batch with one future: they are chained into one
@@ -399,14 +394,16 @@ func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	for i := range ops {
 		var err error
 		if qops[i], err = ep.toOp(&ops[i]); err != nil {
-			for _, q := range qops[:i] {
-				if q.Hold != nil {
-					q.Hold.Release()
-				}
-			}
 			return ep.failed(&qops[i], len(ops), err)
 		}
 	}
+	// The batch's one future gives its memory back at once, so one use
+	// of each buffer serves all its ops.
+	h, i, err := ep.rt.alloc.use(ops)
+	if err != nil {
+		return ep.failed(&qops[i], len(ops), err)
+	}
+	qops[0].Hold = h
 	f, err := ep.actor.SubmitBatch(ctx, qops)
 	if err != nil {
 		return ep.failed(&qops[0], len(ops), ep.mapErr(err))

@@ -466,3 +466,50 @@ func TestExposeRacingFree(t *testing.T) {
 		wantRemoteAccessError(t, "WRITE with the key of an exposure made while its buffer was freed", err)
 	}
 }
+
+// TestPostHoldsEachBufferOnce: a batch takes one use of each buffer its
+// ops name, however many of their ranges are slices of it, and gives them
+// back when its future resolves; a batch refused for one op's memory
+// gives back the uses it took for the others.
+func TestPostHoldsEachBufferOnce(t *testing.T) {
+	rt, cli, _ := pair(t)
+	ctx := ctxT(t)
+	a, b := alloc(t, rt, 16*8), alloc(t, rt, 8)
+	ref := refOf(t, alloc(t, rt, 18*8))
+	ops := make([]runtime.Op, 17)
+	for i := range 16 {
+		ops[i] = runtime.Op{Opcode: verbs.OpWrite, Local: []runtime.Local{a.Slice(i*8, 8)}, Remote: ref.Slice(i*8, 8)}
+	}
+	ops[16] = runtime.Op{Opcode: verbs.OpWrite, Local: []runtime.Local{b.Local(), a.Slice(0, 8)}, Remote: ref.Slice(16*8, 16)}
+	// The device holds the batch until the test looked at its uses.
+	if err := soft.Inject(cli.QP(), soft.Fault{Kind: soft.FaultDelay, Count: 1, Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	f := cli.Post(ctx, ops)
+	awaitOutstanding(t, ctx, cli, len(ops))
+	if ua, ub := runtime.Uses(a), runtime.Uses(b); ua != 1 || ub != 1 {
+		t.Errorf("a batch in flight holds %d uses of one buffer and %d of the other, want 1 each", ua, ub)
+	}
+	if err := soft.EndDelay(cli.QP()); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.Wait(ctx); err != nil || c.WRs != len(ops) {
+		t.Fatalf("Wait: %+v, %v", c, err)
+	}
+	if ua, ub := runtime.Uses(a), runtime.Uses(b); ua != 0 || ub != 0 {
+		t.Errorf("after the batch: %d and %d uses, want none", ua, ub)
+	}
+
+	freed := alloc(t, rt, 8)
+	early := freed.Local()
+	freed.Free()
+	refused := []runtime.Op{ops[0], ops[16], {Opcode: verbs.OpWrite, Local: []runtime.Local{early}, Remote: ref.Slice(0, 8)}}
+	_, err := cli.Post(ctx, refused).Wait(ctx)
+	if !errors.Is(err, runtime.ErrFreed) {
+		t.Fatalf("a batch with a freed buffer's range: %v, want ErrFreed", err)
+	}
+	t.Log(err)
+	if ua, ub := runtime.Uses(a), runtime.Uses(b); ua != 0 || ub != 0 {
+		t.Errorf("a refused batch left %d and %d uses, want none", ua, ub)
+	}
+}
