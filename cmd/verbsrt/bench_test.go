@@ -89,6 +89,14 @@ func TestParseBench(t *testing.T) {
 		{[]string{"send", "-lat", "-pingpong"}, true, func(c benchConfig) bool { return c.pingpong && c.lat && c.test == "send" }},
 		{[]string{"send", "-pingpong"}, false, nil},          // a ping-pong is a latency test
 		{[]string{"write", "-lat", "-pingpong"}, false, nil}, // of SEND and Recv only
+		// -l: the runtime's Post batches, or -direct's chains.
+		{[]string{"write", "-l", "16"}, true, func(c benchConfig) bool { return c.postList == 16 && !c.direct }},
+		{[]string{"write", "-l", "16", "-direct"}, true, func(c benchConfig) bool { return c.postList == 16 && c.direct }},
+		{[]string{"write", "-l", "129"}, false, nil}, // more than -t in flight
+		{[]string{"write", "-l", "8", "-t", "4"}, false, nil},
+		{[]string{"write", "-l", "-1"}, false, nil},
+		{[]string{"write", "-lat", "-l", "4"}, false, nil},
+		{[]string{"write", "-Q", "4"}, false, nil}, // -Q is -direct's
 	} {
 		cfg, err := parseBench(c.args, io.Discard, io.Discard)
 		if (err == nil) != c.ok || (c.ok && !c.want(cfg)) {
@@ -97,19 +105,21 @@ func TestParseBench(t *testing.T) {
 	}
 }
 
-// TestBenchSoft runs every test briefly on the soft provider and checks
+// TestBenchSoft runs every test briefly on the soft provider, one call an
+// operation and in Post batches (-l) whose last one is short, and checks
 // perftest's columns.
 func TestBenchSoft(t *testing.T) {
 	bwLine := regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$`)
-	for _, test := range []string{"write", "read", "send", "atomic"} {
+	for _, test := range []string{"write", "read", "send", "atomic", "write -l 7", "send -l 7", "atomic -l 7"} {
 		t.Run(test, func(t *testing.T) {
 			var out, progress bytes.Buffer
-			cfg, err := parseBench([]string{test, "-s", "64", "-n", "2000", "-callers", "2", "-q", "2", "-t", "16"}, io.Discard, io.Discard)
-			if err != nil && test != "atomic" {
-				t.Fatal(err)
+			args := append(strings.Fields(test), "-n", "2000", "-callers", "2", "-q", "2", "-t", "16")
+			if !strings.HasPrefix(test, "atomic") {
+				args = append(args, "-s", "64")
 			}
-			if test == "atomic" {
-				cfg, _ = parseBench([]string{test, "-n", "2000", "-callers", "2", "-q", "2", "-t", "16"}, io.Discard, io.Discard)
+			cfg, err := parseBench(args, io.Discard, io.Discard)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if err := bench(context.Background(), &out, &progress, cfg); err != nil {
 				t.Fatal(err)

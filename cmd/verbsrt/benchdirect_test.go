@@ -77,10 +77,11 @@ func TestBenchDirectSoft(t *testing.T) {
 }
 
 // TestBenchDirectFlags: -direct is one QP's test by iterations; its own
-// flags need it, and its latency test posts one signalled WR at a time.
+// flags need it (-l is the runtime's too, TestParseBench), and its
+// latency test posts one signalled WR at a time.
 func TestBenchDirectFlags(t *testing.T) {
 	for _, args := range [][]string{{"-direct", "-lat", "-Q", "4"}, {"-direct", "-lat", "-l", "2"}, {"-direct", "-pingpong"}, {"-direct", "-a"}, {"-direct", "-D", "2"}, {"-direct", "-q", "2"},
-		{"-direct", "-callers", "2"}, {"-direct", "-Q", "0"}, {"-direct", "-l", "-1"}, {"-Q", "10"}, {"-l", "4"}} {
+		{"-direct", "-callers", "2"}, {"-direct", "-Q", "0"}, {"-direct", "-l", "-1"}, {"-Q", "10"}, {"-peer-pattern"}} {
 		if _, err := parseBench(args, io.Discard, io.Discard); err == nil {
 			t.Errorf("parseBench(%q) accepted", args)
 		}

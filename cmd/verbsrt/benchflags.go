@@ -57,6 +57,8 @@ type benchConfig struct {
 	// perftest's --cq-mod, postList its --post_list (0: as many as the
 	// window has room for). peerPattern: the peer's buffers hold this
 	// end's pattern, so its bytes are checked as a verbsrt peer's are.
+	// Without -direct, postList is how many operations each of the
+	// runtime's callers gives one Endpoint.Post (0: one call each).
 	direct      bool
 	cqMod       int
 	postList    int
@@ -209,7 +211,8 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 		"(one QP; with -lat one WR at a time, the floor of the runtime's -lat)")
 	fs.IntVar(&cfg.cqMod, "Q", cfg.cqMod, "with -direct: signal every Q'th WR (and the last), perftest's --cq-mod")
 	alias("Q", "cq-mod")
-	fs.IntVar(&cfg.postList, "l", cfg.postList, "with -direct: post WRs in chains of at most l (0: as many as the window has room for), perftest's --post_list")
+	fs.IntVar(&cfg.postList, "l", cfg.postList, "perftest's --post_list: with -direct, post WRs in chains of at most l (0: as many as the window has room for); "+
+		"without, each caller gives the runtime l operations at a time, as one Endpoint.Post with one future (0: one Write, Read, Send or FetchAdd each; bandwidth only)")
 	alias("l", "post_list")
 	fs.BoolVar(&cfg.peerPattern, "peer-pattern", cfg.peerPattern, "with -direct: the peer's buffers hold verbsrt's pattern, as a perftest program's do under verbs/ibv/rxevm's ptcheck.so; "+
 		"check the bytes it sends, WRITEs or lets this end READ as a verbsrt peer's")
@@ -361,8 +364,13 @@ func (cfg *benchConfig) check() error {
 func (cfg *benchConfig) checkDirect() error {
 	switch {
 	case !cfg.direct:
-		if cfg.set["Q"] || cfg.set["l"] || cfg.set["peer-pattern"] {
-			return errors.New("-Q, -l and -peer-pattern are for -direct")
+		switch {
+		case cfg.set["Q"] || cfg.set["peer-pattern"]:
+			return errors.New("-Q and -peer-pattern are for -direct")
+		case cfg.postList != 0 && cfg.lat:
+			return errors.New("-l: bandwidth only (-lat issues one operation at a time)")
+		case cfg.postList < 0 || cfg.postList > cfg.txDepth:
+			return fmt.Errorf("-l %d: 0 to -t, %d (0: one operation a call)", cfg.postList, cfg.txDepth)
 		}
 		return nil
 	case cfg.lat && (cfg.set["Q"] || cfg.set["l"]):

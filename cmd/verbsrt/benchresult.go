@@ -19,6 +19,7 @@ type benchResult struct {
 	QPs        int     `json:"qps"`
 	Callers    int     `json:"callers"`
 	TxDepth    int     `json:"tx_depth"`
+	PostList   int     `json:"post_list,omitempty"` // -l: operations a call
 	Bytes      int     `json:"bytes"`
 	Iterations uint64  `json:"iterations"`
 	Seconds    float64 `json:"seconds"`
@@ -69,6 +70,9 @@ func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
 	fmt.Fprintf(w, " Number of qps   : %-8d\tCallers        : %d\n", cfg.qps, cfg.callers)
 	fmt.Fprintf(w, " Connection type : RC      \tTX depth       : %d per caller\n", cfg.txDepth)
 	fmt.Fprintf(w, " Runtime         : verbsrt \tSQ depth       : %d\n", benchSQDepth)
+	if cfg.postList > 0 {
+		fmt.Fprintf(w, " Post list       : %-8d\t(operations a call to Endpoint.Post, one future each)\n", cfg.postList)
+	}
 	printLatencyLegend(w, cfg)
 	fmt.Fprintln(w, benchRule)
 	printColumns(w, cfg)

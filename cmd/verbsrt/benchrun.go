@@ -11,6 +11,7 @@ import (
 
 	"github.com/verbsrt/verbsrt/internal/benchkit"
 	vrt "github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // counter is a caller's count of completed operations, on a cache line of
@@ -24,7 +25,7 @@ type counter struct {
 // operations in flight, for cfg.iters operations in all or cfg.duration.
 func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress io.Writer) (benchResult, error) {
 	r := benchResult{Test: cfg.test, Mode: cfg.mode(), Provider: cfg.provider, Device: p.cliDev,
-		PeerDevice: p.srvDev, QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, Bytes: size}
+		PeerDevice: p.srvDev, QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, PostList: cfg.postList, Bytes: size}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfg.duration > 0 {
@@ -52,6 +53,10 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 			lats[c] = make([]time.Duration, 0, n)
 		}
 		op := p.op(cfg.test, c%cfg.qps, size)
+		issue := func(int) vrt.Future { return op() }
+		if cfg.postList > 0 {
+			issue = p.batch(cfg.test, c%cfg.qps, size, cfg.postList)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -64,7 +69,7 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 				once := func() error { _, err := op().Wait(context.Background()); return err }
 				lats[c], err = runLatency(ctx, once, 1, n, &counts[c], lats[c])
 			default:
-				err = runWindow(ctx, op, n, cfg.txDepth, &counts[c])
+				err = runWindow(ctx, issue, n, cfg.txDepth, max(1, cfg.postList), &counts[c])
 			}
 			if err != nil {
 				errOnce.Do(func() { firstErr = err; cancel() })
@@ -178,28 +183,54 @@ func (p *benchPair) op(test string, q, size int) func() vrt.Future {
 	return func() vrt.Future { return ep.Write(context.Background(), local, remote) }
 }
 
-// runWindow issues n operations, keeping depth in flight, and counts each
-// one that completes. Once ctx ends it issues no more and waits for those
-// in flight: every future resolves (the runtime sees to it), and the next
-// size starts on an idle QP.
-func runWindow(ctx context.Context, op func() vrt.Future, n uint64, depth int, done *counter) error {
-	win := make([]vrt.Future, depth)
-	var issued, completed uint64
-	for ; issued < n && int(issued) < depth; issued++ {
-		win[issued] = op()
+// batch returns what a caller on QP q issues with -l: k of test's
+// operations, at most most, as one Endpoint.Post.
+func (p *benchPair) batch(test string, q, size, most int) func(int) vrt.Future {
+	ep := p.cli[q]
+	one := vrt.Op{Opcode: verbs.OpWrite, Local: []vrt.Local{p.src.Slice(0, size)}, Remote: p.remote}
+	switch test {
+	case "read":
+		one.Opcode = verbs.OpRead
+	case "send":
+		one.Opcode, one.Remote = verbs.OpSend, vrt.RemoteRef{}
+	case "atomic":
+		one = vrt.Op{Opcode: verbs.OpAtomicFetchAdd, Remote: p.remote, CompareAdd: 1}
 	}
-	for k := 0; completed < issued; k = (k + 1) % depth {
+	ops := make([]vrt.Op, most)
+	for i := range ops {
+		ops[i] = one
+	}
+	return func(k int) vrt.Future { return ep.Post(context.Background(), ops[:k]) }
+}
+
+// runWindow issues n operations, per at a time through issue, keeping depth
+// in flight (at least one call), and counts each one that completes.
+// Once ctx ends it issues no more and waits for those in flight: every
+// future resolves (the runtime sees to it), and the next size starts on
+// an idle QP.
+func runWindow(ctx context.Context, issue func(int) vrt.Future, n uint64, depth, per int, done *counter) error {
+	win := make([]vrt.Future, max(1, depth/per))
+	sizes := make([]uint64, len(win))
+	var issued, completed uint64
+	refill := func(k int) {
+		sizes[k] = min(uint64(per), n-issued)
+		win[k] = issue(int(sizes[k]))
+		issued += sizes[k]
+	}
+	for k := 0; k < len(win) && issued < n; k++ {
+		refill(k)
+	}
+	for k := 0; completed < issued; k = (k + 1) % len(win) {
 		if _, err := win[k].Wait(context.Background()); err != nil {
 			for j := range win { // the rest resolve on their own
 				win[j].Release()
 			}
 			return err
 		}
-		completed++
+		completed += sizes[k]
 		done.n.Store(completed)
 		if issued < n && ctx.Err() == nil {
-			win[k] = op()
-			issued++
+			refill(k)
 		}
 	}
 	return nil
