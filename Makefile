@@ -3,17 +3,17 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: test lint fmt vet staticcheck race race-1p race-actor-only stress modules fuzz demo test-rxe test-rxe-2host metrics-check
+.PHONY: test lint fmt vet staticcheck race allocs race-1p race-actor-only stress modules fuzz demo test-rxe test-rxe-2host metrics-check
 
 # Modules of their own, beside the main one: their tests need modules the
 # library's users must not inherit (gRPC, golang.org/x/net's nettest).
 MODULES := examples/rdmanet
 
 # The full check: formatting, vet, staticcheck, then every test under the
-# race detector, the concurrency core's tests again on one P and the
-# runtime's again without its caller-thread defaults; then the same for each
-# module of MODULES.
-test: lint race race-1p race-actor-only modules
+# race detector, the allocation tests without it, the concurrency core's
+# tests again on one P and the runtime's again without its caller-thread
+# defaults; then the same for each module of MODULES.
+test: lint race allocs race-1p race-actor-only modules
 
 # The static checks only.
 lint: fmt vet staticcheck
@@ -33,6 +33,11 @@ staticcheck:
 
 race:
 	$(GO) test -race -count=1 -timeout 30m ./...
+
+# The tests that count allocations, without the race detector, which
+# empties sync.Pools at random.
+allocs:
+	$(GO) test -count=1 -run 'Allocs|AllocatesNothing' ./runtime/ ./qpactor/ ./internal/...
 
 # The actor, poller and runtime tests with GOMAXPROCS=1: spin slots, actors
 # that drive their own CQ and yielding pollers must make progress where no

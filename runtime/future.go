@@ -21,7 +21,10 @@ import (
 // before it reached the device, with its context's error if that ended
 // while it was still queued, or with an error matching ErrClosed when the
 // endpoint or runtime closed first. Its error is an *OpError.
-type Future struct{ f future.Future }
+type Future struct {
+	f     future.Future
+	batch *opBatch // Post's, given back when the future reports success
+}
 
 // Completion is what a successful operation reports.
 type Completion struct {
@@ -46,6 +49,9 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 		return Completion{}, future.ErrNilContext
 	}
 	c, err := f.f.Wait(ctx)
+	if err == nil && f.batch != nil {
+		putBatch(f.batch)
+	}
 	return Completion(c), err
 }
 
@@ -69,7 +75,13 @@ func (f Future) Result() (Completion, error) {
 // consumes the future. fn must not wait for another future's Then
 // callback.
 func (f Future) Then(fn func(Completion, error)) {
-	f.f.Then(func(c future.Completion, err error) { fn(Completion(c), err) })
+	b := f.batch
+	f.f.Then(func(c future.Completion, err error) {
+		if err == nil && b != nil {
+			putBatch(b)
+		}
+		fn(Completion(c), err)
+	})
 }
 
 // Release consumes the future without waiting: use it after Done and

@@ -1,0 +1,46 @@
+package runtime
+
+import (
+	"sync"
+
+	"github.com/verbsrt/verbsrt/qpactor"
+	"github.com/verbsrt/verbsrt/verbs"
+)
+
+// opBatch is what Post hands the actor for one batch: its ops and the
+// gather lists of those that gather. The actor reads them until it has
+// chained every op into a post and never after, so a batch whose future
+// reported success (every op posted and completed) is free for the next
+// Post: the call that consumed that future gives it back (Future.Wait,
+// Future.Then). A batch whose future failed, or was released without its
+// result, is left to the collector: a queued batch whose context ended
+// is failed while the actor may still be about to read it.
+type opBatch struct {
+	ops    []qpactor.Op
+	gather []verbs.SGE // MaxGather entries per op
+}
+
+var opBatches = sync.Pool{New: func() any { return new(opBatch) }}
+
+// getBatch returns a batch of n ops.
+func getBatch(n int) *opBatch {
+	b := opBatches.Get().(*opBatch)
+	if cap(b.ops) < n {
+		b.ops = make([]qpactor.Op, n)
+		b.gather = make([]verbs.SGE, n*MaxGather)
+	}
+	b.ops = b.ops[:n]
+	return b
+}
+
+// gatherOf returns the room for op i's gather list.
+func (b *opBatch) gatherOf(i int) []verbs.SGE {
+	return b.gather[i*MaxGather : i*MaxGather : (i+1)*MaxGather]
+}
+
+// putBatch gives b back for another Post. Its ops' holds and gather lists
+// are dropped, so the pool keeps no buffer reachable.
+func putBatch(b *opBatch) {
+	clear(b.ops)
+	opBatches.Put(b)
+}
