@@ -3,6 +3,7 @@ package runtime
 import (
 	"sync"
 
+	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -15,10 +16,19 @@ import (
 // Future.Then). A batch whose future failed, or was released without its
 // result, is left to the collector: a queued batch whose context ended
 // is failed while the actor may still be about to read it.
+//
+// The batch rides on its future as the future's Waiter, which waits
+// through the endpoint's actor as any future of it does: a Future stays
+// four words, where a field of its own for the batch would cost every
+// operation's future the copying of a fifth.
 type opBatch struct {
 	ops    []qpactor.Op
-	gather []verbs.SGE // MaxGather entries per op
+	gather []verbs.SGE    // MaxGather entries per op
+	actor  *qpactor.Actor // the endpoint's, which the future's Wait polls through
 }
+
+// WaitFor is the actor's (future.Waiter).
+func (b *opBatch) WaitFor(s *future.State) bool { return b.actor.WaitFor(s) }
 
 var opBatches = sync.Pool{New: func() any { return new(opBatch) }}
 
@@ -42,5 +52,6 @@ func (b *opBatch) gatherOf(i int) []verbs.SGE {
 // are dropped, so the pool keeps no buffer reachable.
 func putBatch(b *opBatch) {
 	clear(b.ops)
+	b.actor = nil
 	opBatches.Put(b)
 }

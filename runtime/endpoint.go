@@ -386,7 +386,8 @@ func (ep *Endpoint) toOp(op *Op, gather []verbs.SGE) (qpactor.Op, error) {
 // PostSend when credits allow. A SEND op reaches the peer's Recv as Send's
 // message does, and a SEND_WITH_IMM as SendImm's, with its Imm whole. Each
 // of them, and each WRITE_WITH_IMM, waits for one of the peer's receives
-// (receive credits).
+// (receive credits). Post copies ops: the slice and its Local lists are
+// the caller's again once it returns.
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
 		return Future{f: future.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)}
@@ -410,7 +411,8 @@ func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if err != nil {
 		return ep.failed(&qops[0], len(ops), ep.mapErr(err))
 	}
-	return Future{f: f, batch: b}
+	b.actor = ep.actor
+	return Future{f: f.WithWaiter(b)}
 }
 
 // check refuses what would fail the connection: a SEND larger than the

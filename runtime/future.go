@@ -21,10 +21,7 @@ import (
 // before it reached the device, with its context's error if that ended
 // while it was still queued, or with an error matching ErrClosed when the
 // endpoint or runtime closed first. Its error is an *OpError.
-type Future struct {
-	f     future.Future
-	batch *opBatch // Post's, given back when the future reports success
-}
+type Future struct{ f future.Future }
 
 // Completion is what a successful operation reports.
 type Completion struct {
@@ -49,8 +46,8 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 		return Completion{}, future.ErrNilContext
 	}
 	c, err := f.f.Wait(ctx)
-	if err == nil && f.batch != nil {
-		putBatch(f.batch)
+	if b, ok := f.f.Waiter().(*opBatch); ok && err == nil {
+		putBatch(b)
 	}
 	return Completion(c), err
 }
@@ -75,7 +72,7 @@ func (f Future) Result() (Completion, error) {
 // consumes the future. fn must not wait for another future's Then
 // callback.
 func (f Future) Then(fn func(Completion, error)) {
-	b := f.batch
+	b, _ := f.f.Waiter().(*opBatch)
 	f.f.Then(func(c future.Completion, err error) {
 		if err == nil && b != nil {
 			putBatch(b)

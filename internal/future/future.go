@@ -547,6 +547,9 @@ func (f Future) WithWaiter(w Waiter) Future {
 	return f
 }
 
+// Waiter returns the Waiter f's Wait polls through (nil for none).
+func (f Future) Waiter() Waiter { return f.w }
+
 // State returns the state behind a promise, for the actor that queues it.
 func (p Promise) State() *State { return p.s }
 
