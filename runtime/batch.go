@@ -23,7 +23,7 @@ import (
 // operation's future the copying of a fifth.
 type opBatch struct {
 	ops    []qpactor.Op
-	gather []verbs.SGE    // MaxGather entries per op
+	gather []verbs.SGE    // MaxGather entries per op, made when an op gathers
 	actor  *qpactor.Actor // the endpoint's, which the future's Wait polls through
 }
 
@@ -37,14 +37,16 @@ func getBatch(n int) *opBatch {
 	b := opBatches.Get().(*opBatch)
 	if cap(b.ops) < n {
 		b.ops = make([]qpactor.Op, n)
-		b.gather = make([]verbs.SGE, n*MaxGather)
 	}
 	b.ops = b.ops[:n]
 	return b
 }
 
-// gatherOf returns the room for op i's gather list.
+// gatherOf returns the room for op i's gather list, empty.
 func (b *opBatch) gatherOf(i int) []verbs.SGE {
+	if len(b.gather) < len(b.ops)*MaxGather {
+		b.gather = make([]verbs.SGE, cap(b.ops)*MaxGather)
+	}
 	return b.gather[i*MaxGather : i*MaxGather : (i+1)*MaxGather]
 }
 

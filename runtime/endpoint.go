@@ -221,7 +221,7 @@ func (ep *Endpoint) PeerMessageSize() int { return ep.peerMsgSize }
 // failed returns a future failed with err, the failure of op (of a batch
 // of that many ops, 0 alone) before it reached the actor's queue.
 func (ep *Endpoint) failed(op *qpactor.Op, batch int, err error) Future {
-	return Future{f: future.Failed(ep.opError(op, batch, err), ep.rt.pool)}
+	return Future{future.Failed(ep.opError(op, batch, err), ep.rt.pool)}
 }
 
 func (ep *Endpoint) submit(ctx context.Context, op *qpactor.Op) Future {
@@ -229,7 +229,7 @@ func (ep *Endpoint) submit(ctx context.Context, op *qpactor.Op) Future {
 	if err != nil {
 		return ep.failed(op, 0, ep.mapErr(err))
 	}
-	return Future{f: f}
+	return Future{f}
 }
 
 // mapErr turns an actor error into what the endpoint reports.
@@ -350,10 +350,10 @@ const MaxGather = 4
 var _ [MaxGather - qpactor.MaxGather]struct{}
 var _ [qpactor.MaxGather - MaxGather]struct{}
 
-// toOp checks op and turns it into the actor's, its gather list in
-// gather's room (MaxGather entries). The use of its memory is Post's to
-// take, once for the batch.
-func (ep *Endpoint) toOp(op *Op, gather []verbs.SGE) (qpactor.Op, error) {
+// toOp checks op and turns it into the actor's, its gather list, if it
+// has one, in b's room for op i. The use of its memory is Post's to take,
+// once for the batch.
+func (ep *Endpoint) toOp(op *Op, b *opBatch, i int) (qpactor.Op, error) {
 	q := qpactor.Op{Opcode: op.Opcode, Flags: op.Flags, Remote: op.Remote.rdma(), CompareAdd: op.CompareAdd,
 		Swap: op.Swap, Imm: op.Imm}
 	if len(op.Local) > MaxGather {
@@ -363,7 +363,7 @@ func (ep *Endpoint) toOp(op *Op, gather []verbs.SGE) (qpactor.Op, error) {
 	if len(op.Local) == 1 {
 		q.Local = op.Local[0].sge()
 	} else if len(op.Local) > 1 {
-		q.Gather = gather[:0]
+		q.Gather = b.gatherOf(i)
 		for _, l := range op.Local {
 			if l.n > 0 {
 				q.Gather = append(q.Gather, l.sge())
@@ -390,13 +390,13 @@ func (ep *Endpoint) toOp(op *Op, gather []verbs.SGE) (qpactor.Op, error) {
 // the caller's again once it returns.
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 	if len(ops) == 0 {
-		return Future{f: future.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)}
+		return Future{future.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)}
 	}
 	b := getBatch(len(ops))
 	qops := b.ops
 	for i := range ops {
 		var err error
-		if qops[i], err = ep.toOp(&ops[i], b.gatherOf(i)); err != nil {
+		if qops[i], err = ep.toOp(&ops[i], b, i); err != nil {
 			return ep.failed(&qops[i], len(ops), err)
 		}
 	}
@@ -412,7 +412,7 @@ func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 		return ep.failed(&qops[0], len(ops), ep.mapErr(err))
 	}
 	b.actor = ep.actor
-	return Future{f: f.WithWaiter(b)}
+	return Future{f.WithWaiter(b)}
 }
 
 // check refuses what would fail the connection: a SEND larger than the
