@@ -39,6 +39,20 @@ func TestVariants(t *testing.T) {
 			}
 		})
 	}
+	t.Run("pipelined-post/callers=1", func(t *testing.T) {
+		depth := pipelineDepths[0]
+		v := newViaRuntime(t, depth, runtimeOpts()...)
+		fill(v.src.Bytes())
+		if err := v.pipelinePosts(ops, depth); err != nil { // the last Post short
+			t.Fatal(err)
+		}
+		if s := v.stats(); s.wrs != ops || s.calls == 0 || s.calls > (ops+postBatch-1)/postBatch {
+			t.Fatalf("%d WRs in %d PostSends, want %d WRs in at most one a Post", s.wrs, s.calls, ops)
+		}
+		if !bytes.Equal(v.dst.Bytes(), v.src.Bytes()) {
+			t.Fatal("targets differ from sources")
+		}
+	})
 	t.Run("direct/callers=1", func(t *testing.T) {
 		d := newDirect(t)
 		src, dst := d.lb.halves()
