@@ -46,9 +46,6 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 		return Completion{}, future.ErrNilContext
 	}
 	c, err := f.f.Wait(ctx)
-	if b, ok := f.f.Waiter().(*opBatch); ok && err == nil {
-		putBatch(b)
-	}
 	return Completion(c), err
 }
 

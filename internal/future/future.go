@@ -541,6 +541,10 @@ type Waiter interface {
 // Resolved reports whether the operation has completed.
 func (s *State) Resolved() bool { return s.status.Load()&statusDone != 0 }
 
+// Succeeded reports whether the operation has completed without an
+// error.
+func (s *State) Succeeded() bool { return s.Resolved() && !s.failed.Load() }
+
 // WithWaiter returns f whose Wait polls through w.
 func (f Future) WithWaiter(w Waiter) Future {
 	f.w = w
