@@ -2,7 +2,6 @@ package qpactor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -17,13 +16,6 @@ import (
 	"github.com/verbsrt/verbsrt/internal/ring"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
-)
-
-// Errors of the actor.
-var (
-	// errTooLarge is returned for a batch with more WRs than the send
-	// queue holds: it could never be posted as one.
-	errTooLarge = errors.New("verbsrt: batch larger than the send queue")
 )
 
 // Op is one operation: a send work request without the wr_id and the

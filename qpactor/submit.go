@@ -177,7 +177,8 @@ func (a *Actor) push(ctx context.Context, sub *submission, n int) error {
 		return err
 	}
 	if n > int(a.sqDepth) {
-		return errTooLarge
+		// It could never be posted as one.
+		return fmt.Errorf("verbsrt: a batch may carry at most %d WRs (the send queue's depth), not %d: %w", a.sqDepth, n, verbs.ErrInvalidArgument)
 	}
 	if err := a.checkPeerWindow(sub.ops()); err != nil {
 		return err

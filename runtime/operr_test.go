@@ -73,6 +73,14 @@ func TestOperationErrorsSayWhatFailedWhere(t *testing.T) {
 	if !errors.As(err, &oe) || oe.Op != "send-with-imm" || oe.Batch != 2 || !errors.Is(err, runtime.ErrMessageTooLarge) {
 		t.Errorf("Post of a SEND too large: %v, want an *OpError of its send-with-imm wrapping ErrMessageTooLarge", err)
 	}
+	tooMany := make([]runtime.Op, 4096)
+	for i := range tooMany {
+		tooMany[i] = runtime.Op{Opcode: verbs.OpWrite, Local: []runtime.Local{buf.Slice(0, 8)}, Remote: refOf(t, buf)}
+	}
+	_, err = cli.Post(ctx, tooMany).Wait(ctx)
+	if !errors.As(err, &oe) || oe.Batch != len(tooMany) || !errors.Is(err, verbs.ErrInvalidArgument) || !strings.Contains(err.Error(), "send queue") {
+		t.Errorf("Post of more WRs than the send queue holds: %v, want an *OpError wrapping ErrInvalidArgument naming the send queue", err)
+	}
 	ended, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err = cli.FetchAdd(ended, refOf(t, buf), 1).Wait(ctx); !errors.Is(err, context.Canceled) {
