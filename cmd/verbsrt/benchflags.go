@@ -340,6 +340,10 @@ func (cfg *benchConfig) check() error {
 		return errors.New("-t 1 to 4096 (1 with -lat)")
 	case cfg.rxDepth < 0 || cfg.rxDepth > 4096:
 		return fmt.Errorf("-r %d: 1 to 4096 receive credits (0: the default)", cfg.rxDepth)
+	case !cfg.direct && cfg.postList != 0 && cfg.lat:
+		return errors.New("-l: bandwidth only (-lat issues one operation at a time)")
+	case !cfg.direct && (cfg.postList < 0 || cfg.postList > cfg.txDepth):
+		return fmt.Errorf("-l %d: 0 to -t, %d (0: one operation a call)", cfg.postList, cfg.txDepth)
 	case cfg.pingpong && (!cfg.lat || cfg.test != "send"):
 		return errors.New("-pingpong: with send -lat only")
 	case cfg.duration < 0:
@@ -364,13 +368,8 @@ func (cfg *benchConfig) check() error {
 func (cfg *benchConfig) checkDirect() error {
 	switch {
 	case !cfg.direct:
-		switch {
-		case cfg.set["Q"] || cfg.set["peer-pattern"]:
+		if cfg.set["Q"] || cfg.set["peer-pattern"] {
 			return errors.New("-Q and -peer-pattern are for -direct")
-		case cfg.postList != 0 && cfg.lat:
-			return errors.New("-l: bandwidth only (-lat issues one operation at a time)")
-		case cfg.postList < 0 || cfg.postList > cfg.txDepth:
-			return fmt.Errorf("-l %d: 0 to -t, %d (0: one operation a call)", cfg.postList, cfg.txDepth)
 		}
 		return nil
 	case cfg.lat && (cfg.set["Q"] || cfg.set["l"]):
