@@ -77,24 +77,13 @@ func (s *submission) hold() *future.Hold {
 	if s.batch == nil {
 		return s.one[0].Hold
 	}
-	var one *future.Hold
-	n := 0
+	var hs future.Holds
 	for i := range s.batch {
 		if h := s.batch[i].Hold; h != nil {
-			one = h
-			n++
+			hs.Add(h)
 		}
 	}
-	if n <= 1 {
-		return one
-	}
-	hs := make([]*future.Hold, 0, n)
-	for i := range s.batch {
-		if h := s.batch[i].Hold; h != nil {
-			hs = append(hs, h)
-		}
-	}
-	return future.HoldAll(hs)
+	return hs.One()
 }
 
 // take claims the submission s at the head of the inbox for the actor,

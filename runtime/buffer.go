@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/verbsrt/verbsrt/internal/future"
@@ -210,38 +209,21 @@ func (a *allocator) useOne(l Local) (*future.Hold, error) {
 // as a batch's ranges mostly are slices of one, is held once. On an
 // error it returns the index of the op whose range was refused.
 func (a *allocator) use(ops []Op) (*future.Hold, int, error) {
-	var first *future.Hold
-	var more []*future.Hold
+	var hs future.Holds
 	for i := range ops {
 		for _, l := range ops[i].Local {
-			if l.b == nil || first == &l.b.hold || slices.Contains(more, &l.b.hold) {
+			if l.b == nil || hs.Has(&l.b.hold) {
 				continue
 			}
 			h, err := a.useOne(l)
 			if err != nil {
-				if first != nil {
-					first.Release()
-				}
-				release(more)
+				hs.Release()
 				return nil, i, err
 			}
-			if first == nil {
-				first = h
-			} else {
-				more = append(more, h)
-			}
+			hs.Add(h)
 		}
 	}
-	if more == nil {
-		return first, 0, nil
-	}
-	return future.HoldAll(append(more, first)), 0, nil
-}
-
-func release(hs []*future.Hold) {
-	for _, h := range hs {
-		h.Release()
-	}
+	return hs.One(), 0, nil
 }
 
 // Rights are what a peer may do with exposed memory.

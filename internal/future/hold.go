@@ -1,6 +1,10 @@
 package future
 
-import "github.com/verbsrt/verbsrt/internal/uses"
+import (
+	"slices"
+
+	"github.com/verbsrt/verbsrt/internal/uses"
+)
 
 // Hold counts the operations that use a piece of registered memory, so its
 // owner learns when the device is done with it. The owner closes the hold
@@ -13,9 +17,9 @@ import "github.com/verbsrt/verbsrt/internal/uses"
 // one).
 type Hold = uses.Count
 
-// HoldAll returns one hold standing for uses of several holds, taken
+// holdAll returns one hold standing for uses of several holds, taken
 // already: given back once, it gives back each.
-func HoldAll(hs []*Hold) *Hold {
+func holdAll(hs []*Hold) *Hold {
 	all := &Hold{}
 	all.Init(func() {
 		for _, h := range hs {
@@ -25,4 +29,43 @@ func HoldAll(hs []*Hold) *Hold {
 	all.Acquire()
 	all.Close()
 	return all
+}
+
+// Holds gathers the uses one operation took, to hand the actor as the one
+// hold standing for them all (One). The first is kept apart, so that an
+// operation of one hold, the common case, makes no slice.
+type Holds struct {
+	first *Hold
+	more  []*Hold
+}
+
+// Add adds a use taken of h.
+func (hs *Holds) Add(h *Hold) {
+	if hs.first == nil {
+		hs.first = h
+	} else {
+		hs.more = append(hs.more, h)
+	}
+}
+
+// Has reports whether a use of h was added.
+func (hs *Holds) Has(h *Hold) bool { return hs.first == h || slices.Contains(hs.more, h) }
+
+// Release gives back every use added: for an operation refused before it
+// was submitted.
+func (hs *Holds) Release() {
+	if hs.first != nil {
+		hs.first.Release()
+	}
+	for _, h := range hs.more {
+		h.Release()
+	}
+}
+
+// One returns the hold standing for every use added (nil for none).
+func (hs *Holds) One() *Hold {
+	if hs.more == nil {
+		return hs.first
+	}
+	return holdAll(append(hs.more, hs.first))
 }
