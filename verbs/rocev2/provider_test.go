@@ -20,6 +20,7 @@ type end struct {
 	mr   verbs.MR
 	port verbs.PortAttr
 	gid  verbs.GID
+	psn  uint32 // the first send PSN, told to the peer
 }
 
 func newEnd(t testing.TB, dev verbs.Device) *end {
@@ -30,7 +31,7 @@ func newEnd(t testing.TB, dev verbs.Device) *end {
 			t.Fatal(err)
 		}
 	}
-	e := &end{}
+	e := &end{psn: verbs.RandomPSN()}
 	var err error
 	e.ctx, err = dev.Open()
 	must(err)

@@ -27,7 +27,7 @@ type hello struct {
 }
 
 func (e *end) hello() hello {
-	return hello{Peer: verbs.PeerInfo{LID: e.port.LID, QPN: e.qp.QPN(), PSN: 0x777, GID: e.gid},
+	return hello{Peer: verbs.PeerInfo{LID: e.port.LID, QPN: e.qp.QPN(), PSN: e.psn, GID: e.gid},
 		Addr: e.mr.Addr(), RKey: e.mr.RKey()}
 }
 
@@ -88,7 +88,7 @@ func TestTwoProcesses(t *testing.T) {
 	if _, err := a.qp.PostRecv([]verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{{Addr: rq, Length: 256, LKey: a.mr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := verbs.Connect(a.qp, verbs.ConnectSpec{PSN: 0x777}, peer.Peer); err != nil {
+	if err := verbs.Connect(a.qp, verbs.ConnectSpec{PSN: a.psn}, peer.Peer); err != nil {
 		t.Fatal(err)
 	}
 	msg := []byte("across two processes, RoCE v2 from user space")
@@ -141,7 +141,7 @@ func echoPeer(t *testing.T) int {
 	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&peer); err != nil {
 		return fail("reading the parent's hello: %v", err)
 	}
-	if err := verbs.Connect(b.qp, verbs.ConnectSpec{PSN: 0x777}, peer.Peer); err != nil {
+	if err := verbs.Connect(b.qp, verbs.ConnectSpec{PSN: b.psn}, peer.Peer); err != nil {
 		return fail("Connect: %v", err)
 	}
 	wc := poll(t, b.cq)
