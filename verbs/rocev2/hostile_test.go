@@ -307,3 +307,33 @@ func TestRCDuplicateAtomicAnsweredFromSavedResults(t *testing.T) {
 		t.Fatalf("the word holds %d after the replays, want 5: an atomic ran twice", got)
 	}
 }
+
+// BenchmarkDropStranger is the transport's work for a datagram it drops
+// before any QP sees it (what a flood costs it past the socket read): one
+// from a stranger at a connected QP's number, with a valid ICRC, and one
+// at no QP.
+func BenchmarkDropStranger(b *testing.B) {
+	ta, tb := listenPair(b, NewManualClock())
+	q := newRCQP(tb, rcConfig{QPN: 0x22, RemoteQPN: 0x11, Remote: ta.LocalAddr(), MTU: 1024,
+		Memory: &testMemory{keys: map[uint32]region{}}, Complete: func(verbs.WC) {}})
+	b.Cleanup(q.close)
+	from := netip.MustParseAddrPort("[::1]:40000")
+	for _, c := range []struct {
+		name string
+		qpn  uint32
+	}{{"not-the-peer", 0x22}, {"no-qp", 0x33}} {
+		b.Run(c.name, func(b *testing.B) {
+			pk := Packet{BTH: BTH{Opcode: RCWriteOnly, DestQP: c.qpn, PKey: DefaultPKey}, RETH: RETH{DMALen: 64}, Payload: make([]byte, 64)}
+			d, err := pk.Append(nil, &IPHeader{Src: from.Addr(), Dst: tb.LocalAddr().Addr(), SrcPort: from.Port(), DstPort: tb.LocalAddr().Port()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tb.rxMu.Lock()
+			defer tb.rxMu.Unlock()
+			b.ReportAllocs()
+			for b.Loop() {
+				tb.handle(d, from)
+			}
+		})
+	}
+}

@@ -63,7 +63,7 @@ func (r *recorder) psns() []PSN {
 
 var loopback6 = netip.AddrPortFrom(netip.IPv6Loopback(), 0)
 
-func listenPair(t *testing.T, clock Clock) (a, b *Transport) {
+func listenPair(t testing.TB, clock Clock) (a, b *Transport) {
 	t.Helper()
 	var err error
 	if a, err = Listen(TransportConfig{Addr: loopback6, Clock: clock}); err != nil {
