@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
@@ -51,21 +50,8 @@ func TestFloodLeavesTheStream(t *testing.T) {
 	p := newProvider(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a way out, not a measurement
 	defer cancel()
-	newRT := func(dev string) *runtime.Runtime {
-		rt, err := runtime.New(runtime.WithProvider(p), runtime.WithDevice(dev))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rt.Close(context.Background()) })
-		return rt
-	}
-	client, server := newRT("rocev2_0"), newRT("rocev2_1")
-	cli, srv, err := runtime.Pipe(ctx, client, server)
-	if err != nil {
-		t.Fatalf("Pipe: %v", err)
-	}
-	defer cli.Close(ctx)
-	defer srv.Close(ctx)
+	client, server := newDeviceRuntime(t, p, "rocev2_0"), newDeviceRuntime(t, p, "rocev2_1")
+	cli, srv := pipe(t, ctx, client, server)
 	const slot = 4096
 	target, err := server.Alloc(64 * slot)
 	if err != nil {
@@ -86,23 +72,16 @@ func TestFloodLeavesTheStream(t *testing.T) {
 	tr := p.Transport(1)
 	before := tr.Stats()
 	cpu0 := processCPU()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFloodLeavesTheStream$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%d", floodEnv, tr.LocalAddr(), qpn, psn, count))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	flooder := startChild(t, "TestFloodLeavesTheStream", fmt.Sprintf("%s=%s,%d,%d,%d", floodEnv, tr.LocalAddr(), qpn, psn, count), time.Minute)
 
 	ops := 0
 	for flooding := true; flooding || ops < 8; ops++ {
 		select {
-		case err := <-exited:
+		case err := <-flooder.exited:
 			if err != nil {
-				t.Fatalf("flooder: %v\n%s", err, stderr.Bytes())
+				t.Fatalf("flooder: %v\n%s", err, flooder.stderr.Bytes())
 			}
+			flooder.exited <- nil // for the cleanup
 			flooding = false
 		default:
 		}

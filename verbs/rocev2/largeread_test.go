@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -45,28 +44,6 @@ func readPattern(b []byte) {
 	}
 }
 
-// newLoopbackRuntime returns a runtime over a rocev2 provider of its own
-// on ::1, as a process of its own has.
-func newLoopbackRuntime(t testing.TB) *runtime.Runtime {
-	t.Helper()
-	p, err := rocev2.New(rocev2.Config{Addrs: []netip.Addr{netip.IPv6Loopback()}})
-	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
-	}
-	rt, err := runtime.New(runtime.WithProvider(p), runtime.WithMemoryLimit(512<<20))
-	if err != nil {
-		p.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rt.Close(context.Background()); err != nil {
-			t.Errorf("closing the runtime: %v", err)
-		}
-		p.Close()
-	})
-	return rt
-}
-
 // readAll READs ref whole into a fresh buffer of rt over ep and checks
 // the bytes.
 func readAll(t *testing.T, ctx context.Context, rt *runtime.Runtime, ep *runtime.Endpoint, ref runtime.RemoteRef) {
@@ -98,12 +75,7 @@ func TestLargeReadInOneProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a way out, not a measurement
 	defer cancel()
 	client, server := newLoopbackRuntime(t), newLoopbackRuntime(t)
-	cli, srv, err := runtime.Pipe(ctx, client, server)
-	if err != nil {
-		t.Fatalf("Pipe: %v", err)
-	}
-	defer cli.Close(ctx)
-	defer srv.Close(ctx)
+	cli, _ := pipe(t, ctx, client, server)
 	n := largeReadSize(t, 16<<20)
 	src, err := server.Alloc(n)
 	if err != nil {
@@ -135,39 +107,10 @@ func TestLargeReadAcrossProcesses(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a way out, not a measurement
 	defer cancel()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLargeReadAcrossProcesses$")
-	cmd.Env = append(os.Environ(), readPeerEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		stdin.Close()
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("serving process: %v\n%s", err, stderr.Bytes())
-			}
-		case <-time.After(time.Minute):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("serving process did not exit\n%s", stderr.Bytes())
-		}
-	}()
+	peer := startChild(t, "TestLargeReadAcrossProcesses", readPeerEnv+"=1", time.Minute)
 	var offer readOffer
-	if err := json.NewDecoder(stdout).Decode(&offer); err != nil {
-		t.Fatalf("reading the serving process's offer: %v\n%s", err, stderr.Bytes())
+	if err := json.NewDecoder(peer.stdout).Decode(&offer); err != nil {
+		t.Fatalf("reading the serving process's offer: %v\n%s", err, peer.stderr.Bytes())
 	}
 	var ref runtime.RemoteRef
 	if err := ref.UnmarshalBinary(offer.Ref); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -21,25 +20,8 @@ func TestRuntimeOverRoCEv2(t *testing.T) {
 	p := newProvider(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a way out, not a measurement
 	defer cancel()
-	newRT := func(dev string) *runtime.Runtime {
-		rt, err := runtime.New(runtime.WithProvider(p), runtime.WithDevice(dev))
-		if err != nil {
-			t.Fatalf("runtime.New on %s: %v", dev, err)
-		}
-		t.Cleanup(func() {
-			if err := rt.Close(context.Background()); err != nil {
-				t.Errorf("closing the runtime on %s: %v", dev, err)
-			}
-		})
-		return rt
-	}
-	client, server := newRT("rocev2_0"), newRT("rocev2_1")
-	cli, srv, err := runtime.Pipe(ctx, client, server)
-	if err != nil {
-		t.Fatalf("Pipe: %v", err)
-	}
-	defer cli.Close(ctx)
-	defer srv.Close(ctx)
+	client, server := newDeviceRuntime(t, p, "rocev2_0"), newDeviceRuntime(t, p, "rocev2_1")
+	cli, srv := pipe(t, ctx, client, server)
 
 	// WRITE 5000 bytes (five packets at the runtime's path MTU) into
 	// exposed server memory.
@@ -108,31 +90,8 @@ func exchange(t *testing.T, ctx context.Context, cli, srv *runtime.Endpoint) {
 func TestRuntimeAcrossProviders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a way out, not a measurement
 	defer cancel()
-	newRT := func() *runtime.Runtime {
-		p, err := rocev2.New(rocev2.Config{Addrs: []netip.Addr{netip.IPv6Loopback()}})
-		if err != nil {
-			t.Skipf("no IPv6 loopback: %v", err)
-		}
-		rt, err := runtime.New(runtime.WithProvider(p))
-		if err != nil {
-			p.Close()
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := rt.Close(context.Background()); err != nil {
-				t.Errorf("closing the runtime: %v", err)
-			}
-			p.Close()
-		})
-		return rt
-	}
-	client, server := newRT(), newRT()
-	cli, srv, err := runtime.Pipe(ctx, client, server)
-	if err != nil {
-		t.Fatalf("Pipe: %v", err)
-	}
-	defer cli.Close(ctx)
-	defer srv.Close(ctx)
+	client, server := newLoopbackRuntime(t), newLoopbackRuntime(t)
+	cli, srv := pipe(t, ctx, client, server)
 	exchange(t, ctx, cli, srv)
 }
 
@@ -148,20 +107,7 @@ func TestRuntimeHearsOnlyItsPeer(t *testing.T) {
 	p := newProvider(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a way out, not a measurement
 	defer cancel()
-	newRT := func(dev string) *runtime.Runtime {
-		rt, err := runtime.New(runtime.WithProvider(p), runtime.WithDevice(dev))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { rt.Close(context.Background()) })
-		return rt
-	}
-	cli, srv, err := runtime.Pipe(ctx, newRT("rocev2_0"), newRT("rocev2_1"))
-	if err != nil {
-		t.Fatalf("Pipe: %v", err)
-	}
-	defer cli.Close(ctx)
-	defer srv.Close(ctx)
+	cli, srv := pipe(t, ctx, newDeviceRuntime(t, p, "rocev2_0"), newDeviceRuntime(t, p, "rocev2_1"))
 	qpn := srv.LocalAddr().(runtime.Addr).QPN
 	psn, ok := p.ExpectedPSN(1, qpn)
 	if !ok {

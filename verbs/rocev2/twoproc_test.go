@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -44,36 +43,8 @@ func TestTwoProcesses(t *testing.T) {
 	devs, _ := p.Devices()
 	a := newEnd(t, devs[0])
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestTwoProcesses$")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		stdin.Close()
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("peer process: %v\n%s", err, stderr.Bytes())
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("peer process did not exit\n%s", stderr.Bytes())
-		}
-	}()
+	child := startChild(t, "TestTwoProcesses", childEnv+"=1", 20*time.Second)
+	stdin, stdout := child.stdin, child.stdout
 	var peer hello
 	if err := json.NewDecoder(stdout).Decode(&peer); err != nil {
 		t.Fatalf("reading the peer's hello: %v", err)
