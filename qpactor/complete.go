@@ -136,20 +136,16 @@ func (a *Actor) retire(e *entry, wc verbs.WC) retiredWR {
 // resolve tells the futures of retired WRs their outcome: err when it is not
 // nil, else each WR's completion.
 func (a *Actor) resolve(done []retiredWR, err error) {
-	var resolved uint64
 	for i := range done {
 		r := &done[i]
 		e := err
 		if e == nil {
 			e = r.wc.Err()
 		}
-		if r.fut != nil && r.fut.CompleteOne(r.wc, a.opError(r.info, r.fut.WRs(), e), r.value) { // nil: a credit-only SEND
-			resolved++
+		if r.fut != nil { // nil: a credit-only SEND
+			r.fut.CompleteCounted(r.wc, a.opError(r.info, r.fut.WRs(), e), r.value, &a.stats.Ops.ResolvedByPoller)
 		}
 		*r = retiredWR{}
-	}
-	if resolved > 0 {
-		a.stats.Ops.ResolvedByPoller.Add(resolved)
 	}
 }
 

@@ -156,9 +156,7 @@ func (a *Actor) drain() int {
 		sub := &a.drained[len(a.drained)-1]
 		start := len(a.chain)
 		if err := a.appendOps(sub); err != nil {
-			if sub.fut.FailN(err, len(sub.ops())) {
-				a.stats.Ops.ResolvedByActor.Inc()
-			}
+			sub.fut.FailCounted(err, len(sub.ops()), &a.stats.Ops.ResolvedByActor)
 		} else {
 			a.stampChain(start, need)
 			peerLeft -= need

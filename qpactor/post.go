@@ -147,8 +147,8 @@ func (a *Actor) post() {
 			// posted can go out either.
 			a.unusePeer(posted, len(a.chain))
 			for i := posted; i < len(a.chain); i++ {
-				if f := a.owners[i].fut; f != nil && f.CompleteOne(verbs.WC{}, a.opError(wrInfo(&a.chain[i]), f.WRs(), err), 0) {
-					a.stats.Ops.ResolvedByActor.Inc()
+				if f := a.owners[i].fut; f != nil {
+					f.FailCounted(a.opError(wrInfo(&a.chain[i]), f.WRs(), err), 1, &a.stats.Ops.ResolvedByActor)
 				}
 			}
 			return
@@ -159,8 +159,8 @@ func (a *Actor) post() {
 			n++
 		}
 		a.unusePeer(posted, posted+n)
-		if failed.fut != nil && failed.fut.FailN(a.opError(wrInfo(&a.chain[posted]), failed.fut.WRs(), err), n) {
-			a.stats.Ops.ResolvedByActor.Inc()
+		if failed.fut != nil {
+			failed.fut.FailCounted(a.opError(wrInfo(&a.chain[posted]), failed.fut.WRs(), err), n, &a.stats.Ops.ResolvedByActor)
 		}
 		// The innocent WRs keep what they took, at their new places.
 		a.peer.uses = append(a.peer.uses[:0], a.peer.uses[posted+n:]...)

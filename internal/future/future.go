@@ -253,6 +253,13 @@ func (s *State) cancel(gen uint64, err error) bool {
 // count). It is called exactly once per WR, by the poller that owns the
 // QP's completions or by the actor for a WR it never posted.
 func (s *State) CompleteOne(wc verbs.WC, err error, value uint64) bool {
+	return s.CompleteCounted(wc, err, value, nil)
+}
+
+// CompleteCounted is CompleteOne that, when it resolves the future, adds
+// one to resolved first, before anyone can learn of the outcome: a caller
+// whose Wait returned reads a count that includes its future.
+func (s *State) CompleteCounted(wc verbs.WC, err error, value uint64, resolved *atomic.Uint64) bool {
 	if err != nil {
 		if s.failed.CompareAndSwap(false, true) {
 			s.err = err
@@ -268,6 +275,9 @@ func (s *State) CompleteOne(wc verbs.WC, err error, value uint64) bool {
 	}
 	if s.pending.Add(-1) != 0 {
 		return false
+	}
+	if resolved != nil {
+		resolved.Inc()
 	}
 	// The device is done with the memory: its owner may have it back
 	// before anyone learns of the outcome.
@@ -578,10 +588,15 @@ func (s *State) WRs() int { return int(s.wrs) }
 // FailN fails n WRs of the operation that were never posted and reports
 // whether that resolved the future.
 func (s *State) FailN(err error, n int) (resolved bool) {
+	return s.FailCounted(err, n, nil)
+}
+
+// FailCounted is FailN counting the resolution as CompleteCounted does.
+func (s *State) FailCounted(err error, n int, resolved *atomic.Uint64) (ended bool) {
 	for range n {
-		resolved = s.CompleteOne(verbs.WC{}, err, 0)
+		ended = s.CompleteCounted(verbs.WC{}, err, 0, resolved)
 	}
-	return resolved
+	return ended
 }
 
 // Watched reports whether the end of the operation's context is watched
