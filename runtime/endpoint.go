@@ -327,6 +327,10 @@ func (ep *Endpoint) one(ctx context.Context, opcode verbs.Opcode, local Local, r
 // op is how an operation gathers several local ranges (a header and a
 // block in one WRITE or SEND) or scatters a READ into them.
 type Op struct {
+	// Opcode is one of verbs.OpWrite, OpWriteImm, OpSend, OpSendImm,
+	// OpRead, OpAtomicCmpSwp and OpAtomicFetchAdd; Post refuses the
+	// others (memory windows, invalidation, TSO) with an error matching
+	// verbs.ErrInvalidArgument, before they reach the device.
 	Opcode verbs.Opcode
 	// Flags may hold FENCE, SOLICITED and INLINE; SIGNALED is the
 	// runtime's business and ignored.
@@ -356,6 +360,14 @@ var _ [qpactor.MaxGather - MaxGather]struct{}
 func (ep *Endpoint) toOp(op *Op, b *opBatch, i int) (qpactor.Op, error) {
 	q := qpactor.Op{Opcode: op.Opcode, Flags: op.Flags, Remote: op.Remote.rdma(), CompareAdd: op.CompareAdd,
 		Swap: op.Swap, Imm: op.Imm}
+	if _, ok := opNames[op.Opcode]; !ok {
+		// The QP would take some of these (LOCAL_INV, BIND_MW,
+		// SEND_WITH_INV are RC's) and fail them on the wire, the
+		// connection with them: the runtime hands out no memory window
+		// or key to invalidate, and no UD or raw QP for TSO.
+		return q, fmt.Errorf("verbsrt: post: opcode %v: an endpoint carries only RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM, "+
+			"RDMA_READ, ATOMIC_CMP_AND_SWP and ATOMIC_FETCH_AND_ADD: %w", op.Opcode, verbs.ErrInvalidArgument)
+	}
 	if len(op.Local) > MaxGather {
 		return q, fmt.Errorf("verbsrt: a gather list of %d ranges, at most %d (MaxGather): %w", len(op.Local), MaxGather, verbs.ErrInvalidArgument)
 	}
