@@ -93,6 +93,7 @@ func TestErrorsCarryNoBufferBytes(t *testing.T) {
 			return wait(cli.Post(ctx, []runtime.Op{{Opcode: 0, Local: []runtime.Local{buf.Local()}, Remote: ref}}))
 		}},
 		{"alloc of nothing", "Alloc", func() error { _, err := rt.Alloc(0); return err }},
+		{"wait of the zero Future", "zero Future", func() error { return wait(runtime.Future{}) }},
 		{"nil context", "Context", func() error { _, err := cli.Recv(nilContext()); return err }},
 	}, secret)
 }
