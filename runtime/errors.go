@@ -26,6 +26,11 @@ var (
 	// ErrReleased is returned by a Future used after it was consumed (by
 	// Wait returning a result, Then or Release).
 	ErrReleased = future.ErrReleased
+	// ErrMessagesHeld is returned by Recv when the application holds, in
+	// Messages it has not released, every receive buffer a message could
+	// arrive in (2 x WithRecvDepth - 1): none can arrive until it releases
+	// one (Endpoint.Recv; package doc, "Backpressure").
+	ErrMessagesHeld = errors.New("verbsrt: recv: every receive buffer of the endpoint is held by a Message not released")
 	// ErrMessageTooLarge is returned by Send for a message larger than the
 	// peer's receive buffers.
 	ErrMessageTooLarge = errors.New("verbsrt: message larger than the peer's receive buffers")
