@@ -188,7 +188,7 @@ func (hs *handshake) finish(ep *Endpoint, err error) (*Endpoint, error) {
 		}
 	}
 	if err != nil {
-		hs.rt.abandon(ep)
+		hs.rt.abandon(ctx, ep)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -204,10 +204,13 @@ func (hs *handshake) finish(ep *Endpoint, err error) (*Endpoint, error) {
 }
 
 // abandon undoes an endpoint whose connection failed: closed if it got as
-// far as running, released otherwise.
-func (rt *Runtime) abandon(ep *Endpoint) {
+// far as running, released otherwise. The close is bounded by ctx, the
+// connecting call's: a goodbye to a peer that went silent after its hello
+// would otherwise be waited for past it, while the device retries it.
+// (Close still waits for the device to give back what it holds.)
+func (rt *Runtime) abandon(ctx context.Context, ep *Endpoint) {
 	if ep.actor != nil && rt.isRegistered(ep) {
-		ep.Close(context.Background())
+		ep.Close(ctx)
 	} else {
 		ep.release()
 	}

@@ -553,7 +553,7 @@ const flushWait = 5 * time.Second
 
 // goodbyeWait bounds how long Close waits for the peer to acknowledge the
 // goodbye SEND that tells it the connection is over.
-const goodbyeWait = 500 * time.Millisecond
+var goodbyeWait = 500 * time.Millisecond
 
 // Close drains the endpoint's queued work while ctx allows, moves the QP to
 // ERR (flushing what is outstanding), resolves every pending future and

@@ -44,7 +44,7 @@ type Stats struct {
 		Buckets [latencyBuckets]uint64
 		Sum     time.Duration
 	}
-	Cancelled   uint64 // operations whose context ended before they were posted
+	Cancelled   uint64 // operations whose context ended before they were posted, also before they were queued
 	ActorRuns   uint64 // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
 	InlineRuns  uint64 // drains a caller ran itself on finding the actor idle (Tuning.NoInlinePost unset)
 	WaitsParked uint64 // waits (Future.Wait, Recv) that spun without their result and parked
