@@ -38,6 +38,10 @@ import (
 // state on any failed work request. The operations posted after it come
 // back flushed, those still queued or submitted later fail at once with
 // ErrConnFailed, and Done and Err report it.
+//
+// As a nil *net.TCPConn's, the methods of a nil *Endpoint return an error
+// (matching verbs.ErrInvalidArgument), through their futures for the
+// operation methods; Done is closed, and the addresses are nil.
 type Endpoint struct {
 	rt     *Runtime
 	qp     verbs.QP
@@ -206,10 +210,24 @@ func (ep *Endpoint) release() {
 
 // LocalAddr returns this end of the connection: the runtime's GID and the
 // endpoint's QP number.
-func (ep *Endpoint) LocalAddr() net.Addr { return Addr{GID: ep.rt.gid, QPN: ep.qp.QPN()} }
+func (ep *Endpoint) LocalAddr() net.Addr {
+	if ep == nil {
+		return nil
+	}
+	return Addr{GID: ep.rt.gid, QPN: ep.qp.QPN()}
+}
 
 // RemoteAddr returns the peer's end of the connection.
-func (ep *Endpoint) RemoteAddr() net.Addr { return ep.remote }
+func (ep *Endpoint) RemoteAddr() net.Addr {
+	if ep == nil {
+		return nil
+	}
+	return ep.remote
+}
+
+// nilFuture is the future of an operation method called on a nil
+// *Endpoint.
+func nilFuture() Future { return Future{future.Failed(errNilEndpoint, nil)} }
 
 // Runtime returns the runtime the endpoint belongs to.
 func (ep *Endpoint) Runtime() *Runtime { return ep.rt }
@@ -266,6 +284,9 @@ func (ep *Endpoint) FetchAdd(ctx context.Context, remote RemoteRef, add uint64) 
 }
 
 func (ep *Endpoint) atomic(ctx context.Context, op *qpactor.Op, remote RemoteRef) Future {
+	if ep == nil {
+		return nilFuture()
+	}
 	if err := checkRemote(op.Opcode, 8, remote); err != nil {
 		return ep.failed(op, 0, err)
 	}
@@ -283,6 +304,9 @@ func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
 // registered memory of its own, given back when the send is done. For
 // small messages; larger ones are better sent from a Buffer.
 func (ep *Endpoint) SendBytes(ctx context.Context, p []byte) Future {
+	if ep == nil {
+		return nilFuture()
+	}
 	if len(p) == 0 {
 		return ep.Send(ctx, Local{})
 	}
@@ -311,6 +335,9 @@ func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef,
 
 // one submits an operation on one local range.
 func (ep *Endpoint) one(ctx context.Context, opcode verbs.Opcode, local Local, remote RemoteRef, imm uint32) Future {
+	if ep == nil {
+		return nilFuture()
+	}
 	op := qpactor.Op{Opcode: opcode, Local: local.sge(), Remote: remote.rdma(), Imm: imm}
 	if err := ep.check(opcode, local.n, remote); err != nil {
 		return ep.failed(&op, 0, err)
@@ -401,6 +428,9 @@ func (ep *Endpoint) toOp(op *Op, b *opBatch, i int) (qpactor.Op, error) {
 // (receive credits). Post copies ops: the slice and its Local lists are
 // the caller's again once it returns.
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
+	if ep == nil {
+		return nilFuture()
+	}
 	if len(ops) == 0 {
 		return Future{future.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)}
 	}
@@ -443,6 +473,10 @@ func (ep *Endpoint) check(opcode verbs.Opcode, n int, remote RemoteRef) error {
 func checkRemote(opcode verbs.Opcode, n int, r RemoteRef) error {
 	if uint64(n) > r.Len {
 		return fmt.Errorf("verbsrt: %d bytes do not fit the remote reference %v: %w", n, r, verbs.ErrInvalidArgument)
+	}
+	if opcode.IsAtomic() && r.Addr%8 != 0 {
+		// The device would fail it on the wire, and the connection with it.
+		return fmt.Errorf("verbsrt: %s at %#x: an atomic acts on an 8-byte aligned word: %w", opName(opcode), r.Addr, verbs.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -525,13 +559,21 @@ func (ep *Endpoint) finish(err error) {
 // within 10 s of its last sign of life on a TCP-handshake endpoint (TCP
 // keepalive), and through rdma_cm only by the endpoint's own traffic (an
 // operation fails with RETRY_EXC_ERR after about half a second).
-func (ep *Endpoint) Done() <-chan struct{} { return ep.over }
+func (ep *Endpoint) Done() <-chan struct{} {
+	if ep == nil {
+		return closedOver
+	}
+	return ep.over
+}
 
 // Err returns nil while the endpoint is open, then why it is over. Once an
 // operation failed the connection, Err reports it (ErrConnFailed) at once,
 // also while the endpoint waits for its link to say whether the peer died
 // (Done above): Done then closes with the final Err, ErrPeerLost if so.
 func (ep *Endpoint) Err() error {
+	if ep == nil {
+		return errNilEndpoint
+	}
 	select {
 	case <-ep.over:
 		return ep.overErr
@@ -565,6 +607,9 @@ var goodbyeWait = 500 * time.Millisecond
 // back (their flush completions, waited for up to flushWait), so their
 // memory is the application's again when it learns the outcome.
 func (ep *Endpoint) Close(ctx context.Context) error {
+	if ep == nil {
+		return errNilEndpoint
+	}
 	if ctx == nil {
 		return future.ErrNilContext
 	}

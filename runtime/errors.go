@@ -71,6 +71,16 @@ var (
 	ErrProtocol = errors.New("verbsrt: protocol error")
 )
 
+// The errors of methods called on a nil *Endpoint or *Listener, which
+// return them as a nil *net.TCPConn's return syscall.EINVAL.
+var (
+	errNilEndpoint = fmt.Errorf("verbsrt: method of a nil *Endpoint: %w", verbs.ErrInvalidArgument)
+	errNilListener = fmt.Errorf("verbsrt: method of a nil *Listener: %w", verbs.ErrInvalidArgument)
+)
+
+// closedOver is the Done of a nil *Endpoint: nothing to wait for.
+var closedOver = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Addr is one end of a connection: a GID and a QP number. It is a
 // net.Addr of network "rdma".
 type Addr struct {

@@ -285,6 +285,9 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 // counted in Stats.RecvAllHeld, and the first one logged): release a
 // message and call Recv again.
 func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
+	if ep == nil {
+		return Message{}, errNilEndpoint
+	}
 	if ctx == nil {
 		return Message{}, future.ErrNilContext
 	}
