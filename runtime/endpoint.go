@@ -258,12 +258,20 @@ func (ep *Endpoint) mapErr(err error) error {
 	return err
 }
 
-// Write copies local to remote (RDMA WRITE).
+// Write copies local to remote (RDMA WRITE). It moves local.Len() bytes
+// to the start of remote: a local range shorter than the remote reference
+// succeeds, with Completion.ByteLen that length, and one longer than it is
+// refused before it reaches the device, with an error matching
+// verbs.ErrInvalidArgument.
 func (ep *Endpoint) Write(ctx context.Context, local Local, remote RemoteRef) Future {
 	return ep.one(ctx, verbs.OpWrite, local, remote, 0)
 }
 
-// Read copies remote into local (RDMA READ).
+// Read copies remote into local (RDMA READ). It moves local.Len() bytes
+// from the start of remote: a local range shorter than the remote
+// reference succeeds, with Completion.ByteLen that length, and one longer
+// than it is refused before it reaches the device, with an error matching
+// verbs.ErrInvalidArgument.
 func (ep *Endpoint) Read(ctx context.Context, local Local, remote RemoteRef) Future {
 	return ep.one(ctx, verbs.OpRead, local, remote, 0)
 }
