@@ -33,7 +33,7 @@ func (rt *Runtime) rdAtomicDepths() (initiator, responder uint8) {
 // helloOf returns the hello of ep, for the TCP handshake.
 func (rt *Runtime) helloOf(ep *Endpoint) hello {
 	h := rt.hello()
-	h.QPN, h.GID = ep.qp.QPN(), netip.AddrFrom16(rt.gid).String()
+	h.QPN, h.PSN, h.GID = ep.qp.QPN(), ep.psn, netip.AddrFrom16(rt.gid).String()
 	// The port's LID: the destination of an InfiniBand path, and where a
 	// provider that announces a transport port of its own in it (rocev2)
 	// takes it from; RoCE devices report 0.

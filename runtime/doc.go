@@ -176,7 +176,8 @@
 //   - Over TCP, each side writes one line of JSON, its hello, and reads the
 //     peer's: {"version":4,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
 //     "recv_depth":N,"window":N,"msg_size":N,"mtu":N,"max_rd_atomic":N,
-//     "max_dest_rd_atomic":N}, the QP number, first PSN, LID (the port's;
+//     "max_dest_rd_atomic":N}, the QP number, first PSN (drawn at random
+//     for each endpoint, as ibv_rc_pingpong draws it), LID (the port's;
 //     0 on RoCE) and GID that ibv_rc_pingpong exchanges, plus the largest
 //     window of receive credits the side grants, the credits the peer
 //     starts with, the largest message the side accepts (its data,

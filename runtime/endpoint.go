@@ -56,6 +56,10 @@ type Endpoint struct {
 	recv        recvSide
 	peerMsgSize int  // the largest message the peer receives (its hello)
 	remote      Addr // the peer's QP
+	// psn is the QP's first send PSN, drawn at random (verbs.RandomPSN)
+	// and told to the peer in the hello: a stranger who guesses the QP
+	// number must still guess where its sequence stands.
+	psn uint32
 
 	closeOnce sync.Once
 	failErr   atomic.Error
@@ -69,7 +73,7 @@ type Endpoint struct {
 func (rt *Runtime) newEndpoint() (*Endpoint, error) {
 	cfg := rt.cfg
 	pi := int(rt.nextPoller.Inc()) % len(rt.pollers)
-	ep := &Endpoint{rt: rt, poller: rt.pollers[pi], over: make(chan struct{})}
+	ep := &Endpoint{rt: rt, poller: rt.pollers[pi], over: make(chan struct{}), psn: verbs.RandomPSN()}
 	cqe := cfg.tuning.CQSize
 	if cqe <= 0 {
 		// Room for a completion of every WR the QP may hold at once (a
@@ -149,6 +153,7 @@ func (ep *Endpoint) setup() error {
 func (ep *Endpoint) start(peer hello) error {
 	rt := ep.rt
 	spec := negotiate(rt.connectSpec(), rt.sel.attr.LinkLayer, rt.gid, peer)
+	spec.PSN = ep.psn
 	if err := verbs.Connect(ep.qp, spec, verbs.PeerInfo{QPN: peer.QPN, PSN: peer.PSN, LID: peer.LID, GID: peer.gid}); err != nil {
 		return err
 	}
@@ -163,8 +168,10 @@ func (rt *Runtime) connectSpec() verbs.ConnectSpec {
 	initiator, responder := rt.rdAtomicDepths()
 	// A port that reports no active MTU gets verbs.Connect's default.
 	mtu := cmp.Or(min(rt.mtu, verbs.MTU4096), verbs.MTU1024)
-	return verbs.ConnectSpec{Port: rt.sel.port, GIDIndex: rt.gidIndex, PathMTU: mtu, RNRRetry: rt.cfg.rnrRetry,
-		Explicit: true, Timeout: 14, RetryCnt: 7, PSN: 0, MaxRdAtomic: initiator, MaxDestRdAtomic: responder}
+	t := rt.cfg.tuning
+	return verbs.ConnectSpec{Port: rt.sel.port, GIDIndex: rt.gidIndex, PathMTU: mtu, Explicit: true,
+		Timeout: verbs.AckTimeoutCode(t.AckTimeout), RetryCnt: uint8(t.RetryCount), RNRRetry: uint8(t.RNRRetry),
+		MaxRdAtomic: initiator, MaxDestRdAtomic: responder}
 }
 
 // run starts an endpoint whose QP is in RTS: the credits the peer's hello

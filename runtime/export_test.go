@@ -196,7 +196,7 @@ func (rt *Runtime) Provider() verbs.Provider { return rt.prov }
 // WithRNRRetry sets the QPs' rnr_retry (7, the default, retries forever):
 // tests set 0 to show that the credit protocol never lets a SEND meet an
 // empty receive queue.
-func WithRNRRetry(n uint8) Option { return func(c *config) { c.rnrRetry = n } }
+func WithRNRRetry(n uint8) Option { return func(c *config) { c.tuning.RNRRetry = int(n) } }
 
 // WithParkedActors makes an idle endpoint's actor park its goroutine,
 // locked to its OS thread, instead of ending it.

@@ -19,7 +19,6 @@ type config struct {
 	recvDepth  int
 	msgSize    int
 	memLimit   int
-	rnrRetry   uint8
 	parkActors bool
 	tuning     Tuning
 	logger     *slog.Logger
@@ -27,7 +26,7 @@ type config struct {
 
 func defaults() config {
 	return config{gidIndex: -1, sqDepth: 256, recvDepth: 64, msgSize: 4096, memLimit: 1 << 30,
-		rnrRetry: 7, tuning: DefaultTuning()}
+		tuning: DefaultTuning()}
 }
 
 // WithProvider selects the verbs provider (default: the process's soft
@@ -150,6 +149,23 @@ type Tuning struct {
 	// CQSize is the entries of each endpoint's CQ (default: enough for a
 	// full send and receive queue, which is what guarantees no overrun).
 	CQSize int
+	// AckTimeout is how long a QP waits for the peer to acknowledge what
+	// it sent before it sends it again (the local ACK timeout, rounded up
+	// to InfiniBand's 4.096 µs x 2^n; default about 268 ms), and
+	// RetryCount how many such resends in a row may go unanswered before
+	// the endpoint fails with RETRY_EXC_ERR (1 to 7, default 7). Their
+	// product is how long a silent peer or path is borne. A packet lost
+	// at the end of a burst, which nothing after it reveals, costs one
+	// AckTimeout to recover; a shorter timeout recovers sooner and a
+	// longer one survives a peer on a machine too busy to answer in time
+	// (or a flood of datagrams at its socket, on RoCE v2 from user space).
+	AckTimeout time.Duration
+	RetryCount int
+	// RNRRetry is how many times a QP sends a message again that found no
+	// receive posted at the peer (1 to 6; 7, the default, for ever). The
+	// runtime's receive credits keep a verbsrt peer from running out of
+	// receives, so it matters only toward peers that do not grant them.
+	RNRRetry int
 	// CallbackWorkers is the size of the worker pool that runs Then
 	// callbacks (default 256, at most 1<<20). When every worker is busy,
 	// further callbacks wait in a queue that one more goroutine runs in
@@ -157,6 +173,11 @@ type Tuning struct {
 	// and never stall the pollers that resolve futures.
 	CallbackWorkers int
 }
+
+// defaultAckTimeoutCode is the local ACK timeout of the runtime's QPs
+// unless Tuning says otherwise: 4.096 µs x 2^16, about 268 ms, which with
+// 7 retries bears about 1.9 s of silence.
+const defaultAckTimeoutCode = 16
 
 // waitPoll is how long t has waiters poll: 0 for none.
 func waitPoll(t Tuning) time.Duration {
@@ -169,7 +190,8 @@ func waitPoll(t Tuning) time.Duration {
 // DefaultTuning returns the tuning a runtime has without WithTuning.
 func DefaultTuning() Tuning {
 	return Tuning{Pollers: 1, Spin: 50 * time.Microsecond, WaitPoll: 200 * time.Microsecond,
-		RingSize: 1024, CallbackWorkers: 256}
+		RingSize: 1024, CallbackWorkers: 256, AckTimeout: verbs.AckTimeoutDuration(defaultAckTimeoutCode),
+		RetryCount: 7, RNRRetry: 7}
 }
 
 // WithTuning sets the fields of t that are not zero (true, for the flags);
@@ -193,6 +215,9 @@ func WithTuning(t Tuning) Option {
 		set(&d.RingSize, t.RingSize)
 		set(&d.CQSize, t.CQSize)
 		set(&d.CallbackWorkers, t.CallbackWorkers)
+		set(&d.RetryCount, t.RetryCount)
+		set(&d.RNRRetry, t.RNRRetry)
+		setD(&d.AckTimeout, t.AckTimeout)
 		setD(&d.Spin, t.Spin)
 		setD(&d.WaitPoll, t.WaitPoll)
 		d.BusyPoll = d.BusyPoll || t.BusyPoll
@@ -238,6 +263,9 @@ func (c *config) validate() error {
 		{"Tuning.RingSize", int64(t.RingSize), 1, maxRing},
 		{"Tuning.CQSize", int64(t.CQSize), 0, maxCQSize},
 		{"Tuning.CallbackWorkers", int64(t.CallbackWorkers), 1, maxWorkers},
+		{"Tuning.AckTimeout", int64(t.AckTimeout), 1, int64(verbs.AckTimeoutDuration(31))},
+		{"Tuning.RetryCount", int64(t.RetryCount), 1, 7},
+		{"Tuning.RNRRetry", int64(t.RNRRetry), 0, 7}, // 0 only from the tests (export_test.go)
 	} {
 		if r.v < r.lo || r.v > r.hi {
 			return fmt.Errorf("verbsrt: %s(%d): outside [%d, %d]: %w", r.name, r.v, r.lo, r.hi, verbs.ErrInvalidArgument)

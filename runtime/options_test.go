@@ -37,6 +37,11 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{runtime.WithTuning(runtime.Tuning{SignalEvery: 1 << 20}), "Tuning.SignalEvery"},
 		{runtime.WithTuning(runtime.Tuning{CQSize: -5}), "Tuning.CQSize"},
 		{runtime.WithTuning(runtime.Tuning{CallbackWorkers: 1 << 30}), "Tuning.CallbackWorkers"},
+		{runtime.WithTuning(runtime.Tuning{AckTimeout: -time.Second}), "Tuning.AckTimeout"},
+		{runtime.WithTuning(runtime.Tuning{AckTimeout: 24 * time.Hour}), "Tuning.AckTimeout"},
+		{runtime.WithTuning(runtime.Tuning{RetryCount: 8}), "Tuning.RetryCount"},
+		{runtime.WithTuning(runtime.Tuning{RetryCount: -1}), "Tuning.RetryCount"},
+		{runtime.WithTuning(runtime.Tuning{RNRRetry: 8}), "Tuning.RNRRetry"},
 	} {
 		rt, err := runtime.New(c.opt)
 		if err == nil {
@@ -67,6 +72,46 @@ func TestTuningComposes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Release()
+}
+
+// TestQPsConnectWithTheTuning: the runtime's QPs take the ACK timeout,
+// retry counts and first PSN from the runtime's settings and the
+// handshake, and each endpoint draws its first PSN at random, so a
+// stranger who guesses a QP number does not know where its sequence
+// stands.
+func TestQPsConnectWithTheTuning(t *testing.T) {
+	rt := newRuntime(t, runtime.WithTuning(runtime.Tuning{AckTimeout: 500 * time.Millisecond, RetryCount: 3, RNRRetry: 5}))
+	psns := map[uint32]bool{}
+	for range 4 {
+		cli, srv := connect(t, rt)
+		a, err := cli.QP().Query()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := srv.QP().Query()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 4.096 us x 2^17 is 537 ms, the first at least 500 ms.
+		if a.Timeout != 17 || a.RetryCnt != 3 || a.RNRRetry != 5 {
+			t.Fatalf("QP attributes timeout %d, retry_cnt %d, rnr_retry %d, want 17, 3 and 5", a.Timeout, a.RetryCnt, a.RNRRetry)
+		}
+		if a.SQPSN != b.RQPSN || b.SQPSN != a.RQPSN {
+			t.Fatalf("send and expected PSNs do not pair up: %#x/%#x and %#x/%#x", a.SQPSN, a.RQPSN, b.SQPSN, b.RQPSN)
+		}
+		psns[a.SQPSN], psns[b.SQPSN] = true, true
+	}
+	if len(psns) < 7 { // 8 draws of 24 bits: a repeat is a 2^-19 chance
+		t.Fatalf("8 endpoints started at %d distinct PSNs: %v", len(psns), psns)
+	}
+}
+
+// TestAckTimeoutDefault: the defaults bear about 1.9 s of silence (7
+// retries of about 268 ms), and retry RNR for ever.
+func TestAckTimeoutDefault(t *testing.T) {
+	if got := runtime.DefaultTuning(); got.AckTimeout < 250*time.Millisecond || got.RetryCount != 7 || got.RNRRetry != 7 {
+		t.Fatalf("DefaultTuning: AckTimeout %v, RetryCount %d, RNRRetry %d", got.AckTimeout, got.RetryCount, got.RNRRetry)
+	}
 }
 
 // TestClosedMatchesNetErrClosed: what a closed endpoint, listener or

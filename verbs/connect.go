@@ -1,5 +1,10 @@
 package verbs
 
+import (
+	"crypto/rand"
+	"encoding/binary"
+)
+
 // PeerInfo is what the two ends of a connection exchange out of band before
 // their QPs can talk: what ibv_rc_pingpong sends over TCP (LID, QPN, PSN,
 // GID).
@@ -10,6 +15,18 @@ type PeerInfo struct {
 	GID GID
 }
 
+// RandomPSN returns a first packet sequence number (24 bits) drawn from the
+// operating system's random source, as rdma-core's tools and rdma_cm draw
+// theirs. A connection's PSNs are what a packet must carry to be taken as
+// the peer's: one that always starts at the same PSN lets a third party
+// who guesses the QP number aim packets at it (RoCE carries no
+// authentication of its own).
+func RandomPSN() uint32 {
+	var b [4]byte
+	rand.Read(b[:]) // never fails (crypto/rand.Read's contract)
+	return binary.NativeEndian.Uint32(b[:]) & (1<<24 - 1)
+}
+
 // ConnectSpec is the local side of a connection: how to bring a QP from
 // RESET to RTS. Zero fields take the defaults documented on each.
 type ConnectSpec struct {
@@ -17,7 +34,7 @@ type ConnectSpec struct {
 	GIDIndex uint8
 	PathMTU  MTU    // 0: MTU1024
 	Access   Access // remote access granted to the peer; 0: LOCAL_WRITE and every remote access RC allows
-	PSN      uint32 // our first send PSN (the peer's RQPSN)
+	PSN      uint32 // our first send PSN (the peer's RQPSN): RandomPSN's, told to the peer
 	QKey     uint32 // UD only
 	// Reliable-transport timers; zero values take rdma-core's example
 	// defaults: Timeout 14 (67 ms), RetryCnt 7, RNRRetry 7 (forever),

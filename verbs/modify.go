@@ -126,6 +126,17 @@ func AckTimeoutDuration(code uint8) time.Duration {
 	return time.Duration(4096<<(code&31)) * time.Nanosecond
 }
 
+// AckTimeoutCode encodes a local ACK timeout: the smallest code (1 to 31)
+// whose duration is at least d, 31 for one longer than code 31's.
+func AckTimeoutCode(d time.Duration) uint8 {
+	for code := uint8(1); code < 31; code++ {
+		if AckTimeoutDuration(code) >= d {
+			return code
+		}
+	}
+	return 31
+}
+
 // String renders a QPAttr compactly for logs and test failures.
 func (a *QPAttr) String() string {
 	return fmt.Sprintf("{state %s dest_qpn %#x mtu %s timeout %d retry %d rnr_retry %d min_rnr %d}",

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
@@ -189,7 +188,7 @@ func (e *directEnd) dest() error {
 	if err != nil {
 		return fmt.Errorf("couldn't get port info: %w", err)
 	}
-	e.my = ptDest{LID: port.LID, OutReads: 1, QPN: e.qp.QPN(), PSN: rand.Uint32() & 0xffffff,
+	e.my = ptDest{LID: port.LID, OutReads: 1, QPN: e.qp.QPN(), PSN: verbs.RandomPSN(),
 		RKey: e.mr.RKey(), VAddr: e.mr.Addr() + uint64(len(e.local))}
 	if cfg.test == "read" || cfg.test == "atomic" {
 		dattr, err := e.ctx.QueryDevice()

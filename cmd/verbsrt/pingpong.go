@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
@@ -200,7 +199,7 @@ func pingpong(ctx context.Context, w io.Writer, p verbs.Provider, cfg ppConfig, 
 	if err != nil {
 		return fmt.Errorf("couldn't get port info: %w", err)
 	}
-	my := verbs.PeerInfo{LID: port.LID, QPN: e.qp.QPN(), PSN: rand.Uint32() & 0xffffff}
+	my := verbs.PeerInfo{LID: port.LID, QPN: e.qp.QPN(), PSN: verbs.RandomPSN()}
 	if port.LinkLayer != verbs.LinkLayerEthernet && my.LID == 0 {
 		return errors.New("couldn't get local LID")
 	}

@@ -19,8 +19,10 @@
 // The transport (Transport): one UDP socket on a specific IPv6 address,
 // the ICRC sealed on send and checked on receive (a bad one is counted and
 // dropped, as rxe drops it), packets routed to a Receiver by destination
-// QP, and after each burst the socket held, one Flush per Receiver that
-// got packets, where a responder sends one ACK for the whole burst. The
+// QP and taken only from the source the QP was registered with (see
+// "Strangers on the wire"), and after each burst the socket held, one
+// Flush per Receiver that got packets, where a responder sends one ACK for
+// the whole burst. The
 // socket asks for a receive buffer of DefaultReadBuffer (4 MiB), forced
 // past net.core.rmem_max with SO_RCVBUFFORCE where the process has
 // CAP_NET_ADMIN, capped at rmem_max otherwise; Stats.ReadBuffer reports
@@ -76,9 +78,17 @@
 // is not buried under duplicates of it (TestRCSlowReceiver). The
 // responder NAKs a gap once and drops what follows until the expected PSN
 // comes; it acknowledges duplicates again without executing them, except
-// a duplicate READ, which it answers again from memory (a READ resumed
-// after a lost response packet asks for the remainder only, and the
-// requester drops a late packet of an earlier answer). With no
+// a duplicate READ or atomic, which it answers only when it repeats one of
+// the last 16 of each it executed (a READ the same key and the range from
+// its PSN on, the tail a READ resumed after a lost response packet asks
+// for; an atomic the same PSN, key and address), the READ from memory as
+// it is now and the atomic with its first result, and drops otherwise, as
+// rxe's duplicate_request does. The requester asks for a READ a window at
+// a time (one request per window of response packets, the next once the
+// last one's response arrived), since a response has no ACK to pace it:
+// asked for at once, a large READ's response would overrun the socket
+// buffers on its way, and again when resent whole; the requester drops a
+// late packet of an earlier answer. With no
 // receive posted it sends an RNR NAK with its min_rnr_timer; the
 // requester waits that long and retries, rnr_retry times (7: forever),
 // then fails with RNR_RETRY_EXC_ERR. A bad rkey or right (REMOTE ACCESS
@@ -100,6 +110,38 @@
 // traffic class, flow label and hop limit zero, which a plain socket does
 // not learn. A receive too short for its datagram completes with
 // LOC_LEN_ERR and moves the QP to ERR, as on rxe.
+//
+// # Strangers on the wire
+//
+// RoCE carries no authentication, and the transport's socket is an
+// ordinary UDP socket: every process of the host, and every host that
+// routes to its address, can send it datagrams. The provider makes a third
+// party's packets miss, as rxe and NICs do, and a stranger's attempt
+// invisible to the connection:
+//
+//   - Only the peer is heard. A connected (RC, UC) QP takes a packet only
+//     from its peer's address, and from the peer's UDP port where the
+//     peer announced one (a verbsrt peer, whose port is its LID; rxe and
+//     NICs choose their source ports, so toward them the address alone).
+//     The transport drops everything else before any QP state is touched,
+//     cheapest check first (a runt, an unknown QP, not the peer, then the
+//     ICRC and the decoder), and counts each in Stats: a stranger's
+//     datagram costs a map lookup. UD QPs take any sender and check the
+//     Q_Key, as IB does.
+//   - Nothing to aim at. QPNs and memory keys are drawn from crypto/rand,
+//     not counted up; verbs.RandomPSN draws first PSNs, which the runtime,
+//     cmd/verbsrt and the conformance suite use.
+//   - No amplification. Duplicate READs and atomics are answered only from
+//     saved requests, and READ responses are at most a window: a forged
+//     request cannot make the responder send memory again or at once.
+//
+// What it does not defend against: an attacker who can read the traffic
+// on the path and send packets with the peer's source address and port
+// (raw sockets on a host of the path, or a spoofing router) can learn the
+// QPNs, PSNs and keys and act as the peer, as against any RoCE stack.
+// Keep such traffic on an isolated network, or encrypt and authenticate
+// it below (IPsec). A peer itself can of course do whatever its QP's
+// access and its keys let it.
 //
 // # The provider
 //

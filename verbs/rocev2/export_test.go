@@ -13,3 +13,23 @@ func (t *Transport) StopReceiving() {
 	t.conn.SetReadDeadline(time.Unix(1, 0))
 	<-t.done
 }
+
+// ExpectedPSN returns the PSN the RC QP qpn of transport i's device
+// expects next, as an attacker who reads the traffic on the path knows
+// it; false when no RC QP qpn is there.
+func (p *Provider) ExpectedPSN(i int, qpn uint32) (PSN, bool) {
+	t := p.Transport(i)
+	if t == nil {
+		return 0, false
+	}
+	t.mu.Lock()
+	reg, ok := t.receivers[qpn&mask24]
+	t.mu.Unlock()
+	q, isRC := reg.r.(*rcQP)
+	if !ok || !isRC {
+		return 0, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ePSN, true
+}

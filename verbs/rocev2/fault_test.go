@@ -14,7 +14,7 @@ import (
 func TestInboundFaults(t *testing.T) {
 	a, b := listenPair(t, NewManualClock())
 	r := newRecorder()
-	b.Register(1, r)
+	b.Register(1, r, AnySource)
 	is := func(psn PSN) func(*Packet) bool { return func(p *Packet) bool { return p.BTH.PSN == psn } }
 	hits := make(chan Packet, 8)
 	hit := func(p Packet) { hits <- p }

@@ -40,12 +40,13 @@ func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "access %s", access)
 	}
 	d := p.ctx.dev
-	m := &mr{pd: p, buf: buf, addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), access: access, key: d.newKey()}
+	m := &mr{pd: p, buf: buf, addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), access: access}
 	if err := p.ctx.add(op, m); err != nil {
 		return nil, err
 	}
 	p.uses.hold()
 	d.mrMu.Lock()
+	m.key = d.newKey()
 	d.mrs[m.key] = m
 	d.mrMu.Unlock()
 	return m, nil

@@ -101,7 +101,7 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 		g := a.attr.GRH
 		q.ud.postSend(&udSend{id: wr.ID, data: data, imm: wr.Imm, hasImm: wr.Opcode == verbs.OpSendImm,
 			signaled: signaled, solicited: wr.Flags&verbs.SendSolicited != 0,
-			remote:    q.dev.p.route(g.DGID, a.attr.DLID, wr.UD.RemoteQPN),
+			remote:    q.dev.p.routeUD(g.DGID, a.attr.DLID, wr.UD.RemoteQPN),
 			remoteQPN: wr.UD.RemoteQPN & mask24, remoteQKey: wr.UD.RemoteQKey, seq: seq})
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -36,9 +35,8 @@ type Provider struct {
 	mtu     verbs.MTU
 	clock   Clock
 
-	nextQPN atomic.Uint32 // QPNs are unique across the provider's devices
-	qpMu    sync.RWMutex
-	qpDev   map[uint32]*device // QPN -> its device, for routing between devices
+	qpMu  sync.RWMutex
+	qpDev map[uint32]*device // QPN -> its device: QPNs are unique across the provider's devices
 
 	mu     sync.Mutex
 	closed bool
@@ -61,7 +59,6 @@ func New(cfg Config) (*Provider, error) {
 	if p.clock == nil {
 		p.clock = SystemClock{}
 	}
-	p.nextQPN.Store(firstQPN - 1)
 	for i, a := range addrs {
 		var port uint16
 		if i < len(cfg.Ports) {
@@ -122,13 +119,21 @@ func (p *Provider) isClosed() bool {
 	return p.closed
 }
 
-// newQPN hands out a QPN and records its device.
+// newQPN hands out a QPN and records its device. QPNs are drawn at
+// random, not counted up, so that a third party cannot aim a packet at the
+// next QP from the QPNs it saw: 0 and 1 are the special QPs and 0xffffff
+// the multicast QPN, none of them handed out.
 func (p *Provider) newQPN(d *device) uint32 {
-	n := p.nextQPN.Add(1) & mask24
 	p.qpMu.Lock()
-	p.qpDev[n] = d
-	p.qpMu.Unlock()
-	return n
+	defer p.qpMu.Unlock()
+	for {
+		n := randomUint32() & mask24
+		if _, used := p.qpDev[n]; used || n <= 1 || n == mask24 {
+			continue
+		}
+		p.qpDev[n] = d
+		return n
+	}
 }
 
 func (p *Provider) forgetQPN(n uint32) {
@@ -137,24 +142,29 @@ func (p *Provider) forgetQPN(n uint32) {
 	p.qpMu.Unlock()
 }
 
-// route returns where packets for QP qpn at dgid go (see Provider).
-func (p *Provider) route(dgid verbs.GID, dlid uint16, qpn uint32) netip.AddrPort {
+// route returns where packets for QP qpn at dgid go (see Provider), and
+// whether the peer may send from another port than that: a peer that
+// announced no port (DLID 0) and is no device of this provider is rxe or
+// a NIC, whose source ports vary.
+func (p *Provider) route(dgid verbs.GID, dlid uint16, qpn uint32) (to netip.AddrPort, anyPort bool) {
 	a := netip.AddrFrom16(dgid)
 	if dlid != 0 {
-		return netip.AddrPortFrom(a, dlid)
+		return netip.AddrPortFrom(a, dlid), false
 	}
 	p.qpMu.RLock()
 	d := p.qpDev[qpn&mask24]
 	p.qpMu.RUnlock()
 	if d != nil && d.gid == dgid {
-		return d.t.LocalAddr()
+		return d.t.LocalAddr(), false
 	}
-	return netip.AddrPortFrom(a, Port)
+	return netip.AddrPortFrom(a, Port), true
 }
 
-// firstQPN is the first QPN handed out: 0 and 1 are the special QPs, and
-// rxe starts at 17 too.
-const firstQPN = 0x11
+// routeUD returns where a UD datagram for QP qpn at dgid goes.
+func (p *Provider) routeUD(dgid verbs.GID, dlid uint16, qpn uint32) netip.AddrPort {
+	to, _ := p.route(dgid, dlid, qpn)
+	return to
+}
 
 type device struct {
 	p    *Provider
@@ -164,9 +174,8 @@ type device struct {
 	gid  verbs.GID
 	t    *Transport
 
-	nextKey atomic.Uint32
-	mrMu    sync.RWMutex
-	mrs     map[uint32]*mr // by key (lkey == rkey)
+	mrMu sync.RWMutex
+	mrs  map[uint32]*mr // by key (lkey == rkey)
 
 	mu       sync.Mutex
 	contexts map[*context]struct{}
@@ -213,11 +222,16 @@ func (d *device) forget(c *context) {
 	d.mu.Unlock()
 }
 
-// newKey returns a fresh memory key: an index in the upper 24 bits and a
-// key byte in the lower 8, like hardware keys; never 0.
+// newKey returns a fresh memory key, drawn at random so that neither a
+// third party nor the peer can guess a key from the ones it saw: never 0
+// (no remote access) and never one in use. d.mrMu must be held.
 func (d *device) newKey() uint32 {
-	n := d.nextKey.Add(1)
-	return n<<8 | (n*0x9d)&0xff
+	for {
+		k := randomUint32()
+		if _, used := d.mrs[k]; k != 0 && !used {
+			return k
+		}
+	}
 }
 
 func (d *device) mrByKey(k uint32) *mr {

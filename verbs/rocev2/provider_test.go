@@ -20,6 +20,7 @@ type end struct {
 	mr   verbs.MR
 	port verbs.PortAttr
 	gid  verbs.GID
+	psn  uint32 // the first send PSN, told to the peer
 }
 
 func newEnd(t testing.TB, dev verbs.Device) *end {
@@ -30,7 +31,7 @@ func newEnd(t testing.TB, dev verbs.Device) *end {
 			t.Fatal(err)
 		}
 	}
-	e := &end{}
+	e := &end{psn: verbs.RandomPSN()}
 	var err error
 	e.ctx, err = dev.Open()
 	must(err)
@@ -251,5 +252,44 @@ func TestProviderInvalidate(t *testing.T) {
 	}
 	if wc := poll(t, a2.cq); wc.WRID != 7 || wc.Status != verbs.WCRemAccessErr {
 		t.Fatalf("completion %+v, want 7 to fail with REM_ACCESS_ERR", wc)
+	}
+}
+
+// TestNumbersAreUnpredictable: QPNs and memory keys are drawn at random,
+// so that a third party cannot aim at the next QP or key from the ones
+// it saw: they are distinct, valid, and not a counting sequence.
+func TestNumbersAreUnpredictable(t *testing.T) {
+	p := newProvider(t)
+	devs, _ := p.Devices()
+	e := newEnd(t, devs[0])
+	const n = 32
+	qpns, keys := map[uint32]bool{}, map[uint32]bool{}
+	qpnSteps, keySteps := map[int64]bool{}, map[int64]bool{}
+	var lastQPN, lastKey uint32
+	for i := range n {
+		qp, err := e.pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq,
+			Caps: verbs.QPCaps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer qp.Close()
+		mr, err := e.pd.RegMR(e.mem[:4096], verbs.AccessAllRemote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mr.Close()
+		q, k := qp.QPN(), mr.RKey()
+		if q <= 1 || q >= 0xffffff || k == 0 || qpns[q] || keys[k] {
+			t.Fatalf("QPN %#x or key %#x reserved or handed out twice", q, k)
+		}
+		qpns[q], keys[k] = true, true
+		if i > 0 {
+			qpnSteps[int64(q)-int64(lastQPN)] = true
+			keySteps[int64(k)-int64(lastKey)] = true
+		}
+		lastQPN, lastKey = q, k
+	}
+	if len(qpnSteps) < n/2 || len(keySteps) < n/2 {
+		t.Fatalf("QPNs took %d distinct steps and keys %d in %d draws: predictable", len(qpnSteps), len(keySteps), n-1)
 	}
 }

@@ -225,8 +225,8 @@ func (q *qp) startLocked() {
 			q.ud.postRecv(r)
 		}
 	} else {
-		remote := q.dev.p.route(a.AH.GRH.DGID, a.AH.DLID, a.DestQPN)
-		q.rc = newRCQP(q.dev.t, rcConfig{QPN: q.qpn, RemoteQPN: a.DestQPN, Remote: remote,
+		remote, anyPort := q.dev.p.route(a.AH.GRH.DGID, a.AH.DLID, a.DestQPN)
+		q.rc = newRCQP(q.dev.t, rcConfig{QPN: q.qpn, RemoteQPN: a.DestQPN, Remote: remote, RemoteAnyPort: anyPort,
 			MTU: min(a.PathMTU, q.dev.p.mtu).Bytes(), RQPSN: PSN(a.RQPSN & mask24), MinRNRTimer: a.MinRNRTimer,
 			UC: q.typ == verbs.QPTypeUC, SRQ: shared, Memory: qpMemory{q}, LocalInv: q.localInvalidate, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
 		for _, r := range q.early {

@@ -26,12 +26,16 @@ type invalidator interface {
 // of ibv_modify_qp that drive the transport.
 type rcConfig struct {
 	QPN, RemoteQPN uint32
-	Remote         netip.AddrPort
-	MTU            int // path MTU in bytes: 256, 512, 1024, 2048 or 4096
-	SQPSN, RQPSN   PSN // first PSN sent, first PSN expected
-	Timeout        time.Duration
-	RetryCnt       int // 0-7 retransmissions after a timeout or sequence NAK
-	RNRRetry       int // 0-6 retries after an RNR NAK; 7 is forever
+	// Remote is where the QP sends, and whose packets alone it takes:
+	// from Remote's address and port, or with RemoteAnyPort from any port
+	// of its address (rxe and NICs, which send from ports of their own).
+	Remote        netip.AddrPort
+	RemoteAnyPort bool
+	MTU           int // path MTU in bytes: 256, 512, 1024, 2048 or 4096
+	SQPSN, RQPSN  PSN // first PSN sent, first PSN expected
+	Timeout       time.Duration
+	RetryCnt      int // 0-7 retransmissions after a timeout or sequence NAK
+	RNRRetry      int // 0-6 retries after an RNR NAK; 7 is forever
 	// MaxRdAtomic is how many READs and atomics may await their response
 	// at once (max_rd_atomic, which must not exceed the responder's
 	// max_dest_rd_atomic); 0 means no limit.
@@ -64,6 +68,15 @@ type rcConfig struct {
 	observe func(*Packet)
 }
 
+// source is whose packets the QP takes.
+func (c *rcConfig) source() Source {
+	s := Source{Addr: c.Remote.Addr(), Port: c.Remote.Port()}
+	if c.RemoteAnyPort {
+		s.Port = 0
+	}
+	return s
+}
+
 // rnrRetryForever is the rnr_retry value that never gives up (IBA
 // 9.7.5.2.8).
 const rnrRetryForever = 7
@@ -75,7 +88,34 @@ const atomicHistory = 16
 type atomicResult struct {
 	valid bool
 	psn   PSN
+	rkey  uint32
+	va    uint64
 	orig  uint64
+}
+
+// readResource is a READ request the responder executed, saved so that a
+// duplicate of it, or of its tail, is answered from it (IBA 9.7.5.1.3;
+// rxe's responder resources): a READ request behind the expected PSN that
+// matches none is dropped, so an old or forged request cannot make the
+// responder send memory again.
+type readResource struct {
+	valid bool
+	psn   PSN // its response's first PSN
+	npkts int // its response's packets
+	rkey  uint32
+	va    uint64
+	n     uint32 // bytes
+}
+
+// covers reports whether a READ request at psn for n bytes at va asks for
+// the tail of r's response from psn on, or a part of it that starts there.
+func (r *readResource) covers(psn PSN, rkey uint32, va uint64, n uint32, mtu int) bool {
+	k := psn.Diff(r.psn)
+	if !r.valid || rkey != r.rkey || k < 0 || k >= r.npkts {
+		return false
+	}
+	off := uint64(k) * uint64(mtu)
+	return va == r.va+off && uint64(n) <= uint64(r.n)-off
 }
 
 // The requester's window: at most windowBytes of packets (and at most
@@ -124,7 +164,9 @@ type sendWQE struct {
 	psn      PSN // first PSN
 	npkts    int // PSNs it takes: its packets, or its read response's
 	readRecv int // response packets (READ or atomic) received in order
-	reqFrom  int // the response packet the last READ request asked from
+	// reqFrom and reqTo are the response packets the last READ request
+	// asked for, [reqFrom, reqTo): a READ is asked for a window at a time.
+	reqFrom, reqTo int
 }
 
 func (w *sendWQE) lastPSN() PSN { return w.psn.Add(w.npkts - 1) }
@@ -216,7 +258,10 @@ type rcQP struct {
 	// resources).
 	atomics [atomicHistory]atomicResult
 	atomicN int
-	cur     struct {
+	// reads holds the last READ requests executed, for their duplicates.
+	reads [atomicHistory]readResource
+	readN int
+	cur   struct {
 		active bool
 		drop   bool   // UC: the rest of the message is dropped
 		rkey   uint32 // a WRITE's rkey and address, checked again on
@@ -236,7 +281,7 @@ func newRCQP(t *Transport, cfg rcConfig) *rcQP {
 		ePSN: cfg.RQPSN, retries: cfg.RetryCnt, rnrRetries: cfg.RNRRetry}
 	q.window, q.ackEvery = window(cfg.MTU)
 	q.cwnd = q.window
-	t.Register(cfg.QPN, q)
+	t.Register(cfg.QPN, q, cfg.source())
 	return q
 }
 

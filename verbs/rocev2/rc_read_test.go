@@ -50,10 +50,11 @@ func TestRCMaxRdAtomic(t *testing.T) {
 }
 
 // TestRCStaleReadResponse loses the MIDDLE of a three-packet READ
-// response, so the requester asks again from it, and loses the FIRST of
-// that answer too; a late MIDDLE of the first answer then arrives where
-// the FIRST is expected. The requester drops it, asks again after the
-// next timeout, and the READ completes with the right bytes.
+// response, so the requester asks again from it (one packet: the window a
+// timeout leaves), and loses that answer, an ONLY, too; a late MIDDLE of
+// the first answer then arrives where the ONLY is expected. The requester
+// drops it, asks again after the next timeout, and the READ completes
+// with the right bytes.
 func TestRCStaleReadResponse(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
 	got := make(chan PSN, 16)
@@ -64,7 +65,7 @@ func TestRCStaleReadResponse(t *testing.T) {
 	s := PSN(0xfffffe)
 	p.tb.Inject(Fault{Action: FaultDrop, Match: isPSN(s.Add(1)), Hit: p.hit})
 	p.tb.Inject(Fault{Action: FaultDrop, Hit: p.hit, Match: func(pk *Packet) bool {
-		return pk.BTH.Opcode == RCReadResponseFirst && pk.BTH.PSN == s.Add(1)
+		return pk.BTH.Opcode == RCReadResponseOnly && pk.BTH.PSN == s.Add(1)
 	}})
 	rd := make([]byte, 700)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpRead, data: rd, raddr: vaB, rkey: rkeyB})
@@ -72,9 +73,8 @@ func TestRCStaleReadResponse(t *testing.T) {
 	next(t, got) // its FIRST, placed
 	next(t, got) // its LAST, out of order
 	p.clock.Advance(testTimeout)
-	p.waitHit(t) // the second answer's FIRST
-	next(t, got) // its LAST, out of order
-	stale := Packet{BTH: BTH{Opcode: RCReadResponseMiddle, DestQP: 0x11, PSN: s.Add(1)}, Payload: make([]byte, 256)}
+	p.waitHit(t) // the second answer, an ONLY
+	stale := Packet{BTH: BTH{Opcode: RCReadResponseMiddle, DestQP: p.a.cfg.QPN, PSN: s.Add(1)}, Payload: make([]byte, 256)}
 	p.a.Receive(p.tb.LocalAddr(), &stale)
 	next(t, got)
 	noWC(t, p.wcA)

@@ -461,7 +461,9 @@ func TestRCRNRRetryExceeded(t *testing.T) {
 
 // TestRCReadResponseLost loses a middle packet of a READ response: the
 // requester drops what follows it, and after the timeout asks for the
-// rest, which the responder reads again.
+// rest a window at a time (one packet, the window a timeout leaves, then
+// what the window has grown to), which the responder answers from the
+// saved request.
 func TestRCReadResponseLost(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
 	got := make(chan PSN, 16)
@@ -487,8 +489,11 @@ func TestRCReadResponseLost(t *testing.T) {
 		t.Fatal("READ data wrong")
 	}
 	pk := next(t, rereq)
-	if pk.BTH.PSN != start.Add(1) || pk.RETH.VA != vaB+256 || pk.RETH.DMALen != 768 {
-		t.Fatalf("re-request %v %+v", &pk, pk.RETH)
+	if pk.BTH.PSN != start.Add(1) || pk.RETH.VA != vaB+256 || pk.RETH.DMALen != 256 {
+		t.Fatalf("re-request %v %+v, want one packet's worth from PSN %v", &pk, pk.RETH, start.Add(1))
+	}
+	if pk := next(t, rereq); pk.BTH.PSN != start.Add(2) || pk.RETH.VA != vaB+512 || pk.RETH.DMALen != 512 {
+		t.Fatalf("second re-request %v %+v, want the two packets left", &pk, pk.RETH)
 	}
 }
 

@@ -63,9 +63,16 @@ func (q *rcQP) pump() {
 			continue
 		}
 		if w.op == verbs.OpRead {
-			q.sendRead(w, k)
-			q.sndPSN = q.sndPSN.Add(w.npkts - k)
-			q.next, q.nextPkt = q.next+1, 0
+			if w.readRecv < k {
+				break // the response to its last request is still coming
+			}
+			c := q.sendRead(w, k)
+			q.sndPSN = q.sndPSN.Add(c)
+			if k+c == w.npkts {
+				q.next, q.nextPkt = q.next+1, 0
+			} else {
+				q.nextPkt = k + c
+			}
 			continue
 		}
 		q.sendData(w, k)
@@ -172,13 +179,21 @@ func (q *rcQP) sendData(w *sendWQE, k int) {
 	q.send(p)
 }
 
-// sendRead sends the request for a READ's response packets from k on.
-func (q *rcQP) sendRead(w *sendWQE, k int) {
+// sendRead sends the request for a READ's response packets from k on, as
+// many as the window has room for, and returns how many it asked for. A
+// READ is asked for a window at a time, the next request going out once
+// the last one's response has all arrived: a response is sent at once,
+// with no ACK to pace it, and one larger than the window would overrun
+// the socket buffers on its way (and, resent whole after a loss, again).
+func (q *rcQP) sendRead(w *sendWQE, k int) int {
+	c := max(1, min(w.npkts-k, q.sendWindow()-q.sndPSN.Diff(q.una)))
 	off := k * q.cfg.MTU
-	w.reqFrom = k
+	end := min(len(w.data), (k+c)*q.cfg.MTU)
+	w.reqFrom, w.reqTo = k, k+c
 	q.tx = Packet{BTH: BTH{Opcode: RCReadRequest, PSN: w.psn.Add(k), AckReq: true},
-		RETH: RETH{VA: w.raddr + uint64(off), RKey: w.rkey, DMALen: uint32(len(w.data) - off)}}
+		RETH: RETH{VA: w.raddr + uint64(off), RKey: w.rkey, DMALen: uint32(end - off)}}
 	q.send(&q.tx)
+	return c
 }
 
 // sendAtomic sends a CMP_AND_SWP or FETCH_AND_ADD request.
@@ -399,7 +414,7 @@ func (q *rcQP) readResponse(p *Packet) {
 	if q.sq[0] != w || psn != w.psn.Add(w.readRecv) {
 		return
 	}
-	if p.BTH.Opcode.IsFirst() != (w.readRecv == w.reqFrom) || p.BTH.Opcode.IsLast() != (w.readRecv == w.npkts-1) {
+	if p.BTH.Opcode.IsFirst() != (w.readRecv == w.reqFrom) || p.BTH.Opcode.IsLast() != (w.readRecv == w.reqTo-1) {
 		// A response to an earlier request for this READ, late: after a
 		// re-request from packet k, the first answer's MIDDLE at k may
 		// still arrive where the new answer's FIRST is expected. Drop

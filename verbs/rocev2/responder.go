@@ -9,8 +9,9 @@ import (
 
 // responderReceive handles a request packet (IBA 9.7.5.1): in sequence it
 // executes; ahead of sequence it NAKs once (PSN sequence error) and drops
-// until the expected PSN comes; behind, it is a duplicate: a READ is
-// executed again, anything else is acknowledged again.
+// until the expected PSN comes; behind, it is a duplicate: a READ or an
+// atomic is answered again from the saved request it repeats, or dropped
+// when it repeats none; anything else is acknowledged again.
 func (q *rcQP) responderReceive(p *Packet) {
 	psn := p.BTH.PSN
 	d := psn.Diff(q.ePSN)
@@ -23,13 +24,11 @@ func (q *rcQP) responderReceive(p *Packet) {
 		return
 	case d < 0:
 		if op := p.BTH.Opcode; op == RCCompareSwap || op == RCFetchAdd {
-			q.replayAtomic(psn)
+			q.replayAtomic(p)
 			return
 		}
 		if p.BTH.Opcode == RCReadRequest {
-			if mem, ok := q.readable(p); ok {
-				q.sendReadResponse(psn, mem)
-			}
+			q.replayRead(p)
 			return
 		}
 		q.ackPending = true
@@ -66,7 +65,11 @@ func (q *rcQP) execute(p *Packet) bool {
 		}
 		q.msn = (q.msn + 1) & mask24
 		q.nakSent = false
-		q.ePSN = q.ePSN.Add(q.sendReadResponse(p.BTH.PSN, mem))
+		n := q.sendReadResponse(p.BTH.PSN, mem)
+		q.reads[q.readN%atomicHistory] = readResource{valid: true, psn: p.BTH.PSN, npkts: n,
+			rkey: p.RETH.RKey, va: p.RETH.VA, n: p.RETH.DMALen}
+		q.readN++
+		q.ePSN = q.ePSN.Add(n)
 		return false
 	case op == RCCompareSwap || op == RCFetchAdd:
 		return q.executeAtomic(p)
@@ -225,6 +228,21 @@ func (q *rcQP) nakFatal(code uint8) {
 	q.failAs(status, true)
 }
 
+// replayRead answers a duplicate READ request from the saved request it
+// repeats (all of it or its tail, as a requester resuming after a lost
+// response packet asks), with the memory as it is now and if the rkey
+// still grants it; one that repeats no saved request gets no answer.
+func (q *rcQP) replayRead(p *Packet) {
+	for i := range q.reads {
+		if q.reads[i].covers(p.BTH.PSN, p.RETH.RKey, p.RETH.VA, p.RETH.DMALen, q.cfg.MTU) {
+			if mem, ok := q.readable(p); ok {
+				q.sendReadResponse(p.BTH.PSN, mem)
+			}
+			return
+		}
+	}
+}
+
 // readable returns the memory a READ request asks for, if its rkey grants
 // it.
 func (q *rcQP) readable(p *Packet) ([]byte, bool) {
@@ -285,7 +303,7 @@ func (q *rcQP) executeAtomic(p *Packet) bool {
 			}
 		}
 	}
-	q.atomics[q.atomicN%atomicHistory] = atomicResult{valid: true, psn: p.BTH.PSN, orig: orig}
+	q.atomics[q.atomicN%atomicHistory] = atomicResult{valid: true, psn: p.BTH.PSN, rkey: h.RKey, va: h.VA, orig: orig}
 	q.atomicN++
 	q.msn = (q.msn + 1) & mask24
 	q.nakSent = false
@@ -295,11 +313,13 @@ func (q *rcQP) executeAtomic(p *Packet) bool {
 }
 
 // replayAtomic answers a duplicate atomic with the result of its first
-// execution. One too old to be remembered gets no answer: executing it
-// again could change memory twice.
-func (q *rcQP) replayAtomic(psn PSN) {
+// execution: the same PSN, key and address. One too old to be remembered,
+// or that repeats no atomic executed, gets no answer: executing it again
+// could change memory twice.
+func (q *rcQP) replayAtomic(p *Packet) {
+	psn, h := p.BTH.PSN, &p.AtomicETH
 	for _, r := range q.atomics {
-		if r.valid && r.psn == psn {
+		if r.valid && r.psn == psn && r.rkey == h.RKey && r.va == h.VA {
 			q.sendAtomicAck(psn, r.orig)
 			return
 		}

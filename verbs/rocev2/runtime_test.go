@@ -3,7 +3,7 @@ package rocev2_test
 import (
 	"bytes"
 	"context"
-	"net/netip"
+	"net"
 	"testing"
 	"time"
 
@@ -20,25 +20,8 @@ func TestRuntimeOverRoCEv2(t *testing.T) {
 	p := newProvider(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a way out, not a measurement
 	defer cancel()
-	newRT := func(dev string) *runtime.Runtime {
-		rt, err := runtime.New(runtime.WithProvider(p), runtime.WithDevice(dev))
-		if err != nil {
-			t.Fatalf("runtime.New on %s: %v", dev, err)
-		}
-		t.Cleanup(func() {
-			if err := rt.Close(context.Background()); err != nil {
-				t.Errorf("closing the runtime on %s: %v", dev, err)
-			}
-		})
-		return rt
-	}
-	client, server := newRT("rocev2_0"), newRT("rocev2_1")
-	cli, srv, err := runtime.Pipe(ctx, client, server)
-	if err != nil {
-		t.Fatalf("Pipe: %v", err)
-	}
-	defer cli.Close(ctx)
-	defer srv.Close(ctx)
+	client, server := newDeviceRuntime(t, p, "rocev2_0"), newDeviceRuntime(t, p, "rocev2_1")
+	cli, srv := pipe(t, ctx, client, server)
 
 	// WRITE 5000 bytes (five packets at the runtime's path MTU) into
 	// exposed server memory.
@@ -107,30 +90,64 @@ func exchange(t *testing.T, ctx context.Context, cli, srv *runtime.Endpoint) {
 func TestRuntimeAcrossProviders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a way out, not a measurement
 	defer cancel()
-	newRT := func() *runtime.Runtime {
-		p, err := rocev2.New(rocev2.Config{Addrs: []netip.Addr{netip.IPv6Loopback()}})
+	client, server := newLoopbackRuntime(t), newLoopbackRuntime(t)
+	cli, srv := pipe(t, ctx, client, server)
+	exchange(t, ctx, cli, srv)
+}
+
+// TestRuntimeHearsOnlyItsPeer sends the server endpoint of a runtime
+// pair over rocev2, from a stranger's socket on ::1, SENDs at the PSN it
+// expects (a zeroed runtime header, which the runtime would deliver as an
+// empty message, and garbage, which would end the endpoint), a WRITE of
+// length 0 there (which would make the client's next message a
+// duplicate, acknowledged and lost) and a WRITE through a wrong key
+// (which would fail the QP). Recv then gets the client's messages and
+// nothing else, and the endpoint stays up.
+func TestRuntimeHearsOnlyItsPeer(t *testing.T) {
+	p := newProvider(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a way out, not a measurement
+	defer cancel()
+	cli, srv := pipe(t, ctx, newDeviceRuntime(t, p, "rocev2_0"), newDeviceRuntime(t, p, "rocev2_1"))
+	qpn := srv.LocalAddr().(runtime.Addr).QPN
+	psn, ok := p.ExpectedPSN(1, qpn)
+	if !ok {
+		t.Fatalf("no RC QP %#x on rocev2_1", qpn)
+	}
+	conn, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	from := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	to := p.Transport(1).LocalAddr()
+	before := p.Transport(1).Stats().NotPeer
+	forged := []rocev2.Packet{
+		{BTH: rocev2.BTH{Opcode: rocev2.RCSendOnly, PSN: psn}, Payload: make([]byte, 8)},
+		{BTH: rocev2.BTH{Opcode: rocev2.RCSendOnly, PSN: psn}, Payload: []byte("garbage header and more")},
+		{BTH: rocev2.BTH{Opcode: rocev2.RCWriteOnly, PSN: psn}, RETH: rocev2.RETH{RKey: 0x1234}},
+		{BTH: rocev2.BTH{Opcode: rocev2.RCWriteOnly, PSN: psn}, RETH: rocev2.RETH{RKey: 0x1234, DMALen: 4}, Payload: []byte("evil")},
+	}
+	for i := range forged {
+		pk := &forged[i]
+		pk.BTH.DestQP, pk.BTH.PKey = qpn, rocev2.DefaultPKey
+		b, err := pk.Append(nil, &rocev2.IPHeader{Src: from.Addr(), Dst: to.Addr(), SrcPort: from.Port(), DstPort: to.Port()})
 		if err != nil {
-			t.Skipf("no IPv6 loopback: %v", err)
-		}
-		rt, err := runtime.New(runtime.WithProvider(p))
-		if err != nil {
-			p.Close()
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			if err := rt.Close(context.Background()); err != nil {
-				t.Errorf("closing the runtime: %v", err)
-			}
-			p.Close()
-		})
-		return rt
+		if _, err := conn.WriteToUDPAddrPort(b, to); err != nil {
+			t.Fatal(err)
+		}
 	}
-	client, server := newRT(), newRT()
-	cli, srv, err := runtime.Pipe(ctx, client, server)
-	if err != nil {
-		t.Fatalf("Pipe: %v", err)
+	for deadline := time.Now().Add(10 * time.Second); p.Transport(1).Stats().NotPeer-before < uint64(len(forged)); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's transport dropped %d of the stranger's %d datagrams: %+v",
+				p.Transport(1).Stats().NotPeer-before, len(forged), p.Transport(1).Stats())
+		}
 	}
-	defer cli.Close(ctx)
-	defer srv.Close(ctx)
 	exchange(t, ctx, cli, srv)
+	select {
+	case <-srv.Done():
+		t.Fatalf("the server endpoint ended: %v", srv.Err())
+	default:
+	}
 }

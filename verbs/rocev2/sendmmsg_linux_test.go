@@ -10,7 +10,7 @@ import "testing"
 func TestSendmmsgWritesAll(t *testing.T) {
 	a, b := listenPair(t, nil)
 	r := newRecorder()
-	b.Register(7, r)
+	b.Register(7, r, AnySource)
 	h := a.header(a.LocalAddr(), b.LocalAddr())
 	var out []outPacket
 	for i := range 3 {

@@ -1,6 +1,7 @@
 package rocev2
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -74,13 +75,14 @@ type Transport struct {
 	rxStop  atomic.Bool   // the receive goroutine ends at its next wake-up (tests)
 
 	mu        sync.Mutex // guards receivers and faults; lock order: a Receiver's own lock, then mu
-	receivers map[uint32]Receiver
+	receivers map[uint32]registered
 	faults    []*faultRule // Inject's, for sent packets
 	inFaults  []*faultRule // InjectInbound's, for received packets
 	held      []heldPacket // reordered packets waiting for the next send
 
 	stats struct {
 		sent, received, badICRC, malformed, noQP, faulted atomic.Uint64
+		notPeer, runt                                     atomic.Uint64
 		pollReads, pollPackets                            atomic.Uint64
 	}
 	closed atomic.Bool
@@ -93,12 +95,19 @@ type Stats struct {
 	// Sent counts the packets written to the socket, Received those
 	// handed to a Receiver; a duplicate (FaultDuplicate) counts twice.
 	Sent, Received uint64
-	BadICRC        uint64 // dropped: ICRC mismatch
-	Malformed      uint64 // dropped: the decoder refused them
-	NoQP           uint64 // dropped: no Receiver for the destination QP
-	Faulted        uint64 // packets an injected fault acted on
-	PollReads      uint64 // reads of the socket by empty CQ polls, without waiting
-	PollPackets    uint64 // packets those reads received
+	// The packets dropped before any QP saw them, by reason, in the order
+	// the checks run: Runt, too short to name a QP; NoQP, no Receiver for
+	// the destination QP; NotPeer, a connected QP's packet from another
+	// source than its peer; BadICRC, an ICRC mismatch; Malformed, refused
+	// by the decoder.
+	Runt        uint64
+	NoQP        uint64
+	NotPeer     uint64
+	BadICRC     uint64
+	Malformed   uint64
+	Faulted     uint64 // packets an injected fault acted on
+	PollReads   uint64 // reads of the socket by empty CQ polls, without waiting
+	PollPackets uint64 // packets those reads received
 	// ReadBuffer is the socket's receive buffer in bytes, as the kernel
 	// reports it after the transport asked for TransportConfig.ReadBuffer
 	// (on Linux twice the size granted, the half it adds being its
@@ -131,7 +140,7 @@ func Listen(cfg TransportConfig) (*Transport, error) {
 		conn.Close()
 		return nil, err
 	}
-	t := &Transport{conn: conn, clock: cfg.Clock, readBuf: readBuf, rd: rd, receivers: make(map[uint32]Receiver), done: make(chan struct{})}
+	t := &Transport{conn: conn, clock: cfg.Clock, readBuf: readBuf, rd: rd, receivers: make(map[uint32]registered), done: make(chan struct{})}
 	if t.clock == nil {
 		t.clock = SystemClock{}
 	}
@@ -147,10 +156,41 @@ const maxPacket = headerBTH + headerRETH + headerImmDt + MaxPayload + ICRCLen + 
 // LocalAddr is the address and port peers send to.
 func (t *Transport) LocalAddr() netip.AddrPort { return t.local }
 
-// Register routes the packets for QP qpn to r.
-func (t *Transport) Register(qpn uint32, r Receiver) {
+// Source says whose packets a registered QP takes. RoCE has no
+// authentication of its own, and the transport's socket takes datagrams
+// from every process of the host and every host that routes to it: a
+// connected QP hears only its peer, so that a third party's packets are
+// dropped before they touch the QP's state (rxe's check_addr does the
+// same).
+type Source struct {
+	// Addr is the peer's address; the zero Addr admits every sender (UD,
+	// whose receiver checks Q_Keys instead).
+	Addr netip.Addr
+	// Port, when not 0, is the only source port admitted: a verbsrt peer
+	// sends from the port it announced. rxe and NICs choose a source
+	// port per QP or per flow, so toward them only the address is known.
+	Port uint16
+}
+
+// AnySource admits every sender.
+var AnySource = Source{}
+
+// admits reports whether a packet from `from` may reach the QP.
+func (s Source) admits(from netip.AddrPort) bool {
+	return !s.Addr.IsValid() || (from.Addr() == s.Addr && (s.Port == 0 || from.Port() == s.Port))
+}
+
+// registered is a Receiver and whose packets it takes.
+type registered struct {
+	r    Receiver
+	from Source
+}
+
+// Register routes the packets for QP qpn that src admits to r; the others
+// are dropped and counted (Stats.NotPeer).
+func (t *Transport) Register(qpn uint32, r Receiver, src Source) {
 	t.mu.Lock()
-	t.receivers[qpn&mask24] = r
+	t.receivers[qpn&mask24] = registered{r: r, from: src}
 	t.mu.Unlock()
 }
 
@@ -166,8 +206,8 @@ func (t *Transport) Unregister(qpn uint32) {
 func (t *Transport) quiesce() {
 	t.mu.Lock()
 	rs := make([]Receiver, 0, len(t.receivers))
-	for _, r := range t.receivers {
-		rs = append(rs, r)
+	for _, x := range t.receivers {
+		rs = append(rs, x.r)
 	}
 	t.mu.Unlock()
 	for _, r := range rs {
@@ -180,8 +220,8 @@ func (t *Transport) quiesce() {
 // Stats returns the counters.
 func (t *Transport) Stats() Stats {
 	return Stats{Sent: t.stats.sent.Load(), Received: t.stats.received.Load(),
-		BadICRC: t.stats.badICRC.Load(), Malformed: t.stats.malformed.Load(),
-		NoQP: t.stats.noQP.Load(), Faulted: t.stats.faulted.Load(),
+		Runt: t.stats.runt.Load(), NoQP: t.stats.noQP.Load(), NotPeer: t.stats.notPeer.Load(),
+		BadICRC: t.stats.badICRC.Load(), Malformed: t.stats.malformed.Load(), Faulted: t.stats.faulted.Load(),
 		PollReads: t.stats.pollReads.Load(), PollPackets: t.stats.pollPackets.Load(),
 		ReadBuffer: uint64(t.readBuf)}
 }
@@ -334,9 +374,28 @@ func (t *Transport) drain(max int) (empty bool, err error) {
 	return false, nil
 }
 
-// handle checks the ICRC of the datagram b from `from`, decodes it and
-// hands it to the Receiver of its destination QP. t.rxMu must be held.
+// handle hands the datagram b from `from` to the Receiver of its
+// destination QP, after the checks that drop what is not for it, cheapest
+// first, so that a stranger's datagram costs a map lookup: long enough to
+// carry a BTH and an ICRC, a registered destination QP, a source the QP
+// admits, then the ICRC and the decoder. t.rxMu must be held.
 func (t *Transport) handle(b []byte, from netip.AddrPort) {
+	if len(b) < headerBTH+ICRCLen {
+		t.stats.runt.Add(1)
+		return
+	}
+	qpn := binary.BigEndian.Uint32(b[4:]) & mask24
+	t.mu.Lock()
+	reg, ok := t.receivers[qpn]
+	t.mu.Unlock()
+	switch {
+	case !ok:
+		t.stats.noQP.Add(1)
+		return
+	case !reg.from.admits(from):
+		t.stats.notPeer.Add(1)
+		return
+	}
 	h := t.header(from, t.local)
 	if err := CheckICRC(b, &h); err != nil {
 		t.stats.badICRC.Add(1)
@@ -347,21 +406,17 @@ func (t *Transport) handle(b []byte, from netip.AddrPort) {
 		t.stats.malformed.Add(1)
 		return
 	}
-	t.mu.Lock()
 	var rule *faultRule
+	t.mu.Lock()
 	if len(t.inFaults) > 0 {
 		rule = pickRule(&t.inFaults, p)
 	}
-	rc := t.receivers[p.BTH.DestQP]
 	t.mu.Unlock()
 	n := t.receiveFaulted(rule, p)
 	if n == 0 {
 		return
 	}
-	if rc == nil {
-		t.stats.noQP.Add(1)
-		return
-	}
+	rc := reg.r
 	t.stats.received.Add(uint64(n))
 	if n == 2 {
 		c := *p // a Receiver may rewrite the headers it was handed (UC)

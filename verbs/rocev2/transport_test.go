@@ -63,7 +63,7 @@ func (r *recorder) psns() []PSN {
 
 var loopback6 = netip.AddrPortFrom(netip.IPv6Loopback(), 0)
 
-func listenPair(t *testing.T, clock Clock) (a, b *Transport) {
+func listenPair(t testing.TB, clock Clock) (a, b *Transport) {
 	t.Helper()
 	var err error
 	if a, err = Listen(TransportConfig{Addr: loopback6, Clock: clock}); err != nil {
@@ -94,7 +94,7 @@ func TestListenRefuses(t *testing.T) {
 func TestTransportDelivers(t *testing.T) {
 	a, b := listenPair(t, nil)
 	r := newRecorder()
-	b.Register(7, r)
+	b.Register(7, r, AnySource)
 	for i := range 3 {
 		if err := a.Send(b.LocalAddr(), sendOnly(PSN(i), 7)); err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestFaults(t *testing.T) {
 	clock := NewManualClock()
 	a, b := listenPair(t, clock)
 	r := newRecorder()
-	b.Register(1, r)
+	b.Register(1, r, AnySource)
 	is := func(psn PSN) func(*Packet) bool { return func(p *Packet) bool { return p.BTH.PSN == psn } }
 	hits := make(chan Packet, 8)
 	hit := func(p Packet) { hits <- p }
@@ -199,7 +199,7 @@ func (g *gated) Receive(from netip.AddrPort, p *Packet) {
 func TestTransportFlushesOncePerBurst(t *testing.T) {
 	a, b := listenPair(t, nil)
 	g := &gated{recorder: newRecorder(), gate: make(chan struct{}), entered: make(chan struct{})}
-	b.Register(7, g)
+	b.Register(7, g, AnySource)
 	a.Send(b.LocalAddr(), sendOnly(0, 7))
 	next(t, g.entered)
 	// Loopback queues each datagram in the receiving socket before the
@@ -228,7 +228,7 @@ func TestTransportFlushesOncePerBurst(t *testing.T) {
 func TestTransportSendBatch(t *testing.T) {
 	a, b := listenPair(t, nil)
 	r := newRecorder()
-	b.Register(7, r)
+	b.Register(7, r, AnySource)
 	a.Inject(Fault{Action: FaultDrop, Match: isPSN(1)})
 	a.Inject(Fault{Action: FaultDuplicate, Match: isPSN(3)})
 	ps := make([]Packet, 5)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ type hello struct {
 }
 
 func (e *end) hello() hello {
-	return hello{Peer: verbs.PeerInfo{LID: e.port.LID, QPN: e.qp.QPN(), PSN: 0x777, GID: e.gid},
+	return hello{Peer: verbs.PeerInfo{LID: e.port.LID, QPN: e.qp.QPN(), PSN: e.psn, GID: e.gid},
 		Addr: e.mr.Addr(), RKey: e.mr.RKey()}
 }
 
@@ -44,36 +43,8 @@ func TestTwoProcesses(t *testing.T) {
 	devs, _ := p.Devices()
 	a := newEnd(t, devs[0])
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestTwoProcesses$")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		stdin.Close()
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("peer process: %v\n%s", err, stderr.Bytes())
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			t.Errorf("peer process did not exit\n%s", stderr.Bytes())
-		}
-	}()
+	child := startChild(t, "TestTwoProcesses", childEnv+"=1", 20*time.Second)
+	stdin, stdout := child.stdin, child.stdout
 	var peer hello
 	if err := json.NewDecoder(stdout).Decode(&peer); err != nil {
 		t.Fatalf("reading the peer's hello: %v", err)
@@ -88,7 +59,7 @@ func TestTwoProcesses(t *testing.T) {
 	if _, err := a.qp.PostRecv([]verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{{Addr: rq, Length: 256, LKey: a.mr.LKey()}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := verbs.Connect(a.qp, verbs.ConnectSpec{PSN: 0x777}, peer.Peer); err != nil {
+	if err := verbs.Connect(a.qp, verbs.ConnectSpec{PSN: a.psn}, peer.Peer); err != nil {
 		t.Fatal(err)
 	}
 	msg := []byte("across two processes, RoCE v2 from user space")
@@ -141,7 +112,7 @@ func echoPeer(t *testing.T) int {
 	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&peer); err != nil {
 		return fail("reading the parent's hello: %v", err)
 	}
-	if err := verbs.Connect(b.qp, verbs.ConnectSpec{PSN: 0x777}, peer.Peer); err != nil {
+	if err := verbs.Connect(b.qp, verbs.ConnectSpec{PSN: b.psn}, peer.Peer); err != nil {
 		return fail("Connect: %v", err)
 	}
 	wc := poll(t, b.cq)

@@ -69,7 +69,7 @@ type udQP struct {
 
 func newUDQP(t *Transport, cfg udConfig) *udQP {
 	q := &udQP{cfg: cfg, t: t, psn: cfg.SQPSN}
-	t.Register(cfg.QPN, q)
+	t.Register(cfg.QPN, q, AnySource)
 	return q
 }
 

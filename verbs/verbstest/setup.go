@@ -2,7 +2,6 @@ package verbstest
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"testing"
 
@@ -329,7 +328,7 @@ func (s *side) tryQP(o qpOpt) (*endpoint, error) {
 		return nil, err
 	}
 	own(s.t, fmt.Sprintf("%s's %s QP %#x", s.name, o.typ, qp.QPN()), qp)
-	return &endpoint{s: s, qp: qp, cq: cq, typ: o.typ, psn: rand.Uint32() & 0xffffff}, nil
+	return &endpoint{s: s, qp: qp, cq: cq, typ: o.typ, psn: verbs.RandomPSN()}, nil
 }
 
 // modify applies a modification and fails the test when it is refused.
