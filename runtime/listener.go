@@ -398,6 +398,7 @@ func (l *Listener) handshake(pc *pendingConn) {
 	c := pc.c
 	rt := l.rt
 	hs := rt.beginHandshake(l.ctx, c, pc.since.Add(listenHandshakeTimeout))
+	hs.closeCtx = context.Background()
 	line, err := readLine(hs.br, "hello")
 	var peer hello
 	if err == nil {
