@@ -52,6 +52,7 @@ func (a *Actor) submitNew(ctx context.Context, sub *submission, n int) (future.F
 		if h := sub.hold(); h != nil {
 			h.Release()
 		}
+		a.stats.Ops.Cancelled.Inc()
 		return future.Future{}, err
 	}
 	st, f := future.New(n, a.exec)
@@ -274,6 +275,7 @@ func (a *Actor) waitRoom(ctx context.Context) error {
 		}
 		return nil
 	case <-ctx.Done():
+		a.stats.Ops.Cancelled.Inc() // never queued, as if it had been and left
 		return ctx.Err()
 	}
 }

@@ -34,10 +34,15 @@ type Buffer struct {
 	exps  map[*Exposure]struct{}
 }
 
-// describe names b in errors.
+// describe names b in errors: by its length and address, never by its
+// bytes, which are the application's data and may be gigabytes.
 func (b *Buffer) describe() string {
 	return fmt.Sprintf("buffer of %d bytes at %#x", len(b.mem), b.addr)
 }
+
+// String names the buffer as errors do, so that a Buffer printed with %v
+// (in an error, a log line) shows its length and address, not its bytes.
+func (b *Buffer) String() string { return b.describe() }
 
 // usedAfterFree panics, recoverably, with an error naming b and the call.
 func (b *Buffer) usedAfterFree(call string) {
@@ -92,8 +97,8 @@ func (b *Buffer) Expose(rights Rights) (*Exposure, error) {
 // buffer before its memory can be reused.
 func (b *Buffer) ExposeRange(off, n int, rights Rights) (*Exposure, error) {
 	if rights == 0 || rights&^allRights != 0 {
-		return nil, fmt.Errorf("verbsrt: expose %v: rights %v: want a combination of RemoteRead, RemoteWrite and RemoteAtomic: %w",
-			b, rights, verbs.ErrInvalidArgument)
+		return nil, fmt.Errorf("verbsrt: expose the %s: rights %v: want a combination of RemoteRead, RemoteWrite and RemoteAtomic: %w",
+			b.describe(), rights, verbs.ErrInvalidArgument)
 	}
 	if n <= 0 {
 		return nil, fmt.Errorf("verbsrt: expose %d bytes of the %s: the length must be positive: %w", n, b.describe(), verbs.ErrInvalidArgument)

@@ -106,13 +106,19 @@ type handshake struct {
 	br      *bufio.Reader // bounded: a line longer than maxHelloLine fails
 	stop    func() bool   // stops the AfterFunc that ends the exchange with ctx
 	started bool          // the endpoint runs (Endpoint.start)
+
+	// closeCtx bounds the close of an endpoint the handshake abandons:
+	// the dialing caller's ctx, so that Dial returns within it. A
+	// listener's handshakes use context.Background: their ctx ends with
+	// Listener.Close, which owes the clients they connected a goodbye.
+	closeCtx context.Context
 }
 
 // beginHandshake bounds the exchange over c by deadline and by ctx.
 func (rt *Runtime) beginHandshake(ctx context.Context, c net.Conn, deadline time.Time) *handshake {
 	c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	return &handshake{rt: rt, ctx: ctx, c: c, br: bufio.NewReaderSize(c, maxHelloLine), stop: stop}
+	return &handshake{rt: rt, ctx: ctx, c: c, br: bufio.NewReaderSize(c, maxHelloLine), stop: stop, closeCtx: ctx}
 }
 
 // keepAlive sets the keepalive of the connection that becomes the
@@ -188,7 +194,7 @@ func (hs *handshake) finish(ep *Endpoint, err error) (*Endpoint, error) {
 		}
 	}
 	if err != nil {
-		hs.rt.abandon(ep)
+		hs.rt.abandon(hs.closeCtx, ep)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -204,10 +210,13 @@ func (hs *handshake) finish(ep *Endpoint, err error) (*Endpoint, error) {
 }
 
 // abandon undoes an endpoint whose connection failed: closed if it got as
-// far as running, released otherwise.
-func (rt *Runtime) abandon(ep *Endpoint) {
+// far as running, released otherwise. The close is bounded by ctx, the
+// connecting call's: a goodbye to a peer that went silent after its hello
+// would otherwise be waited for past it, while the device retries it.
+// (Close still waits for the device to give back what it holds.)
+func (rt *Runtime) abandon(ctx context.Context, ep *Endpoint) {
 	if ep.actor != nil && rt.isRegistered(ep) {
-		ep.Close(context.Background())
+		ep.Close(ctx)
 	} else {
 		ep.release()
 	}

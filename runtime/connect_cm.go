@@ -136,14 +136,14 @@ func (rt *Runtime) DialCM(ctx context.Context, addr string) (*Endpoint, error) {
 			err = ep.run(peer)
 		}
 	}
-	return rt.connectedCM(ep, err)
+	return rt.connectedCM(ctx, ep, err)
 }
 
 // connectedCM finishes an endpoint of the connection manager: abandoned
-// when err is not nil, else watched for the connection's end.
-func (rt *Runtime) connectedCM(ep *Endpoint, err error) (*Endpoint, error) {
+// within ctx when err is not nil, else watched for the connection's end.
+func (rt *Runtime) connectedCM(ctx context.Context, ep *Endpoint, err error) (*Endpoint, error) {
 	if err != nil {
-		rt.abandon(ep)
+		rt.abandon(ctx, ep)
 		return nil, err
 	}
 	ep.watchPeer()
@@ -180,6 +180,6 @@ func (l *Listener) acceptCM(ctx context.Context) (ep *Endpoint, fatal bool, err 
 	if err = conn.Accept(ctx, ep.qp, rt.cmSpec(&peer), rt.hello().marshalCM()); err == nil {
 		err = ep.run(peer)
 	}
-	ep, err = rt.connectedCM(ep, err)
+	ep, err = rt.connectedCM(ctx, ep, err)
 	return ep, err != nil && ctx.Err() != nil, err
 }

@@ -109,7 +109,8 @@
 //     does not use once its actor has been idle for 10 ms (a stream that
 //     pauses keeps its window). An endpoint takes credits back
 //     for at most 2 x WithRecvDepth buffers at once, counting the messages
-//     its application holds: while it holds them, the peer's sends wait.
+//     its application holds: while it holds them, the peer's sends wait,
+//     and a Recv that finds every one held fails with ErrMessagesHeld.
 //     The pool grows 64 buffers at a time, within WithMemoryLimit; when it
 //     cannot, a credit waits for a buffer another endpoint releases (an
 //     application that holds messages while it waits for more can then

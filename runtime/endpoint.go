@@ -38,6 +38,10 @@ import (
 // state on any failed work request. The operations posted after it come
 // back flushed, those still queued or submitted later fail at once with
 // ErrConnFailed, and Done and Err report it.
+//
+// As a nil *net.TCPConn's, the methods of a nil *Endpoint return an error
+// (matching verbs.ErrInvalidArgument), through their futures for the
+// operation methods; Done is closed, and the addresses are nil.
 type Endpoint struct {
 	rt     *Runtime
 	qp     verbs.QP
@@ -213,10 +217,24 @@ func (ep *Endpoint) release() {
 
 // LocalAddr returns this end of the connection: the runtime's GID and the
 // endpoint's QP number.
-func (ep *Endpoint) LocalAddr() net.Addr { return Addr{GID: ep.rt.gid, QPN: ep.qp.QPN()} }
+func (ep *Endpoint) LocalAddr() net.Addr {
+	if ep == nil {
+		return nil
+	}
+	return Addr{GID: ep.rt.gid, QPN: ep.qp.QPN()}
+}
 
 // RemoteAddr returns the peer's end of the connection.
-func (ep *Endpoint) RemoteAddr() net.Addr { return ep.remote }
+func (ep *Endpoint) RemoteAddr() net.Addr {
+	if ep == nil {
+		return nil
+	}
+	return ep.remote
+}
+
+// nilFuture is the future of an operation method called on a nil
+// *Endpoint.
+func nilFuture() Future { return Future{future.Failed(errNilEndpoint, nil)} }
 
 // Runtime returns the runtime the endpoint belongs to.
 func (ep *Endpoint) Runtime() *Runtime { return ep.rt }
@@ -247,12 +265,20 @@ func (ep *Endpoint) mapErr(err error) error {
 	return err
 }
 
-// Write copies local to remote (RDMA WRITE).
+// Write copies local to remote (RDMA WRITE). It moves local.Len() bytes
+// to the start of remote: a local range shorter than the remote reference
+// succeeds, with Completion.ByteLen that length, and one longer than it is
+// refused before it reaches the device, with an error matching
+// verbs.ErrInvalidArgument.
 func (ep *Endpoint) Write(ctx context.Context, local Local, remote RemoteRef) Future {
 	return ep.one(ctx, verbs.OpWrite, local, remote, 0)
 }
 
-// Read copies remote into local (RDMA READ).
+// Read copies remote into local (RDMA READ). It moves local.Len() bytes
+// from the start of remote: a local range shorter than the remote
+// reference succeeds, with Completion.ByteLen that length, and one longer
+// than it is refused before it reaches the device, with an error matching
+// verbs.ErrInvalidArgument.
 func (ep *Endpoint) Read(ctx context.Context, local Local, remote RemoteRef) Future {
 	return ep.one(ctx, verbs.OpRead, local, remote, 0)
 }
@@ -273,6 +299,9 @@ func (ep *Endpoint) FetchAdd(ctx context.Context, remote RemoteRef, add uint64) 
 }
 
 func (ep *Endpoint) atomic(ctx context.Context, op *qpactor.Op, remote RemoteRef) Future {
+	if ep == nil {
+		return nilFuture()
+	}
 	if err := checkRemote(op.Opcode, 8, remote); err != nil {
 		return ep.failed(op, 0, err)
 	}
@@ -290,6 +319,9 @@ func (ep *Endpoint) Send(ctx context.Context, local Local) Future {
 // registered memory of its own, given back when the send is done. For
 // small messages; larger ones are better sent from a Buffer.
 func (ep *Endpoint) SendBytes(ctx context.Context, p []byte) Future {
+	if ep == nil {
+		return nilFuture()
+	}
 	if len(p) == 0 {
 		return ep.Send(ctx, Local{})
 	}
@@ -318,6 +350,9 @@ func (ep *Endpoint) WriteImm(ctx context.Context, local Local, remote RemoteRef,
 
 // one submits an operation on one local range.
 func (ep *Endpoint) one(ctx context.Context, opcode verbs.Opcode, local Local, remote RemoteRef, imm uint32) Future {
+	if ep == nil {
+		return nilFuture()
+	}
 	op := qpactor.Op{Opcode: opcode, Local: local.sge(), Remote: remote.rdma(), Imm: imm}
 	if err := ep.check(opcode, local.n, remote); err != nil {
 		return ep.failed(&op, 0, err)
@@ -334,6 +369,10 @@ func (ep *Endpoint) one(ctx context.Context, opcode verbs.Opcode, local Local, r
 // op is how an operation gathers several local ranges (a header and a
 // block in one WRITE or SEND) or scatters a READ into them.
 type Op struct {
+	// Opcode is one of verbs.OpWrite, OpWriteImm, OpSend, OpSendImm,
+	// OpRead, OpAtomicCmpSwp and OpAtomicFetchAdd; Post refuses the
+	// others (memory windows, invalidation, TSO) with an error matching
+	// verbs.ErrInvalidArgument, before they reach the device.
 	Opcode verbs.Opcode
 	// Flags may hold FENCE, SOLICITED and INLINE; SIGNALED is the
 	// runtime's business and ignored.
@@ -363,6 +402,14 @@ var _ [qpactor.MaxGather - MaxGather]struct{}
 func (ep *Endpoint) toOp(op *Op, b *opBatch, i int) (qpactor.Op, error) {
 	q := qpactor.Op{Opcode: op.Opcode, Flags: op.Flags, Remote: op.Remote.rdma(), CompareAdd: op.CompareAdd,
 		Swap: op.Swap, Imm: op.Imm}
+	if _, ok := opNames[op.Opcode]; !ok {
+		// The QP would take some of these (LOCAL_INV, BIND_MW,
+		// SEND_WITH_INV are RC's) and fail them on the wire, the
+		// connection with them: the runtime hands out no memory window
+		// or key to invalidate, and no UD or raw QP for TSO.
+		return q, fmt.Errorf("verbsrt: post: opcode %v: an endpoint carries only RDMA_WRITE, RDMA_WRITE_WITH_IMM, SEND, SEND_WITH_IMM, "+
+			"RDMA_READ, ATOMIC_CMP_AND_SWP and ATOMIC_FETCH_AND_ADD: %w", op.Opcode, verbs.ErrInvalidArgument)
+	}
 	if len(op.Local) > MaxGather {
 		return q, fmt.Errorf("verbsrt: a gather list of %d ranges, at most %d (MaxGather): %w", len(op.Local), MaxGather, verbs.ErrInvalidArgument)
 	}
@@ -396,6 +443,9 @@ func (ep *Endpoint) toOp(op *Op, b *opBatch, i int) (qpactor.Op, error) {
 // (receive credits). Post copies ops: the slice and its Local lists are
 // the caller's again once it returns.
 func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
+	if ep == nil {
+		return nilFuture()
+	}
 	if len(ops) == 0 {
 		return Future{future.Failed(fmt.Errorf("verbsrt: post: empty batch: %w", verbs.ErrInvalidArgument), ep.rt.pool)}
 	}
@@ -438,6 +488,10 @@ func (ep *Endpoint) check(opcode verbs.Opcode, n int, remote RemoteRef) error {
 func checkRemote(opcode verbs.Opcode, n int, r RemoteRef) error {
 	if uint64(n) > r.Len {
 		return fmt.Errorf("verbsrt: %d bytes do not fit the remote reference %v: %w", n, r, verbs.ErrInvalidArgument)
+	}
+	if opcode.IsAtomic() && r.Addr%8 != 0 {
+		// The device would fail it on the wire, and the connection with it.
+		return fmt.Errorf("verbsrt: %s at %#x: an atomic acts on an 8-byte aligned word: %w", opName(opcode), r.Addr, verbs.ErrInvalidArgument)
 	}
 	return nil
 }
@@ -520,13 +574,21 @@ func (ep *Endpoint) finish(err error) {
 // within 10 s of its last sign of life on a TCP-handshake endpoint (TCP
 // keepalive), and through rdma_cm only by the endpoint's own traffic (an
 // operation fails with RETRY_EXC_ERR after about half a second).
-func (ep *Endpoint) Done() <-chan struct{} { return ep.over }
+func (ep *Endpoint) Done() <-chan struct{} {
+	if ep == nil {
+		return closedOver
+	}
+	return ep.over
+}
 
 // Err returns nil while the endpoint is open, then why it is over. Once an
 // operation failed the connection, Err reports it (ErrConnFailed) at once,
 // also while the endpoint waits for its link to say whether the peer died
 // (Done above): Done then closes with the final Err, ErrPeerLost if so.
 func (ep *Endpoint) Err() error {
+	if ep == nil {
+		return errNilEndpoint
+	}
 	select {
 	case <-ep.over:
 		return ep.overErr
@@ -548,7 +610,7 @@ const flushWait = 5 * time.Second
 
 // goodbyeWait bounds how long Close waits for the peer to acknowledge the
 // goodbye SEND that tells it the connection is over.
-const goodbyeWait = 500 * time.Millisecond
+var goodbyeWait = 500 * time.Millisecond
 
 // Close drains the endpoint's queued work while ctx allows, moves the QP to
 // ERR (flushing what is outstanding), resolves every pending future and
@@ -560,6 +622,9 @@ const goodbyeWait = 500 * time.Millisecond
 // back (their flush completions, waited for up to flushWait), so their
 // memory is the application's again when it learns the outcome.
 func (ep *Endpoint) Close(ctx context.Context) error {
+	if ep == nil {
+		return errNilEndpoint
+	}
 	if ctx == nil {
 		return future.ErrNilContext
 	}

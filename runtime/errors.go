@@ -26,6 +26,11 @@ var (
 	// ErrReleased is returned by a Future used after it was consumed (by
 	// Wait returning a result, Then or Release).
 	ErrReleased = future.ErrReleased
+	// ErrMessagesHeld is returned by Recv when the application holds, in
+	// Messages it has not released, every receive buffer a message could
+	// arrive in (2 x WithRecvDepth - 1): none can arrive until it releases
+	// one (Endpoint.Recv; package doc, "Backpressure").
+	ErrMessagesHeld = errors.New("verbsrt: recv: every receive buffer of the endpoint is held by a Message not released")
 	// ErrMessageTooLarge is returned by Send for a message larger than the
 	// peer's receive buffers.
 	ErrMessageTooLarge = errors.New("verbsrt: message larger than the peer's receive buffers")
@@ -65,6 +70,16 @@ var (
 	// allow (doc.go, "Wire format").
 	ErrProtocol = errors.New("verbsrt: protocol error")
 )
+
+// The errors of methods called on a nil *Endpoint or *Listener, which
+// return them as a nil *net.TCPConn's return syscall.EINVAL.
+var (
+	errNilEndpoint = fmt.Errorf("verbsrt: method of a nil *Endpoint: %w", verbs.ErrInvalidArgument)
+	errNilListener = fmt.Errorf("verbsrt: method of a nil *Listener: %w", verbs.ErrInvalidArgument)
+)
+
+// closedOver is the Done of a nil *Endpoint: nothing to wait for.
+var closedOver = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Addr is one end of a connection: a GID and a QP number. It is a
 // net.Addr of network "rdma".

@@ -7,18 +7,18 @@ import (
 	"log"
 	"time"
 
-	"github.com/verbsrt/verbsrt/runtime"
+	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
 // examplePair connects two endpoints of rt to each other: a client that
 // dialed and the server side it reached.
-func examplePair(ctx context.Context, rt *runtime.Runtime) (cli, srv *runtime.Endpoint) {
+func examplePair(ctx context.Context, rt *vrt.Runtime) (cli, srv *vrt.Endpoint) {
 	ln, err := rt.Listen("127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer ln.Close()
-	accepted := make(chan *runtime.Endpoint, 1)
+	accepted := make(chan *vrt.Endpoint, 1)
 	go func() {
 		ep, err := ln.Accept(ctx)
 		if err != nil {
@@ -37,7 +37,7 @@ func examplePair(ctx context.Context, rt *runtime.Runtime) (cli, srv *runtime.En
 // or the context ends.
 func ExampleFuture() {
 	ctx := context.Background()
-	rt, err := runtime.New() // the pure-Go soft provider
+	rt, err := vrt.New() // the pure-Go soft provider
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func ExampleFuture() {
 
 	local, _ := rt.Alloc(64)
 	remote, _ := rt.Alloc(64) // on a real peer: memory it exposed
-	exp, _ := remote.Expose(runtime.RemoteWrite)
+	exp, _ := remote.Expose(vrt.RemoteWrite)
 	defer exp.Close()
 	n := copy(local.Bytes(), "into the peer's memory")
 
@@ -63,7 +63,7 @@ func ExampleFuture() {
 // completes, and consumes the future: the caller goes on at once.
 func ExampleFuture_Then() {
 	ctx := context.Background()
-	rt, err := runtime.New()
+	rt, err := vrt.New()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,11 +72,11 @@ func ExampleFuture_Then() {
 
 	counter, _ := rt.Alloc(8) // atomics need an 8-byte aligned word; Alloc's are
 	binary.NativeEndian.PutUint64(counter.Bytes(), 41)
-	exp, _ := counter.Expose(runtime.RemoteAtomic)
+	exp, _ := counter.Expose(vrt.RemoteAtomic)
 	defer exp.Close()
 
 	done := make(chan struct{})
-	cli.FetchAdd(ctx, exp.RemoteRef(), 1).Then(func(c runtime.Completion, err error) {
+	cli.FetchAdd(ctx, exp.RemoteRef(), 1).Then(func(c vrt.Completion, err error) {
 		defer close(done)
 		if err != nil {
 			fmt.Println("fetch-add:", err)
@@ -95,7 +95,7 @@ func ExampleFuture_Then() {
 // with other events.
 func ExampleFuture_Done() {
 	ctx := context.Background()
-	rt, err := runtime.New()
+	rt, err := vrt.New()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func ExampleFuture_Done() {
 
 	word, _ := rt.Alloc(8)
 	binary.NativeEndian.PutUint64(word.Bytes(), 7)
-	exp, _ := word.Expose(runtime.RemoteAtomic)
+	exp, _ := word.Expose(vrt.RemoteAtomic)
 	defer exp.Close()
 
 	f := cli.CompareAndSwap(ctx, exp.RemoteRef(), 7, 8)
@@ -124,7 +124,7 @@ func ExampleFuture_Done() {
 // only the handshake, over TCP; Send and Recv carry messages.
 func ExampleEndpoint() {
 	ctx := context.Background()
-	rt, err := runtime.New()
+	rt, err := vrt.New()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func ExampleEndpoint() {
 // there before.
 func ExampleEndpoint_FetchAdd() {
 	ctx := context.Background()
-	rt, err := runtime.New()
+	rt, err := vrt.New()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func ExampleEndpoint_FetchAdd() {
 
 	counter, _ := rt.Alloc(8)
 	binary.NativeEndian.PutUint64(counter.Bytes(), 10) // host order, as the device sees it
-	exp, _ := counter.Expose(runtime.RemoteAtomic)
+	exp, _ := counter.Expose(vrt.RemoteAtomic)
 	defer exp.Close()
 
 	c, err := cli.FetchAdd(ctx, exp.RemoteRef(), 5).Wait(ctx)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -249,3 +250,19 @@ func CheckQPsNow(rt *Runtime) {
 // HandleEvent handles ev as the runtime's event goroutine does when the
 // device raises it.
 func HandleEvent(rt *Runtime, ev verbs.AsyncEvent) { rt.handleEvent(ev) }
+
+// SetGoodbyeWaitForTest sets how long Close waits for the goodbye's
+// acknowledgement, until the returned func restores it.
+func SetGoodbyeWaitForTest(d time.Duration) (restore func()) {
+	old := goodbyeWait
+	goodbyeWait = d
+	return func() { goodbyeWait = old }
+}
+
+// HelloLineForTest returns the line of a valid hello from rt, as an
+// endpoint of QP number qpn would send it.
+func HelloLineForTest(rt *Runtime, qpn uint32) []byte {
+	h := rt.hello()
+	h.QPN, h.GID = qpn, netip.AddrFrom16(rt.gid).String()
+	return marshalLine(h)
+}

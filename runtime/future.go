@@ -14,7 +14,12 @@ import (
 // (Done a closed channel).
 //
 // One goroutine consumes a Future; Done, Err and Result may be called from
-// any goroutine at any time, also while it is being consumed.
+// any goroutine at any time, also while it is being consumed. A misuse
+// stays with the call that makes it: a Wait or Then on a copy while
+// another Wait or Then consumes the future fails at once with an error
+// matching ErrReleased, and changes nothing of the operation or of any
+// other. The zero Future, which no operation returned, fails with an
+// error that says so, matching verbs.ErrInvalidArgument.
 //
 // A Future resolves exactly once: with the operation's completion, with the
 // error of a work completion or a flush, with the error of a rule broken

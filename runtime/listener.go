@@ -163,6 +163,9 @@ func (rt *Runtime) addListener(l *Listener) (*Listener, error) {
 // Addr returns the listener's address, for Dial (or DialCM: the
 // connection manager's port space is TCP's, so it is a *net.TCPAddr too).
 func (l *Listener) Addr() net.Addr {
+	if l == nil {
+		return nil
+	}
 	if l.cm != nil {
 		return net.TCPAddrFromAddrPort(l.cm.Addr())
 	}
@@ -175,6 +178,9 @@ func (l *Listener) Addr() net.Addr {
 // that no Accept returned, are closed; endpoints already accepted are not
 // affected. A second Close returns the same error as Accept.
 func (l *Listener) Close() error {
+	if l == nil {
+		return errNilListener
+	}
 	first := false
 	l.closeOnce.Do(func() { first = true })
 	if !first {
@@ -217,6 +223,9 @@ func (l *Listener) Close() error {
 // Accept whose ctx ends takes nothing: the next connection goes to another
 // Accept.
 func (l *Listener) Accept(ctx context.Context) (*Endpoint, error) {
+	if l == nil {
+		return nil, errNilListener
+	}
 	if ctx == nil {
 		return nil, future.ErrNilContext
 	}
@@ -389,6 +398,7 @@ func (l *Listener) handshake(pc *pendingConn) {
 	c := pc.c
 	rt := l.rt
 	hs := rt.beginHandshake(l.ctx, c, pc.since.Add(listenHandshakeTimeout))
+	hs.closeCtx = context.Background()
 	line, err := readLine(hs.br, "hello")
 	var peer hello
 	if err == nil {

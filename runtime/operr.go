@@ -44,6 +44,10 @@ type OpError struct {
 
 	// ep is the endpoint whose end the failure came of, or nil.
 	ep *Endpoint
+	// qpsOnly words the two ends by their QP numbers alone: their GIDs
+	// are addresses the provider made up (soft's), which name nothing a
+	// reader could look for on a network.
+	qpsOnly bool
 }
 
 func (e *OpError) Error() string {
@@ -60,7 +64,7 @@ func (e *OpError) Error() string {
 		fmt.Fprintf(&b, " in a batch of %d", e.Batch)
 	}
 	if e.Local != nil || e.Remote != nil {
-		fmt.Fprintf(&b, " on %s->%s", addrString(e.Local), addrString(e.Remote))
+		fmt.Fprintf(&b, " on %s->%s", e.addrString(e.Local), e.addrString(e.Remote))
 	}
 	b.WriteString(": ")
 	b.WriteString(causeString(e.Err))
@@ -76,8 +80,16 @@ func (e *OpError) Unwrap() error { return e.Err }
 
 // Is reports whether target matches the end of the operation's endpoint,
 // when the operation failed of it (see OpError); errors.Is reaches Err
-// through Unwrap.
+// through Unwrap. An operation that broke a rule of ibv_post_send(3) (a
+// *verbs.WRError of verbs.ErrInvalidWR) matches verbs.ErrInvalidArgument
+// too, as every argument the runtime refuses itself does.
 func (e *OpError) Is(target error) bool {
+	if target == verbs.ErrInvalidArgument {
+		var wre *verbs.WRError
+		if errors.As(e.Err, &wre) && errors.Is(wre.Err, verbs.ErrInvalidWR) {
+			return true
+		}
+	}
 	c := e.endCause()
 	return c != nil && errors.Is(c, target)
 }
@@ -91,16 +103,20 @@ func (e *OpError) endCause() error {
 	return e.ep.cause()
 }
 
-func addrString(a net.Addr) string {
+func (e *OpError) addrString(a net.Addr) string {
 	if a == nil {
 		return "?"
+	}
+	if ra, ok := a.(Addr); ok && e.qpsOnly {
+		return fmt.Sprintf("qp%#x", ra.QPN)
 	}
 	return a.String()
 }
 
 // causeString words the cause without what OpError already says: a work
-// completion's status without its wr_id (the runtime's bookkeeping, not
-// the application's), other errors without their package prefix.
+// completion's status without its wr_id, a broken rule without the WR's
+// index and wr_id (the runtime's bookkeeping, not the application's),
+// other errors without their package prefix.
 func causeString(err error) string {
 	if err == nil {
 		return "<nil>"
@@ -108,6 +124,10 @@ func causeString(err error) string {
 	var wce *verbs.WCError
 	if errors.As(err, &wce) && error(wce) == err {
 		return fmt.Sprintf("%s (%s, vendor_err %#x)", wce.Status, wce.Status.Name(), wce.VendorErr)
+	}
+	var wre *verbs.WRError
+	if errors.As(err, &wre) && error(wre) == err {
+		return wre.Rule
 	}
 	s := err.Error()
 	for _, prefix := range []string{"verbsrt: ", "verbs: "} {
@@ -148,7 +168,8 @@ func (ep *Endpoint) opError(op *qpactor.Op, batch int, err error) error {
 		return err
 	}
 	e := &OpError{Op: opName(op.Opcode), Local: ep.LocalAddr(), Remote: ep.RemoteAddr(),
-		RemoteAddr: op.Remote.RemoteAddr, RKey: op.Remote.RKey, Len: op.Local.Length, Err: err}
+		RemoteAddr: op.Remote.RemoteAddr, RKey: op.Remote.RKey, Len: op.Local.Length, Err: err,
+		qpsOnly: ep.rt.prov.Name() == "soft"}
 	if batch > 1 {
 		e.Batch = batch
 	}

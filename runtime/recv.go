@@ -61,6 +61,9 @@ type msgSlot struct {
 	imm    uint32
 	hasImm bool
 	gen    atomic.Uint32
+	// taken is set while the application holds the message, from Recv
+	// to Release (recvSide.appHeld counts it).
+	taken bool
 	// wakeStamp is sched.WakeStamp at delivery when a Recv was parked
 	// (recvSide.parked), else 0: the parked Recv reports its wake-up.
 	wakeStamp int64
@@ -104,6 +107,10 @@ func (m Message) Release() {
 		return
 	}
 	s := m.s
+	if s.taken {
+		s.taken = false
+		s.r.appHeld.Add(-1)
+	}
 	s.store.released(s)
 	s.slab.data.hold.Release()
 }
@@ -136,6 +143,32 @@ type recvSide struct {
 	left    bool            // the QP is gone (leave)
 
 	parked atomic.Int32 // Recvs parked on msgs, whose wake-ups deliver stamps
+
+	// appHeld counts the messages Recv returned and the application has
+	// not released. Only the application's calls change it (Recv and
+	// Release). The pool backs at most 2 x maxWindow buffers for the
+	// endpoint, held or posted (serveLocked), and the peer's last credit
+	// is kept for its credit reports, which data never takes
+	// (internal/credit, "The reserve"): once the application holds one
+	// fewer than that, no message is on its way to Recv, and none can
+	// come until it releases one.
+	appHeld    atomic.Int32
+	heldLogged atomic.Bool // the first ErrMessagesHeld was logged
+}
+
+// allHeld reports whether the application holds every receive buffer the
+// endpoint may have; the first time, it logs it.
+func (r *recvSide) allHeld() bool {
+	n := int(r.appHeld.Load())
+	if n < 2*r.maxWindow-1 {
+		return false
+	}
+	r.ep.rt.counters.recvAllHeld.Inc()
+	if r.heldLogged.CompareAndSwap(false, true) {
+		r.ep.rt.log.Warn("verbsrt: Recv refused: the application holds every receive buffer of the endpoint; "+
+			"no message arrives until it releases one (Message.Release)", "local", r.ep.LocalAddr(), "held", n)
+	}
+	return true
 }
 
 // release gives the window back once the QP is gone: the receives it took
@@ -243,9 +276,23 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 // arriving within some tens of µs costs no park and wake-up, which costs
 // more than such a round trip. With Tuning.WaitPoll it polls the endpoint's
 // CQ meanwhile.
+//
+// Each message holds one of the endpoint's receive buffers until Release,
+// and an endpoint has at most 2 x WithRecvDepth of them, one of which its
+// peer keeps for credit reports. When the application holds all the
+// others (2 x WithRecvDepth - 1 messages), no message can arrive, and Recv fails at
+// once with ErrMessagesHeld instead of waiting for ever (the failure is
+// counted in Stats.RecvAllHeld, and the first one logged): release a
+// message and call Recv again.
 func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
+	if ep == nil {
+		return Message{}, errNilEndpoint
+	}
 	if ctx == nil {
 		return Message{}, future.ErrNilContext
+	}
+	if ep.Err() == nil && ep.recv.allHeld() {
+		return Message{}, ErrMessagesHeld
 	}
 	var s *msgSlot
 	if ep.actor.WaitUntil(func() bool {
@@ -280,4 +327,9 @@ func (ep *Endpoint) Recv(ctx context.Context) (Message, error) {
 	}
 }
 
-func (s *msgSlot) message() Message { return Message{s: s, gen: s.gen.Load()} }
+// message hands s to the application, which holds it until Release.
+func (s *msgSlot) message() Message {
+	s.taken = true
+	s.r.appHeld.Add(1)
+	return Message{s: s, gen: s.gen.Load()}
+}

@@ -31,6 +31,7 @@ type Stats struct {
 
 	Endpoints        int    // connected endpoints
 	FailedHandshakes uint64 // clients the listeners dropped because their handshake failed (garbage, silence, an out-of-range hello)
+	RecvAllHeld      uint64 // Recvs that failed with ErrMessagesHeld: the application held every receive buffer of the endpoint
 
 	// Posting, counted by the actors once per drain.
 	PostCalls   uint64               // PostSend calls (doorbells)
@@ -43,7 +44,7 @@ type Stats struct {
 		Buckets [latencyBuckets]uint64
 		Sum     time.Duration
 	}
-	Cancelled   uint64 // operations whose context ended before they were posted
+	Cancelled   uint64 // operations whose context ended before they were posted, also before they were queued
 	ActorRuns   uint64 // actor goroutine starts: each endpoint's first, and each wake-up of an idle actor
 	InlineRuns  uint64 // drains a caller ran itself on finding the actor idle (Tuning.NoInlinePost unset)
 	WaitsParked uint64 // waits (Future.Wait, Recv) that spun without their result and parked
@@ -79,6 +80,7 @@ const (
 type counters struct {
 	events           [32]atomic.Uint64
 	handshakesFailed atomic.Uint64 // by every listener, closed ones too
+	recvAllHeld      atomic.Uint64 // Recvs refused with ErrMessagesHeld
 	retired          Stats         // counters only; guarded by Runtime.mu
 }
 
@@ -139,6 +141,7 @@ func (rt *Runtime) Stats() Stats {
 		}
 	}
 	s.FailedHandshakes = rt.counters.handshakesFailed.Load()
+	s.RecvAllHeld = rt.counters.recvAllHeld.Load()
 	for i := range s.AsyncEvents {
 		s.AsyncEvents[i] = rt.counters.events[i].Load()
 	}

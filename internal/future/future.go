@@ -27,7 +27,21 @@ var (
 	// of a context, as net/http refuses one, before the call changes
 	// anything. It matches verbs.ErrInvalidArgument.
 	ErrNilContext = fmt.Errorf("verbsrt: nil Context: %w", verbs.ErrInvalidArgument)
+	// ErrZero is returned by a zero Future, which no operation returned.
+	// It matches verbs.ErrInvalidArgument.
+	ErrZero = fmt.Errorf("verbsrt: the zero Future, which no operation returned: %w", verbs.ErrInvalidArgument)
+	// ErrInUse is returned by a Wait or Then given a copy of a future
+	// that another Wait or Then is consuming at the same time (a misuse:
+	// one goroutine consumes a Future). It matches ErrReleased.
+	ErrInUse = fmt.Errorf("verbsrt: future being consumed by another Wait or Then (one goroutine consumes a Future): %w", ErrReleased)
 )
+
+// genConsuming, set in State.gen, says that a consumer (Wait, Then,
+// Release) holds the handle of the generation in the other bits: it
+// alone may release the state, and another consumer of a copy of that
+// handle is refused before it reads or releases anything. Readers (Done,
+// Err, Result) compare the generation without it.
+const genConsuming = 1 << 63
 
 // Completion is the result of a successful operation.
 type Completion struct {
@@ -167,11 +181,11 @@ func (s *State) awaitDone() {
 // waits only for calls that found the generation current just before it
 // changed.
 func (s *State) enterRead(gen uint64) bool {
-	if s.gen.Load() != gen {
+	if s.gen.Load()&^genConsuming != gen {
 		return false
 	}
 	s.readers.Add(1)
-	if s.gen.Load() != gen {
+	if s.gen.Load()&^genConsuming != gen {
 		s.readers.Add(-1)
 		return false
 	}
@@ -339,7 +353,7 @@ func (s *State) runThen(fn func(Completion, error)) {
 // generation turns readers away; those that came before it are waited
 // for, as they may still read the outcome (see State).
 func (s *State) release() {
-	s.gen.Inc()
+	s.gen.Store(s.gen.Load()&^genConsuming + 1)
 	if s.unpooled {
 		return
 	}
@@ -380,7 +394,25 @@ type Future struct {
 	w   Waiter // polls the CQ while Wait waits; nil for a bare promise's
 }
 
-func (f Future) live() bool { return f.s != nil && f.s.gen.Load() == f.gen }
+// consume claims the state for f's consumer: it reports nil, and the
+// caller alone may release the state (or give the claim back, unclaim);
+// or the error of a future that cannot be consumed: the zero Future, a
+// handle consumed already, or one another consumer holds now.
+func (f Future) consume() error {
+	if f.s == nil {
+		return ErrZero
+	}
+	if f.s.gen.CompareAndSwap(f.gen, f.gen|genConsuming) {
+		return nil
+	}
+	if f.s.gen.Load() == f.gen|genConsuming {
+		return ErrInUse
+	}
+	return ErrReleased
+}
+
+// unclaim gives back the claim of consume without consuming the future.
+func (f Future) unclaim() { f.s.gen.Store(f.gen) }
 
 // Wait blocks until the operation completes or ctx ends. A result (success
 // or failure of the operation) consumes the future; ctx ending does not, and
@@ -390,8 +422,8 @@ func (f Future) live() bool { return f.s != nil && f.s.gen.Load() == f.gen }
 // channel, which the resolver fills; Done's channel is made only for
 // callers who ask for it.
 func (f Future) Wait(ctx context.Context) (Completion, error) {
-	if !f.live() {
-		return Completion{}, ErrReleased
+	if err := f.consume(); err != nil {
+		return Completion{}, err
 	}
 	s := f.s
 	var spun bool
@@ -406,6 +438,7 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 			sched.WokeUp(stamp)
 		case <-ctx.Done():
 			if s.unpark() {
+				f.unclaim()
 				return Completion{}, ctx.Err()
 			}
 			// The resolver saw statusParked: its token is sent or on its
@@ -495,7 +528,10 @@ func (f Future) Err() error {
 // the operation runs.
 func (f Future) Result() (Completion, error) {
 	s := f.s
-	if s == nil || !s.enterRead(f.gen) {
+	if s == nil {
+		return Completion{}, ErrZero
+	}
+	if !s.enterRead(f.gen) {
 		return Completion{}, ErrReleased
 	}
 	defer s.leaveRead()
@@ -508,12 +544,12 @@ func (f Future) Result() (Completion, error) {
 // Then arranges for fn to run, on the runtime's worker pool, once the
 // operation completes (at once if it has). It consumes the future.
 func (f Future) Then(fn func(Completion, error)) {
-	if !f.live() {
-		go fn(Completion{}, ErrReleased)
+	if err := f.consume(); err != nil {
+		go fn(Completion{}, err)
 		return
 	}
 	s := f.s
-	// Only the consumer recycles the state, and the consumer is here: the
+	// The claim is the consumer's, which alone recycles the state: the
 	// generation holds without enterRead.
 	s.then = fn
 	if s.ask(statusHasThen, 0) {
@@ -526,14 +562,14 @@ func (f Future) Then(fn func(Completion, error)) {
 // Result. Releasing a pending future is allowed; its state is then left to
 // the collector instead of the pool.
 func (f Future) Release() {
-	if !f.live() {
+	if f.consume() != nil {
 		return
 	}
 	s := f.s
 	if !s.Resolved() {
 		// Stale from now on; the resolver still holds it, and nothing
 		// recycles it.
-		s.gen.CompareAndSwap(f.gen, f.gen+1)
+		s.gen.Store(f.gen + 1)
 		return
 	}
 	s.release()
@@ -622,7 +658,7 @@ func (s *State) CancelledWhileQueued() bool { return s.claim.Load() == claimCanc
 // then calls cancelled (to wake the consumer, which drops it). The state
 // is then never recycled: the consumer's queue still points at it.
 func (s *State) WatchContext(ctx context.Context, failure func(error) error, cancelled func()) {
-	gen := s.gen.Load()
+	gen := s.gen.Load() &^ genConsuming // a Wait may be in progress
 	s.stopCancel = context.AfterFunc(ctx, func() {
 		if s.cancel(gen, failure(ctx.Err())) {
 			cancelled()

@@ -51,8 +51,9 @@ type OpStats struct {
 	// WR refused before or by PostSend).
 	Taken           atomic.Uint64
 	ResolvedByActor atomic.Uint64
-	// Cancelled counts the submissions whose context ended while they
-	// were queued: taken (and resolved) without reaching the QP.
+	// Cancelled counts the submissions whose context ended before they
+	// reached the QP: before they were queued, while they waited for room
+	// in the inbox, or while they were queued (taken and resolved).
 	Cancelled atomic.Uint64
 	// CreditOnly counts the actor's own SENDs of a header alone (peer
 	// credits): credit reports, requests for a larger window and credits
