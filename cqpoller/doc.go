@@ -1,7 +1,8 @@
 // Package cqpoller turns completions into resolved futures: dedicated
-// goroutines poll completion queues in batches of up to 32 WCs and hand every send completion to the qpactor.Actor
+// goroutines poll completion queues in batches of up to 32 WCs and hand
+// every send completion to the target's SendHandler, the qpactor.Actor
 // that posted it (wr_id encodes actor, slot and generation, so a stale or
-// unknown completion is counted and dropped, never misdelivered) and every
+// unknown completion is counted and dropped, never misdelivered), and every
 // receive completion to the runtime's receive handler.
 //
 // # Which CQs are polled

@@ -3,7 +3,6 @@ package cqpoller
 import (
 	"time"
 
-	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -14,7 +13,7 @@ import (
 func (p *Poller) Drain(t *Target) {
 	wcs := p.wcPool.Get().(*[]verbs.WC)
 	defer p.wcPool.Put(wcs)
-	d := targetDriver{p, t}
+	d := TargetDriver{p, t}
 	for d.poll(true, *wcs) > 0 {
 	}
 }
@@ -49,19 +48,19 @@ func (p *Poller) TryDrain(t *Target) bool {
 
 // Driver returns what t's actor calls to poll t's CQ itself while it is
 // awake (qpactor.Driver).
-func (p *Poller) Driver(t *Target) qpactor.Driver { return targetDriver{p, t} }
+func (p *Poller) Driver(t *Target) TargetDriver { return TargetDriver{p, t} }
 
-// targetDriver lets an actor handle its own CQ: with a busy actor and a
+// TargetDriver lets an actor handle its own CQ: with a busy actor and a
 // busy poller each holding one of a small machine's Ps, the goroutines
 // that wait for the futures get neither, and an actor, locked to its
 // thread, cannot yield its P cheaply. An actor that polls its CQ between drains keeps one
 // P for everything else and hands the CQ back when it parks.
-type targetDriver struct {
+type TargetDriver struct {
 	p *Poller
 	t *Target
 }
 
-func (d targetDriver) Drive(on bool) {
+func (d TargetDriver) Drive(on bool) {
 	t := d.t
 	if on {
 		if t.driveWCs == nil {
@@ -85,7 +84,7 @@ func (d targetDriver) Drive(on bool) {
 // actor or any waiter polls it, the poller neither polls nor arms it, so
 // the completions they poll for raise no events that wake the poller for
 // nothing.
-func (d targetDriver) WaitBegin() { d.t.own.drive() }
+func (d TargetDriver) WaitBegin() { d.t.own.drive() }
 
 // WaitEnd is Drive(false) for a waiter. The last waiter to stop hands the
 // CQ back at once when it parks (parking), since the completion it waits
@@ -95,7 +94,7 @@ func (d targetDriver) WaitBegin() { d.t.own.drive() }
 // finds the CQ as it was, and none pays the arming (a system call on rxe)
 // and the completion event that follows it, which wakes the poller's
 // thread.
-func (d targetDriver) WaitEnd(parking bool, linger time.Duration) {
+func (d TargetDriver) WaitEnd(parking bool, linger time.Duration) {
 	t := d.t
 	if !t.own.undrive() {
 		return
@@ -124,7 +123,7 @@ const minLinger = 100 * time.Microsecond
 // way. A failed CQ is armed by nobody, a removed one (a waiter that
 // outlived its endpoint's CQ) not touched. wcs nil: the target's own
 // waiter batch.
-func (d targetDriver) handBack(wcs []verbs.WC) {
+func (d TargetDriver) handBack(wcs []verbs.WC) {
 	t := d.t
 	if d.p.cfg.Policy == Busy {
 		d.p.wakeTarget(t)
@@ -147,7 +146,7 @@ func (d targetDriver) handBack(wcs []verbs.WC) {
 	}
 }
 
-func (d targetDriver) Progress() int {
+func (d TargetDriver) Progress() int {
 	wcs := d.t.driveWCs
 	if wcs == nil { // Progress without Drive(true): not the protocol, but harmless
 		wcs = d.p.wcPool.Get().(*[]verbs.WC)
@@ -162,7 +161,7 @@ func (d targetDriver) Progress() int {
 // holder of the target's mutex uses: a waiter polls many times a wait,
 // and a batch from the pool each time would be an allocation whenever
 // the pool drops one (as it does at random under the race detector).
-func (d targetDriver) Poll() int {
+func (d TargetDriver) Poll() int {
 	t := d.t
 	got := t.own.tryPoll(func() int { return d.p.pollLocked(t, t.waitWCs[:]) })
 	if got > 0 {
@@ -179,7 +178,7 @@ func (d targetDriver) Poll() int {
 // poller polls, one that lingers or one that is armed, whose event, raised
 // by the completion it took, then wakes the poller to find nothing, as
 // the actor's Progress may.
-func (d targetDriver) PollUndriven() int {
+func (d TargetDriver) PollUndriven() int {
 	if d.t.own.driven() {
 		return 0
 	}
@@ -189,7 +188,7 @@ func (d targetDriver) PollUndriven() int {
 // poll polls the CQ once into wcs, waiting for whoever handles it with
 // wait, else only if nobody does now, and returns how many completions it
 // handled.
-func (d targetDriver) poll(wait bool, wcs []verbs.WC) int {
+func (d TargetDriver) poll(wait bool, wcs []verbs.WC) int {
 	t := d.t
 	poll := func() int { return d.p.pollLocked(t, wcs) }
 	var got int

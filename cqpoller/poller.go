@@ -174,7 +174,7 @@ func (p *Poller) Add(t *Target) error {
 		return ErrDupCQ
 	}
 	t.added, t.queued, t.setAt = true, false, -1
-	t.own.open(func() { targetDriver{p, t}.handBack(nil) })
+	t.own.open(func() { TargetDriver{p, t}.handBack(nil) })
 	p.byCQ[key] = t
 	p.wakeTargetLocked(t)
 	return nil

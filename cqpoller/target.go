@@ -5,7 +5,6 @@ import (
 
 	"go.uber.org/atomic"
 
-	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -17,8 +16,9 @@ type Target struct {
 	// wraps another (a decorator, a test's counter) must say so with an
 	// Unwrap() verbs.CQ method, or its events are taken for another CQ's.
 	CQ verbs.CQ
-	// Send receives the send completions (wr_id without wrid.RecvBit).
-	Send *qpactor.Actor
+	// Send receives the send completions (wr_id without wrid.RecvBit);
+	// nil when the CQ has none.
+	Send SendHandler
 	// Recv handles receive completions (wr_id with wrid.RecvBit); nil when the
 	// CQ has none.
 	Recv func(wc *verbs.WC)
@@ -62,6 +62,27 @@ type Target struct {
 	setAt   int           // index in Poller.active
 	hot     bool          // completions found since it entered the active set
 	lastHit time.Duration // Poller.now when it last had completions
+}
+
+// SendHandler is what a target's send completions go to: the QP's owner
+// (qpactor.Actor). Every method is called by the goroutine that handles
+// the CQ at that moment (the poller, a waiter or the driving actor), one
+// at a time, in the CQ's order.
+type SendHandler interface {
+	// Complete handles one send completion and reports whether its wr_id
+	// matched an outstanding WR (false: stale, dropped).
+	Complete(wc *verbs.WC) bool
+	// Polled is told after each poll that handled completions: the
+	// room they made may let queued work be posted.
+	Polled()
+	// FailOutstanding fails every WR still outstanding with err, for
+	// completions that will never come, and returns how many it failed.
+	FailOutstanding(err error) int
+	// Outstanding returns how many WRs are posted and not completed.
+	Outstanding() int
+	// AbandonedErr returns why the handler was abandoned with WRs
+	// outstanding (its QP's completions may never come), or nil.
+	AbandonedErr() error
 }
 
 // providerCQ returns the CQ that cq wraps, if it does (Target.CQ), else
