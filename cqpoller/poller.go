@@ -44,7 +44,7 @@ type Config struct {
 	// Channel is the completion channel every CQ of this poller was created
 	// with; required unless Policy is Busy.
 	Channel verbs.CompChannel
-	Spin    time.Duration // adaptive: spin this long when empty (0: 50 µs)
+	Spin    time.Duration // adaptive: spin this long when empty (0: sched.DefaultSpin)
 	Yield   time.Duration // adaptive: then yield between polls this long (0: 200 µs)
 	Batch   int           // WCs per Poll call, 1..32 (0: 32)
 	Logger  *slog.Logger
@@ -123,7 +123,7 @@ func New(cfg Config) (*Poller, error) {
 		cfg.Batch = MaxBatch
 	}
 	if cfg.Spin <= 0 {
-		cfg.Spin = 50 * time.Microsecond
+		cfg.Spin = sched.DefaultSpin
 	}
 	if cfg.Yield <= 0 {
 		cfg.Yield = 200 * time.Microsecond

@@ -14,6 +14,7 @@ import (
 	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/internal/opstats"
 	"github.com/verbsrt/verbsrt/internal/ring"
+	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -71,7 +72,7 @@ type Config struct {
 	// a quarter of the send queue.
 	SignalEvery int
 	// Spin is how long the actor polls an empty inbox before it goes idle
-	// (0: 50 µs).
+	// (0: sched.DefaultSpin).
 	Spin time.Duration
 	// Park makes an idle actor park its goroutine, locked to its OS
 	// thread, instead of ending it. By default an idle actor's goroutine
@@ -365,7 +366,7 @@ func New(cfg Config) (*Actor, error) {
 	}
 	a.spin.Store(cfg.Spin)
 	if cfg.Spin <= 0 {
-		a.spin.Store(50 * time.Microsecond)
+		a.spin.Store(sched.DefaultSpin)
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -189,7 +190,7 @@ func waitPoll(t Tuning) time.Duration {
 
 // DefaultTuning returns the tuning a runtime has without WithTuning.
 func DefaultTuning() Tuning {
-	return Tuning{Pollers: 1, Spin: 50 * time.Microsecond, WaitPoll: 200 * time.Microsecond,
+	return Tuning{Pollers: 1, Spin: sched.DefaultSpin, WaitPoll: 200 * time.Microsecond,
 		RingSize: 1024, CallbackWorkers: 256, AckTimeout: verbs.AckTimeoutDuration(defaultAckTimeoutCode),
 		RetryCount: 7, RNRRetry: 7}
 }

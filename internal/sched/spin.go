@@ -2,6 +2,7 @@ package sched
 
 import (
 	"runtime"
+	"time"
 
 	"go.uber.org/atomic"
 )
@@ -118,3 +119,9 @@ func (s *SpinSlot) stopWanting() {
 		spinWanters.Dec()
 	}
 }
+
+// DefaultSpin is how long an actor or a poller that finds nothing to do
+// spins before it sleeps, unless its configuration says otherwise: long
+// enough to catch the next completion of a busy QP on soft and a NIC,
+// short enough that an idle endpoint gives its P back at once.
+const DefaultSpin = 50 * time.Microsecond
