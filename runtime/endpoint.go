@@ -389,12 +389,9 @@ type Op struct {
 	Imm        uint32
 }
 
-// MaxGather is the most ranges one operation gathers or scatters.
-const MaxGather = 4
-
-// The actor takes gather lists of the same bound.
-var _ [MaxGather - qpactor.MaxGather]struct{}
-var _ [qpactor.MaxGather - MaxGather]struct{}
+// MaxGather, 4, is the most ranges one operation gathers or scatters: the
+// bound of the actor that posts it.
+const MaxGather = qpactor.MaxGather
 
 // toOp checks op and turns it into the actor's, its gather list, if it
 // has one, in b's room for op i. The use of its memory is Post's to take,
