@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/benchkit"
+	"github.com/verbsrt/verbsrt/internal/perftest"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -50,8 +51,8 @@ type directEnd struct {
 	remote  []byte // the rest: what the peer accesses, or where SENDs land
 	inline  bool
 	withGID bool
-	my, rem ptDest
-	hello   ptHello
+	my, rem perftest.Dest
+	hello   perftest.Hello
 	devName string
 	// out takes the address lines and the checks' verdicts; the result
 	// lines are the caller's. header, if not nil, prints the table's head
@@ -188,7 +189,7 @@ func (e *directEnd) dest() error {
 	if err != nil {
 		return fmt.Errorf("couldn't get port info: %w", err)
 	}
-	e.my = ptDest{LID: port.LID, OutReads: 1, QPN: e.qp.QPN(), PSN: verbs.RandomPSN(),
+	e.my = perftest.Dest{LID: port.LID, OutReads: 1, QPN: e.qp.QPN(), PSN: verbs.RandomPSN(),
 		RKey: e.mr.RKey(), VAddr: e.mr.Addr() + uint64(len(e.local))}
 	if cfg.test == "read" || cfg.test == "atomic" {
 		dattr, err := e.ctx.QueryDevice()
@@ -248,7 +249,7 @@ func (e *directEnd) connect() error {
 }
 
 // printDirectDest prints a QP's keys as perftest does.
-func printDirectDest(w io.Writer, side string, d ptDest, withGID bool) {
+func printDirectDest(w io.Writer, side string, d perftest.Dest, withGID bool) {
 	fmt.Fprintf(w, " %s address: LID %#04x QPN %#06x PSN %#06x OUT %#04x RKey %#08x VAddr %#016x\n",
 		side, d.LID, d.QPN, d.PSN, d.OutReads, d.RKey, d.VAddr)
 	if withGID {
@@ -265,7 +266,7 @@ func runDirectEnd(ctx context.Context, p verbs.Provider, cfg benchConfig, dev st
 	defer e.close()
 	stop := closeOnDone(ctx, c)
 	defer stop()
-	pc := &ptConn{c: c, client: client}
+	pc := perftest.NewConn(c, client)
 	r, err := e.run(ctx, p, pc)
 	if ctx.Err() != nil && err != nil {
 		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
@@ -273,7 +274,7 @@ func runDirectEnd(ctx context.Context, p verbs.Provider, cfg benchConfig, dev st
 	return r, err
 }
 
-func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benchResult, error) {
+func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *perftest.Conn) (benchResult, error) {
 	cfg := e.cfg
 	if err := e.open(p); err != nil {
 		return benchResult{}, err
@@ -285,24 +286,24 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 		return benchResult{}, err
 	}
 	var err error
-	if e.hello, err = pc.hello(os.Getpagesize(), directCacheLn, e.hello.MTU); err != nil {
+	if e.hello, err = pc.Hello(os.Getpagesize(), directCacheLn, e.hello.MTU); err != nil {
 		return benchResult{}, err
 	}
 	if e.hello.CycleBuffer > 64<<10 || e.hello.CacheLine > 256 || e.hello.CycleBuffer < 1 || e.hello.CacheLine < 1 {
 		return benchResult{}, fmt.Errorf("perftest: the peer's page size %d or cache line %d is beyond what this end lays out (64 KiB, 256)",
 			e.hello.CycleBuffer, e.hello.CacheLine)
 	}
-	if e.rem, err = pc.handshake(e.my, e.withGID); err != nil {
+	if e.rem, err = pc.Handshake(e.my, e.withGID); err != nil {
 		return benchResult{}, err
 	}
-	if e.withGID && ptV4Mapped(e.my.GID) != ptV4Mapped(e.rem.GID) {
-		return benchResult{}, errPtGIDTypes
+	if e.withGID && perftest.V4Mapped(e.my.GID) != perftest.V4Mapped(e.rem.GID) {
+		return benchResult{}, perftest.ErrGIDTypes
 	}
 	if err := e.connect(); err != nil {
 		return benchResult{}, err
 	}
 	for range 2 {
-		if _, err := pc.handshake(e.my, e.withGID); err != nil {
+		if _, err := pc.Handshake(e.my, e.withGID); err != nil {
 			return benchResult{}, err
 		}
 	}
@@ -320,29 +321,29 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 				return res, err
 			}
 		}
-		if _, err := pc.handshake(e.my, e.withGID); err != nil {
+		if _, err := pc.Handshake(e.my, e.withGID); err != nil {
 			return res, err
 		}
 		if err := e.measure(ctx, recv, &res); err != nil {
 			return res, err
 		}
-		return res, pc.close(e.my, e.withGID)
+		return res, pc.Close(e.my, e.withGID)
 	}
 	// write, read, atomic: no sync before the run; the client runs at once.
-	var mine ptReport
+	var mine perftest.Report
 	if e.client {
 		if err := e.measure(ctx, nil, &res); err != nil {
 			return res, err
 		}
 		// A latency run reports its size and count only: perftest's
 		// report carries rates.
-		mine = ptReport{Size: uint64(cfg.size), Iters: uint64(cfg.iters), BWPeak: res.BWPeakMBps, BWAvg: res.BWAvgMBps, MsgAvg: res.MsgRateMpps}
+		mine = perftest.Report{Size: uint64(cfg.size), Iters: uint64(cfg.iters), BWPeak: res.BWPeakMBps, BWAvg: res.BWAvgMBps, MsgAvg: res.MsgRateMpps}
 	}
 	// The server waits here for the client's run.
-	if err := e.pollWhile(ctx, func() error { _, err := pc.handshake(e.my, e.withGID); return err }); err != nil {
+	if err := e.pollWhile(ctx, func() error { _, err := pc.Handshake(e.my, e.withGID); return err }); err != nil {
 		return res, err
 	}
-	theirs, err := pc.reports(mine)
+	theirs, err := pc.Reports(mine)
 	if err != nil {
 		return res, err
 	}
@@ -356,7 +357,7 @@ func (e *directEnd) run(ctx context.Context, p verbs.Provider, pc *ptConn) (benc
 			return res, err
 		}
 	}
-	return res, pc.close(e.my, e.withGID)
+	return res, pc.Close(e.my, e.withGID)
 }
 
 // measure runs this end's part of the test and fills res from it: a
@@ -602,4 +603,10 @@ func (cfg benchConfig) timeoutOrDefault() time.Duration {
 		return cfg.timeout
 	}
 	return benchTimeout
+}
+
+// closeOnDone closes c when ctx ends, so that a read or write blocked on
+// the peer returns; the returned function stops watching.
+func closeOnDone(ctx context.Context, c net.Conn) func() bool {
+	return context.AfterFunc(ctx, func() { c.Close() })
 }

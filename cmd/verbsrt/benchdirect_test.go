@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/verbsrt/verbsrt/internal/perftest"
 )
 
 // directResult is the result line of the table -direct prints, and
@@ -192,7 +194,7 @@ func TestPeerPattern(t *testing.T) {
 		for _, vouched := range []bool{true, false} {
 			var out bytes.Buffer
 			e := &directEnd{cfg: benchConfig{test: test, size: size, peerPattern: vouched}, out: &out,
-				hello: ptHello{CycleBuffer: cycle, CacheLine: line}, local: patterned(), remote: patterned()}
+				hello: perftest.Hello{CycleBuffer: cycle, CacheLine: line}, local: patterned(), remote: patterned()}
 			check := func() error {
 				if test == "write" {
 					return e.checkServer(size, 1000)
