@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/direct"
 	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
@@ -161,7 +162,7 @@ ends: one signalled WR at a time, polled until it completed, or with send
 func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	cfg := benchConfig{test: benchTestNames[0], connection: benchConnection, ibPort: 1, gidIndex: -1,
 		iters: 5000, qps: 1, callers: 1, txDepth: 128, progress: time.Second, spin: benchSpin,
-		inlinePost: true, waitPoll: vrt.DefaultTuning().WaitPoll, port: benchPort, set: map[string]bool{}, cqMod: directCQMod}
+		inlinePost: true, waitPoll: vrt.DefaultTuning().WaitPoll, port: benchPort, set: map[string]bool{}, cqMod: direct.DefaultCQMod}
 	fs := newFlagSet("bench", benchUsage())
 	// alias gives flag short the long name too; both share one value
 	// and so one default.

@@ -102,7 +102,7 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 		for _, l := range lats {
 			all = append(all, l...)
 		}
-		latencyStats(&r, all)
+		benchkit.LatencyStats(&r, all)
 		return r, nil
 	}
 	r.BWAvgMBps = rate * float64(size) / (1 << 20)

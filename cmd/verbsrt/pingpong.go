@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/provider"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/ibv"
 	"github.com/verbsrt/verbsrt/verbs/soft"
@@ -244,24 +245,6 @@ func pingpong(ctx context.Context, w io.Writer, p verbs.Provider, cfg ppConfig, 
 	return e.run(ctx, w)
 }
 
-// findDevice returns p's device of that name, or its first for "", with
-// the C tools' errors.
-func findDevice(p verbs.Provider, name string) (verbs.Device, error) {
-	devs, err := p.Devices()
-	if err != nil {
-		return nil, fmt.Errorf("failed to get IB devices list: %w", err)
-	}
-	for _, d := range devs {
-		if name == "" || d.Name() == name {
-			return d, nil
-		}
-	}
-	if name == "" {
-		return nil, errors.New("no IB devices found")
-	}
-	return nil, fmt.Errorf("IB device %s not found", name)
-}
-
 func printDest(w io.Writer, what string, d verbs.PeerInfo) {
 	fmt.Fprintf(w, "  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", what, d.LID, d.QPN, d.PSN, d.GID)
 }
@@ -272,7 +255,7 @@ func printDest(w io.Writer, what string, d verbs.PeerInfo) {
 // inline when the QP takes that much.
 func (e *ppEnd) init(p verbs.Provider) error {
 	cfg := e.cfg
-	dev, err := findDevice(p, cfg.dev)
+	dev, err := provider.FindDevice(p, cfg.dev)
 	if err != nil {
 		return err
 	}
