@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/direct"
+	"github.com/verbsrt/verbsrt/internal/provider"
 )
 
 // floor returns the settings of one end of cfg's -direct run.
@@ -127,7 +128,7 @@ func benchDirectNet(ctx context.Context, w, progress io.Writer, cfg benchConfig,
 	}
 	defer c.Close()
 	spec := providerSpec{name: cfg.provider, addr: cfg.rocev2Addr, port: cfg.rocev2Port}
-	if err := checkRocev2Reach(spec, c.RemoteAddr()); err != nil {
+	if err := provider.CheckRocev2Reach(spec.provider(), c.RemoteAddr()); err != nil {
 		return err
 	}
 	var header func(string)

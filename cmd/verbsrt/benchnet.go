@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/provider"
 	vrt "github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -303,7 +304,7 @@ func (p *benchPair) serveClient(ctx context.Context, w, progress io.Writer, cfg 
 		cfg, err = adoptBenchConfig(cfg, m.Config)
 	}
 	if err == nil {
-		err = checkRocev2Reach(cfg.providerSpec(), ctl.c.RemoteAddr())
+		err = provider.CheckRocev2Reach(cfg.providerSpec().provider(), ctl.c.RemoteAddr())
 	}
 	if err != nil {
 		ctl.reject(err)
@@ -455,7 +456,7 @@ func benchClient(ctx context.Context, w, progress io.Writer, cfg benchConfig, ad
 // connectServer sends cfg, connects the QPs where the server says and
 // waits until the server is ready.
 func (p *benchPair) connectServer(ctx context.Context, ctl *benchCtl, cfg benchConfig) error {
-	if err := checkRocev2Reach(cfg.providerSpec(), ctl.c.RemoteAddr()); err != nil {
+	if err := provider.CheckRocev2Reach(cfg.providerSpec().provider(), ctl.c.RemoteAddr()); err != nil {
 		return err
 	}
 	wire := cfg.wire(p.cliDev)
