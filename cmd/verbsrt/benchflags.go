@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/direct"
+	"github.com/verbsrt/verbsrt/internal/rtbench"
 	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
@@ -84,13 +85,11 @@ var benchTests = map[string]string{"write": "RDMA_Write", "read": "RDMA_Read", "
 // The defaults of the flags whose default depends on others, and the
 // bounds of the sizes: used by the code and spelled in the help from here.
 const (
-	benchSizeBW      = 65536    // -s of a bandwidth test
-	benchSizeLat     = 2        // -s of a latency test
-	benchSizeAtomic  = 8        // -s of atomic, the only size an atomic moves
-	benchMaxSize     = 8 << 20  // the largest -s, and where -a stops
-	benchMaxSendSize = 1 << 20  // the same for send: one message in one receive buffer
-	benchRecvDepth   = 64       // -r 0: each endpoint's receive window...
-	benchRecvBytes   = 16 << 20 // ...unless its receive buffers would take more than this
+	benchSizeBW      = 65536   // -s of a bandwidth test
+	benchSizeLat     = 2       // -s of a latency test
+	benchSizeAtomic  = 8       // -s of atomic, the only size an atomic moves
+	benchMaxSize     = 8 << 20 // the largest -s, and where -a stops
+	benchMaxSendSize = 1 << 20 // the same for send: one message in one receive buffer
 	benchSpin        = 200 * time.Microsecond
 	benchConnection  = "RC" // -c: the runtime connects RC QPs only
 )
@@ -195,7 +194,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&cfg.txDepth, "t", cfg.txDepth, "operations each caller keeps in flight (bandwidth; 1 with -lat)")
 	alias("t", "tx-depth")
 	fs.IntVar(&cfg.rxDepth, "r", cfg.rxDepth, fmt.Sprintf("each endpoint's largest window of receive credits, the runtime's WithRecvDepth (0: %d, fewer for messages over %s)",
-		benchRecvDepth, sizeString(benchRecvBytes/benchRecvDepth)))
+		rtbench.RecvDepth, sizeString(rtbench.RecvBytes/rtbench.RecvDepth)))
 	alias("r", "rx-depth")
 	fs.BoolVar(&cfg.json, "json", cfg.json, "print results as JSON lines")
 	fs.BoolVar(&cfg.gbits, "report_gbits", cfg.gbits, "report bandwidth in Gb/s (10^9 bits) instead of MB/s (2^20 bytes), as perftest's")

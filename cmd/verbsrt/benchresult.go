@@ -6,27 +6,25 @@ import (
 	"io"
 
 	"github.com/verbsrt/verbsrt/internal/benchkit"
+	"github.com/verbsrt/verbsrt/internal/rtbench"
 )
 
 // benchResult is one line of the report; --json prints it as is.
 type benchResult = benchkit.Result
 
-// mode is benchResult.Mode for a run of cfg.
-func (cfg benchConfig) mode() string { return benchkit.Mode(cfg.lat, cfg.pingpong) }
-
 const benchRule = "---------------------------------------------------------------------------------------"
 
-func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
+func printBenchHeader(w io.Writer, cfg benchConfig, cliDev, srvDev string) {
 	mode := "BW"
 	if cfg.lat {
 		mode = "Latency"
 	}
 	fmt.Fprintln(w, benchRule)
 	fmt.Fprintf(w, "                    %s %s Test\n", benchTests[cfg.test], mode)
-	fmt.Fprintf(w, " Provider        : %-8s\tDevice         : %s -> %s\n", cfg.provider, p.cliDev, p.srvDev)
+	fmt.Fprintf(w, " Provider        : %-8s\tDevice         : %s -> %s\n", cfg.provider, cliDev, srvDev)
 	fmt.Fprintf(w, " Number of qps   : %-8d\tCallers        : %d\n", cfg.qps, cfg.callers)
 	fmt.Fprintf(w, " Connection type : RC      \tTX depth       : %d per caller\n", cfg.txDepth)
-	fmt.Fprintf(w, " Runtime         : verbsrt \tSQ depth       : %d\n", benchSQDepth)
+	fmt.Fprintf(w, " Runtime         : verbsrt \tSQ depth       : %d\n", rtbench.SQDepth)
 	if cfg.postList > 0 {
 		fmt.Fprintf(w, " Post list       : %-8d\t(operations a call to Endpoint.Post, one future each)\n", cfg.postList)
 	}

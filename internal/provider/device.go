@@ -3,6 +3,7 @@ package provider
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -23,4 +24,16 @@ func FindDevice(p verbs.Provider, name string) (verbs.Device, error) {
 		return nil, errors.New("no IB devices found")
 	}
 	return nil, fmt.Errorf("IB device %s not found", name)
+}
+
+// NoSuchDevice is the error that the provider called provider has no
+// device called name, which the flag flagName asked for: it names the
+// devices it has, and matches verbs.ErrNotFound.
+func NoSuchDevice(flagName, name, provider string, devs []verbs.Device) error {
+	names := make([]string, len(devs))
+	for i, d := range devs {
+		names[i] = d.Name()
+	}
+	return fmt.Errorf("%s %s: no such device on provider %s (it has %s): %w",
+		flagName, name, provider, strings.Join(names, ", "), verbs.ErrNotFound)
 }
