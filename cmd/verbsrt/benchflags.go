@@ -54,7 +54,7 @@ type benchConfig struct {
 	// Where this process's run goes: not perftest's, the runtime's own.
 	cpuProfile, trace string
 
-	// -direct (benchdirect.go): the Go floor, one goroutine posting and
+	// -direct (internal/direct): the Go floor, one goroutine posting and
 	// polling each end's QP, over perftest's own protocol; cqMod is
 	// perftest's --cq-mod, postList its --post_list (0: as many as the
 	// window has room for). peerPattern: the peer's buffers hold this
@@ -66,7 +66,7 @@ type benchConfig struct {
 	postList    int
 	peerPattern bool
 
-	// Two processes (benchnet.go): a client has host, a server has
+	// Two processes (internal/rtbench): a client has host, a server has
 	// server set; the one-process bench has neither.
 	host    string
 	server  bool
