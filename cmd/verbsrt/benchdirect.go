@@ -53,7 +53,7 @@ func printDirectHeader(w io.Writer, cfg benchConfig, dev, peerDev string) {
 // prints the client's result; each end's address lines and checks go to
 // progress.
 func benchDirect(ctx context.Context, w, progress io.Writer, cfg benchConfig) error {
-	p, closeProv, err := openProvider(providerSpec{name: cfg.provider, addr: cfg.rocev2Addr, port: cfg.rocev2Port}, 2)
+	p, closeProv, err := openProvider(cfg.providerSpec(), 2)
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func sErrWrap(err error) error {
 // client's, as perftest's server does; of a latency test, only its size
 // and count: the samples stay with the client).
 func benchDirectNet(ctx context.Context, w, progress io.Writer, cfg benchConfig, addr string, ln net.Listener) error {
-	p, closeProv, err := openProvider(providerSpec{name: cfg.provider, addr: cfg.rocev2Addr, port: cfg.rocev2Port}, 1)
+	p, closeProv, err := openProvider(cfg.providerSpec(), 1)
 	if err != nil {
 		return err
 	}
@@ -127,8 +127,7 @@ func benchDirectNet(ctx context.Context, w, progress io.Writer, cfg benchConfig,
 		}
 	}
 	defer c.Close()
-	spec := providerSpec{name: cfg.provider, addr: cfg.rocev2Addr, port: cfg.rocev2Port}
-	if err := provider.CheckRocev2Reach(spec.provider(), c.RemoteAddr()); err != nil {
+	if err := provider.CheckRocev2Reach(cfg.providerSpec().provider(), c.RemoteAddr()); err != nil {
 		return err
 	}
 	var header func(string)
