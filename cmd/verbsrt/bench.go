@@ -7,10 +7,10 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 
 	"github.com/verbsrt/verbsrt/internal/benchkit"
+	"github.com/verbsrt/verbsrt/internal/rtbench"
 )
 
 // runBench is "verbsrt bench": perftest's tests over the runtime, both
@@ -29,7 +29,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	defer profiles.Stop()
 	switch {
 	case cfg.direct && cfg.host != "":
-		if err := checkNetProvider(cfg, nil); err != nil {
+		if err := rtbench.CheckNetProvider(cfg.provider, nil); err != nil {
 			return err
 		}
 		return benchDirectNet(ctx, stdout, stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
@@ -38,7 +38,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	case cfg.host != "":
 		return benchClient(ctx, stdout, stderr, cfg, net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)), nil)
 	case cfg.server:
-		if err := checkNetProvider(cfg, nil); err != nil {
+		if err := rtbench.CheckNetProvider(cfg.provider, nil); err != nil {
 			return err
 		}
 		ln, err := listenControl(cfg.port)
@@ -70,39 +70,7 @@ func benchSizes(cfg benchConfig) []int {
 // bench runs cfg's test at each size with both ends in this process and
 // writes the report to w, progress to progress.
 func bench(ctx context.Context, w, progress io.Writer, cfg benchConfig) error {
-	pair, err := openBenchPair(cfg, slices.Max(benchSizes(cfg)))
-	if err != nil {
-		return err
-	}
-	defer pair.close()
-	return pair.runSizes(ctx, w, progress, cfg, nil)
-}
-
-// runSizes runs cfg's test at each size from p's client side, prints the
-// report and hands each result to report, if not nil.
-func (p *benchPair) runSizes(ctx context.Context, w, progress io.Writer, cfg benchConfig, report func(benchResult) error) error {
-	if !cfg.json {
-		printBenchHeader(w, cfg, p)
-	}
-	for _, size := range benchSizes(cfg) {
-		if ctx.Err() != nil {
-			break
-		}
-		r, err := p.run(ctx, cfg, size, progress)
-		if err != nil {
-			return err
-		}
-		printBenchResult(w, cfg, r)
-		if report != nil {
-			if err := report(r); err != nil {
-				return err
-			}
-		}
-	}
-	if !cfg.json {
-		fmt.Fprintln(w, benchRule)
-	}
-	return nil
+	return rtbench.Run(ctx, cfg.engine(), &benchPrinter{w, cfg}, progress)
 }
 
 // listenControl listens for a client's control connection as perftest's

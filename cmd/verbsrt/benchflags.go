@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/direct"
+	"github.com/verbsrt/verbsrt/internal/rtbench"
 	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
@@ -52,7 +54,7 @@ type benchConfig struct {
 	// Where this process's run goes: not perftest's, the runtime's own.
 	cpuProfile, trace string
 
-	// -direct (benchdirect.go): the Go floor, one goroutine posting and
+	// -direct (internal/direct): the Go floor, one goroutine posting and
 	// polling each end's QP, over perftest's own protocol; cqMod is
 	// perftest's --cq-mod, postList its --post_list (0: as many as the
 	// window has room for). peerPattern: the peer's buffers hold this
@@ -64,7 +66,7 @@ type benchConfig struct {
 	postList    int
 	peerPattern bool
 
-	// Two processes (benchnet.go): a client has host, a server has
+	// Two processes (internal/rtbench): a client has host, a server has
 	// server set; the one-process bench has neither.
 	host    string
 	server  bool
@@ -83,13 +85,11 @@ var benchTests = map[string]string{"write": "RDMA_Write", "read": "RDMA_Read", "
 // The defaults of the flags whose default depends on others, and the
 // bounds of the sizes: used by the code and spelled in the help from here.
 const (
-	benchSizeBW      = 65536    // -s of a bandwidth test
-	benchSizeLat     = 2        // -s of a latency test
-	benchSizeAtomic  = 8        // -s of atomic, the only size an atomic moves
-	benchMaxSize     = 8 << 20  // the largest -s, and where -a stops
-	benchMaxSendSize = 1 << 20  // the same for send: one message in one receive buffer
-	benchRecvDepth   = 64       // -r 0: each endpoint's receive window...
-	benchRecvBytes   = 16 << 20 // ...unless its receive buffers would take more than this
+	benchSizeBW      = 65536   // -s of a bandwidth test
+	benchSizeLat     = 2       // -s of a latency test
+	benchSizeAtomic  = 8       // -s of atomic, the only size an atomic moves
+	benchMaxSize     = 8 << 20 // the largest -s, and where -a stops
+	benchMaxSendSize = 1 << 20 // the same for send: one message in one receive buffer
 	benchSpin        = 200 * time.Microsecond
 	benchConnection  = "RC" // -c: the runtime connects RC QPs only
 )
@@ -161,7 +161,7 @@ ends: one signalled WR at a time, polled until it completed, or with send
 func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	cfg := benchConfig{test: benchTestNames[0], connection: benchConnection, ibPort: 1, gidIndex: -1,
 		iters: 5000, qps: 1, callers: 1, txDepth: 128, progress: time.Second, spin: benchSpin,
-		inlinePost: true, waitPoll: vrt.DefaultTuning().WaitPoll, port: benchPort, set: map[string]bool{}, cqMod: directCQMod}
+		inlinePost: true, waitPoll: vrt.DefaultTuning().WaitPoll, port: benchPort, set: map[string]bool{}, cqMod: direct.DefaultCQMod}
 	fs := newFlagSet("bench", benchUsage())
 	// alias gives flag short the long name too; both share one value
 	// and so one default.
@@ -194,7 +194,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (benchConfig, error) {
 	fs.IntVar(&cfg.txDepth, "t", cfg.txDepth, "operations each caller keeps in flight (bandwidth; 1 with -lat)")
 	alias("t", "tx-depth")
 	fs.IntVar(&cfg.rxDepth, "r", cfg.rxDepth, fmt.Sprintf("each endpoint's largest window of receive credits, the runtime's WithRecvDepth (0: %d, fewer for messages over %s)",
-		benchRecvDepth, sizeString(benchRecvBytes/benchRecvDepth)))
+		rtbench.RecvDepth, sizeString(rtbench.RecvBytes/rtbench.RecvDepth)))
 	alias("r", "rx-depth")
 	fs.BoolVar(&cfg.json, "json", cfg.json, "print results as JSON lines")
 	fs.BoolVar(&cfg.gbits, "report_gbits", cfg.gbits, "report bandwidth in Gb/s (10^9 bits) instead of MB/s (2^20 bytes), as perftest's")

@@ -1,185 +1,112 @@
 package main
 
 import (
-	"bufio"
-	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
-	vrt "github.com/verbsrt/verbsrt/runtime"
+	"github.com/verbsrt/verbsrt/internal/benchkit"
+	"github.com/verbsrt/verbsrt/internal/rtbench"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// The bench across two processes, as perftest runs: a server (-server, or
-// -p without an address) waits for one client on a TCP control port; the
-// client (an address argument) sends its parameters, the server adopts
-// them, and the client runs the test from bench.go's loop over the
-// runtime connections the server accepts. The control protocol, version
-// benchProtoVersion, is one JSON object (benchMsg) per line:
-//
-//	client -> server  {"type":"config","config":{test, lat, size, ...}}
-//	server -> client  {"type":"accept","listen":"host:port","device":"rxe1","remote":{addr,rkey,len}}
-//	                  or {"type":"reject","error":"..."} at any step
-//	client dials the server's runtime listener -q times (runtime Dial/Accept)
-//	server -> client  {"type":"ready"}     (all accepted; for send it is receiving)
-//	client -> server  {"type":"result","result":{...}}   one per size
-//	client -> server  {"type":"done"}      ("error" set if the run failed)
-//	server -> client  {"type":"done"}
-//
-// The client dials the port of "listen" on the host it reached the server
-// at. "remote" is the server's registered buffer, the target of write,
-// read and atomic.
-
-// benchPort is perftest's default TCP port.
-const benchPort = 18515
-
-// benchProtoVersion is the control protocol's version; both ends must
-// speak the same.
-const benchProtoVersion = 1
-
-// benchTimeout bounds connecting and each step of the set-up when
-// benchConfig.timeout is 0. The run itself is not bounded.
-const benchTimeout = 30 * time.Second
+// The bench across two processes, as perftest runs it, speaks
+// rtbench's control protocol.
+const (
+	benchPort         = rtbench.Port         // perftest's default TCP port
+	benchProtoVersion = rtbench.ProtoVersion // the control protocol's version
+	benchTimeout      = rtbench.DefaultTimeout
+)
 
 // benchMsg is one line of the control protocol.
-type benchMsg struct {
-	Version int          `json:"version"`
-	Type    string       `json:"type"` // config, accept, reject, ready, result, done
-	Config  *benchWire   `json:"config,omitempty"`
-	Listen  string       `json:"listen,omitempty"`
-	Device  string       `json:"device,omitempty"`
-	Remote  *benchRef    `json:"remote,omitempty"`
-	Result  *benchResult `json:"result,omitempty"`
-	Error   string       `json:"error,omitempty"`
-}
+type benchMsg = rtbench.Msg
 
-// benchWire is the client's configuration as the server receives it.
-type benchWire struct {
-	Test       string `json:"test"`
-	Lat        bool   `json:"lat"`
-	PingPong   bool   `json:"pingpong,omitempty"`
-	Provider   string `json:"provider"`
-	Device     string `json:"device"`
-	Size       int    `json:"size"`
-	All        bool   `json:"all"`
-	Iters      int    `json:"iters"`
-	DurationNS int64  `json:"duration_ns"`
-	QPs        int    `json:"qps"`
-	Callers    int    `json:"callers"`
-	TxDepth    int    `json:"tx_depth"`
-}
-
-// benchRef is a runtime.RemoteRef on the wire.
-type benchRef struct {
-	Addr uint64 `json:"addr"`
-	RKey uint32 `json:"rkey"`
-	Len  uint64 `json:"len"`
-}
-
-// checkNetProvider refuses the soft provider for an end whose peer is in
-// another process: prov, the provider both ends share, is nil then.
-func checkNetProvider(cfg benchConfig, prov verbs.Provider) error {
-	if prov == nil && cfg.provider == "soft" {
-		return errors.New("the soft provider connects only runtimes in the same process: " +
-			"run the server and the client with -provider rocev2 (RoCE v2 over UDP: no NIC, no root) or -provider ibv (rdma-core), " +
-			"or run verbsrt bench without -server and without an address for both ends in this process")
+// engine returns cfg as the runtime's bench runs it.
+func (cfg benchConfig) engine() rtbench.Config {
+	gid := -1
+	if cfg.set["x"] {
+		gid = cfg.gidIndex
 	}
-	return nil
-}
-
-// benchCtl is the control connection.
-type benchCtl struct {
-	c  net.Conn
-	sc *bufio.Scanner
-}
-
-func newBenchCtl(c net.Conn) *benchCtl {
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	return &benchCtl{c: c, sc: sc}
-}
-
-func (c *benchCtl) send(m benchMsg) error {
-	m.Version = benchProtoVersion
-	b, err := json.Marshal(m)
-	if err == nil {
-		_, err = c.c.Write(append(b, '\n'))
+	e := rtbench.Config{Test: cfg.test, Lat: cfg.lat, PingPong: cfg.pingpong, Provider: cfg.providerSpec().provider(),
+		Dev: cfg.dev, PeerDev: cfg.peerDev, Size: cfg.size, All: cfg.all, Sizes: benchSizes(cfg), Iters: cfg.iters,
+		Duration: cfg.duration, QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, RxDepth: cfg.rxDepth,
+		PostList: cfg.postList, GIDIndex: gid, Progress: cfg.progress, Spin: cfg.spin, WaitPoll: cfg.waitPoll,
+		InlinePost: cfg.inlinePost, Timeout: cfg.timeout}
+	if cfg.stats {
+		e.Stats = os.Stderr
 	}
-	return err
+	return e
 }
 
-// reject tells the peer why the run cannot go on; the peer may be gone.
-func (c *benchCtl) reject(err error) {
-	c.send(benchMsg{Type: "reject", Error: err.Error()})
-}
-
-// recv reads the next message, which must be of one of the types want; a
-// rejection is an error carrying the peer's reason.
-func (c *benchCtl) recv(want ...string) (benchMsg, error) {
-	var m benchMsg
-	if !c.sc.Scan() {
-		err := cmp.Or(c.sc.Err(), io.ErrUnexpectedEOF)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return m, fmt.Errorf("no %s message in time", want[0])
-		}
-		return m, fmt.Errorf("waiting for the %s message: %w", want[0], err)
-	}
-	if err := json.Unmarshal(c.sc.Bytes(), &m); err != nil {
-		return m, fmt.Errorf("not a verbsrt bench peer (it sent %.60q): %w", c.sc.Text(), err)
-	}
-	switch {
-	case m.Version != benchProtoVersion:
-		return m, fmt.Errorf("the peer speaks version %d of the bench protocol, this verbsrt %d", m.Version, benchProtoVersion)
-	case m.Type == "reject":
-		return m, fmt.Errorf("refused: %s", m.Error)
-	case !slices.Contains(want, m.Type):
-		return m, fmt.Errorf("protocol error: got a %q message, want %s", m.Type, strings.Join(want, " or "))
-	}
-	return m, nil
-}
-
-// untilPeerSpeaks runs f with a context that also ends if the peer closes
-// the connection or sends anything, which it must not while f runs, and
-// says so in f's error. It leaves no read deadline.
-func (c *benchCtl) untilPeerSpeaks(ctx context.Context, f func(context.Context) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		var b [1]byte
-		if _, err := c.c.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
-			cancel(errors.New("the peer hung up"))
-		}
-	}()
-	err := f(ctx)
-	c.c.SetReadDeadline(time.Unix(1, 0)) // stop the watcher
-	<-watched
-	c.c.SetReadDeadline(time.Time{})
-	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = fmt.Errorf("%w (%v)", err, cause)
-	}
-	return err
+// providerSpec returns the provider flags of cfg.
+func (cfg benchConfig) providerSpec() providerSpec {
+	return providerSpec{name: cfg.provider, addr: cfg.rocev2Addr, port: cfg.rocev2Port}
 }
 
 // wire returns cfg as the client sends it, from device dev.
-func (cfg benchConfig) wire(dev string) benchWire {
-	return benchWire{Test: cfg.test, Lat: cfg.lat, PingPong: cfg.pingpong, Provider: cfg.provider, Device: dev, Size: cfg.size, All: cfg.all,
-		Iters: cfg.iters, DurationNS: int64(cfg.duration), QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth}
+func (cfg benchConfig) wire(dev string) rtbench.Wire { return cfg.engine().Wire(dev) }
+
+// benchPrinter prints a run of cfg to w: perftest's table, or with --json
+// a JSON object a result.
+type benchPrinter struct {
+	w   io.Writer
+	cfg benchConfig
+}
+
+func (p *benchPrinter) Header(cliDev, srvDev string) {
+	if !p.cfg.json {
+		printBenchHeader(p.w, p.cfg, cliDev, srvDev)
+	}
+}
+
+func (p *benchPrinter) Result(r benchkit.Result) { printBenchResult(p.w, p.cfg, r) }
+
+func (p *benchPrinter) End() {
+	if !p.cfg.json {
+		fmt.Fprintln(p.w, benchRule)
+	}
+}
+
+// openBenchPair opens both ends of a bench in this process, on a new
+// provider of cfg.provider, and connects cfg.qps endpoints between them.
+func openBenchPair(cfg benchConfig, maxSize int) (*rtbench.Pair, error) {
+	return rtbench.OpenPair(cfg.engine(), maxSize)
+}
+
+// benchServe is the server: it takes one client from ln (and closes ln),
+// adopts its parameters, accepts its runtime connections and prints the
+// header and each result the client reports to w, as perftest's server
+// does. prov is the provider when the client is in this process (tests),
+// else nil.
+func benchServe(ctx context.Context, w, progress io.Writer, cfg benchConfig, ln net.Listener, prov verbs.Provider) error {
+	if progress == nil {
+		progress = io.Discard
+	}
+	adopt := func(c *rtbench.Wire) (rtbench.Config, rtbench.Reporter, error) {
+		run, err := adoptBenchConfig(cfg, c)
+		return run.engine(), &benchPrinter{w, run}, err
+	}
+	return rtbench.Serve(ctx, progress, cfg.engine(), ln, prov, adopt)
+}
+
+// benchClient is the client: it connects to the server at addr
+// (host:port), sends cfg, connects -q QPs to the server's runtime and runs
+// the test, printing each result to w and reporting it to the server.
+// prov is the provider when the server is in this process (tests), else
+// nil.
+func benchClient(ctx context.Context, w, progress io.Writer, cfg benchConfig, addr string, prov verbs.Provider) error {
+	return rtbench.Client(ctx, progress, cfg.engine(), addr, prov, &benchPrinter{w, cfg})
 }
 
 // adoptBenchConfig returns the server's configuration srv with the
 // client's test parameters c, or an error naming each flag given to the
 // server whose value differs from the client's.
-func adoptBenchConfig(srv benchConfig, c *benchWire) (benchConfig, error) {
+func adoptBenchConfig(srv benchConfig, c *rtbench.Wire) (benchConfig, error) {
 	if c == nil {
 		return srv, errors.New("protocol error: a config message without a config")
 	}
@@ -209,284 +136,4 @@ func adoptBenchConfig(srv benchConfig, c *benchWire) (benchConfig, error) {
 		return run, fmt.Errorf("the client's parameters: %w", err)
 	}
 	return run, nil
-}
-
-// benchArgs spells cfg's test parameters as flags.
-func benchArgs(cfg benchConfig) string {
-	s := cfg.test
-	if cfg.lat {
-		s += " -lat"
-	}
-	if cfg.pingpong {
-		s += " -pingpong"
-	}
-	if cfg.all {
-		s += " -a"
-	} else {
-		s += fmt.Sprintf(" -s %d", cfg.size)
-	}
-	if cfg.duration > 0 {
-		s += " -D " + cfg.duration.String()
-	} else {
-		s += fmt.Sprintf(" -n %d", cfg.iters)
-	}
-	return s + fmt.Sprintf(" -q %d -callers %d -t %d", cfg.qps, cfg.callers, cfg.txDepth)
-}
-
-// benchServe is the server: it takes one client from ln (and closes ln),
-// adopts its parameters, accepts its runtime connections and prints the
-// header and each result the client reports, as perftest's server does.
-// prov is the provider when the client is in this process (tests), else
-// nil.
-func benchServe(ctx context.Context, w, progress io.Writer, cfg benchConfig, ln net.Listener, prov verbs.Provider) error {
-	if err := checkNetProvider(cfg, prov); err != nil {
-		ln.Close()
-		return err
-	}
-	if progress == nil {
-		progress = io.Discard
-	}
-	// The device first, as perftest's server: no client waits on a
-	// server that cannot run.
-	p, dev, err := openBenchProvider(cfg, prov)
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	defer p.close()
-	fmt.Fprintf(progress, "verbsrt bench: waiting for a client on %s\n", ln.Addr())
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	conn, err := ln.Accept()
-	stop()
-	ln.Close() // one client, as perftest's server
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("waiting for a client: %w", err)
-	}
-	defer conn.Close()
-	defer context.AfterFunc(ctx, func() { conn.Close() })()
-	if err := p.serveClient(ctx, w, progress, cfg, dev, newBenchCtl(conn)); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return fmt.Errorf("client %s: %w", conn.RemoteAddr(), err)
-	}
-	return nil
-}
-
-// openBenchProvider returns a pair with no runtime on prov, or on cfg's
-// provider when prov is nil, and the device this end uses: -d or the
-// first.
-func openBenchProvider(cfg benchConfig, prov verbs.Provider) (*benchPair, string, error) {
-	p, devs, err := newBenchPair(cfg, prov, 1)
-	if err != nil {
-		return nil, "", err
-	}
-	if cfg.dev == "" {
-		return p, devs[0].Name(), nil
-	}
-	if err := checkDevice(cfg, "-d", cfg.dev, devs); err != nil {
-		p.close()
-		return nil, "", err
-	}
-	return p, cfg.dev, nil
-}
-
-// serveClient serves the client on ctl with p's provider and device dev.
-func (p *benchPair) serveClient(ctx context.Context, w, progress io.Writer, cfg benchConfig, dev string, ctl *benchCtl) error {
-	timeout := cmp.Or(cfg.timeout, benchTimeout)
-	ctl.c.SetDeadline(time.Now().Add(timeout))
-	m, err := ctl.recv("config")
-	if err == nil {
-		cfg, err = adoptBenchConfig(cfg, m.Config)
-	}
-	if err == nil {
-		err = checkRocev2Reach(cfg.providerSpec(), ctl.c.RemoteAddr())
-	}
-	if err != nil {
-		ctl.reject(err)
-		return err
-	}
-	fmt.Fprintf(progress, "verbsrt bench: client %s (%s) runs %s: running with its parameters\n",
-		ctl.c.RemoteAddr(), m.Config.Device, benchArgs(cfg))
-	p.srvRT, p.dst, err = p.openEnd(cfg, dev, slices.Max(benchSizes(cfg)))
-	if err != nil {
-		ctl.reject(err)
-		return err
-	}
-	p.cliDev, p.srvDev = m.Config.Device, p.srvRT.Stats().Device
-	// The runtime listener, on the address the client reached.
-	host, _, _ := net.SplitHostPort(ctl.c.LocalAddr().String())
-	rln, err := p.srvRT.Listen(net.JoinHostPort(host, "0"))
-	if err != nil {
-		ctl.reject(err)
-		return err
-	}
-	defer rln.Close()
-	remote, err := exposeTarget(p.dst)
-	if err != nil {
-		ctl.reject(err)
-		return err
-	}
-	ref := benchRef(remote)
-	if err := ctl.send(benchMsg{Type: "accept", Listen: rln.Addr().String(), Device: p.srvDev, Remote: &ref}); err != nil {
-		return err
-	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	err = ctl.untilPeerSpeaks(actx, func(ctx context.Context) error { return p.accept(ctx, rln, cfg.qps) })
-	cancel()
-	if err != nil {
-		ctl.reject(err)
-		return err
-	}
-	p.serveRecv(cfg.pingpong)
-	if err := ctl.send(benchMsg{Type: "ready"}); err != nil {
-		return err
-	}
-	ctl.c.SetDeadline(time.Time{}) // the run takes as long as the client says
-	var sent, sentBytes uint64     // what the client's results count
-	if !cfg.json {
-		printBenchHeader(w, cfg, p)
-	}
-	for {
-		if m, err = ctl.recv("result", "done"); err != nil {
-			return err
-		}
-		if m.Type == "done" {
-			break
-		}
-		if m.Result == nil {
-			return errors.New("protocol error: a result message without a result")
-		}
-		printBenchResult(w, cfg, *m.Result)
-		sent += m.Result.Iterations
-		sentBytes += m.Result.Iterations * uint64(m.Result.Bytes)
-	}
-	if cfg.test == "send" && m.Error == "" {
-		// The messages themselves, counted where they arrived.
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		err := p.received(rctx, sent, sentBytes)
-		cancel()
-		if err != nil {
-			ctl.reject(err)
-			return err
-		}
-		fmt.Fprintf(progress, "verbsrt bench: the server received %d messages, %d bytes: every SEND the client completed\n", sent, sentBytes)
-	}
-	ctl.c.SetDeadline(time.Now().Add(timeout))
-	if err := ctl.send(benchMsg{Type: "done"}); err != nil {
-		return err
-	}
-	if !cfg.json {
-		fmt.Fprintln(w, benchRule)
-	}
-	if m.Error != "" {
-		return fmt.Errorf("the client's run failed: %s", m.Error)
-	}
-	return nil
-}
-
-// benchClient is the client: it connects to the server at addr
-// (host:port), sends cfg, connects -q QPs to the server's runtime and runs
-// the test, reporting each result to w and to the server. prov is the
-// provider when the server is in this process (tests), else nil.
-func benchClient(ctx context.Context, w, progress io.Writer, cfg benchConfig, addr string, prov verbs.Provider) error {
-	if err := checkNetProvider(cfg, prov); err != nil {
-		return err
-	}
-	maxSize := slices.Max(benchSizes(cfg))
-	p, dev, err := openBenchProvider(cfg, prov)
-	if err != nil {
-		return err
-	}
-	defer p.close()
-	if p.cliRT, p.src, err = p.openEnd(cfg, dev, maxSize); err != nil {
-		return err
-	}
-	p.cliDev = p.cliRT.Stats().Device
-
-	timeout := cmp.Or(cfg.timeout, benchTimeout)
-	sctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(sctx, "tcp", addr)
-	if err != nil {
-		return benchDialError(addr, timeout, err)
-	}
-	defer conn.Close()
-	ctl := newBenchCtl(conn)
-	deadline, _ := sctx.Deadline()
-	conn.SetDeadline(deadline)
-	stop := context.AfterFunc(sctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	if err := p.connectServer(sctx, ctl, cfg); err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return fmt.Errorf("server %s: %w", addr, err)
-	}
-	if !stop() {
-		return fmt.Errorf("server %s: %w", addr, cmp.Or(ctx.Err(), sctx.Err()))
-	}
-	conn.SetDeadline(time.Time{}) // the run is bounded by -n or -D
-
-	runErr := p.runSizes(ctx, w, progress, cfg, func(r benchResult) error {
-		return ctl.send(benchMsg{Type: "result", Result: &r})
-	})
-	done := benchMsg{Type: "done"}
-	if runErr != nil {
-		done.Error = runErr.Error()
-	}
-	conn.SetDeadline(time.Now().Add(timeout))
-	err = ctl.send(done)
-	if err == nil {
-		_, err = ctl.recv("done")
-	}
-	switch {
-	case runErr != nil:
-		return runErr
-	case err != nil:
-		return fmt.Errorf("server %s at the end of the run: %w", addr, err)
-	}
-	return nil
-}
-
-// connectServer sends cfg, connects the QPs where the server says and
-// waits until the server is ready.
-func (p *benchPair) connectServer(ctx context.Context, ctl *benchCtl, cfg benchConfig) error {
-	if err := checkRocev2Reach(cfg.providerSpec(), ctl.c.RemoteAddr()); err != nil {
-		return err
-	}
-	wire := cfg.wire(p.cliDev)
-	if err := ctl.send(benchMsg{Type: "config", Config: &wire}); err != nil {
-		return err
-	}
-	m, err := ctl.recv("accept")
-	if err != nil {
-		return err
-	}
-	_, port, err := net.SplitHostPort(m.Listen)
-	if err != nil || m.Remote == nil {
-		return fmt.Errorf("protocol error: accept without a listener address or a remote buffer: %+v", m)
-	}
-	host, _, _ := net.SplitHostPort(ctl.c.RemoteAddr().String())
-	p.remote, p.srvDev = vrt.RemoteRef(*m.Remote), m.Device
-	if err := p.dial(ctx, net.JoinHostPort(host, port), cfg.qps); err != nil {
-		return err
-	}
-	_, err = ctl.recv("ready")
-	return err
-}
-
-// benchDialError explains why the control connection failed.
-func benchDialError(addr string, timeout time.Duration, err error) error {
-	var dns *net.DNSError
-	switch {
-	case errors.As(err, &dns):
-		return fmt.Errorf("connecting to the bench server at %s: %w (the argument after the test is the server's host)", addr, err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("connecting to the bench server at %s: no answer within %v", addr, timeout)
-	}
-	return fmt.Errorf("connecting to the bench server at %s: %w (is verbsrt bench -server running there, on this port?)", addr, err)
 }

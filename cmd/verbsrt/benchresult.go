@@ -4,72 +4,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-	"slices"
-	"time"
+
+	"github.com/verbsrt/verbsrt/internal/benchkit"
+	"github.com/verbsrt/verbsrt/internal/rtbench"
 )
 
 // benchResult is one line of the report; --json prints it as is.
-type benchResult struct {
-	Test       string  `json:"test"`
-	Mode       string  `json:"mode"` // "bw", "lat" or "pingpong"
-	Provider   string  `json:"provider"`
-	Device     string  `json:"device"`
-	PeerDevice string  `json:"peer_device"`
-	QPs        int     `json:"qps"`
-	Callers    int     `json:"callers"`
-	TxDepth    int     `json:"tx_depth"`
-	PostList   int     `json:"post_list,omitempty"` // -l: operations a call
-	Bytes      int     `json:"bytes"`
-	Iterations uint64  `json:"iterations"`
-	Seconds    float64 `json:"seconds"`
-
-	// Bandwidth: MB is 2^20 bytes, as perftest's MB/sec.
-	BWPeakMBps  float64 `json:"bw_peak_mb_s,omitempty"`
-	BWAvgMBps   float64 `json:"bw_avg_mb_s,omitempty"`
-	MsgRateMpps float64 `json:"msg_rate_mpps,omitempty"`
-
-	// Latency, µs: submit to completion of one operation at a time.
-	TMin     float64 `json:"t_min_us,omitempty"`
-	TMax     float64 `json:"t_max_us,omitempty"`
-	TTypical float64 `json:"t_typical_us,omitempty"`
-	TAvg     float64 `json:"t_avg_us,omitempty"`
-	TStdev   float64 `json:"t_stdev_us,omitempty"`
-	T99      float64 `json:"t_99_us,omitempty"`
-	T999     float64 `json:"t_99_9_us,omitempty"`
-
-	// CPUNsPerOp is the CPU time, user and system, this process spent
-	// over the measured run, per operation (getrusage): what an
-	// operation costs the machine, where the rate says only how fast it
-	// went. 0 where the process did not run the operations (a -direct
-	// WRITE or READ server) or getrusage is not available.
-	CPUNsPerOp float64 `json:"cpu_ns_per_op,omitempty"`
-}
-
-// mode is benchResult.Mode for a run of cfg.
-func (cfg benchConfig) mode() string {
-	switch {
-	case cfg.pingpong:
-		return "pingpong"
-	case cfg.lat:
-		return "lat"
-	}
-	return "bw"
-}
+type benchResult = benchkit.Result
 
 const benchRule = "---------------------------------------------------------------------------------------"
 
-func printBenchHeader(w io.Writer, cfg benchConfig, p *benchPair) {
+func printBenchHeader(w io.Writer, cfg benchConfig, cliDev, srvDev string) {
 	mode := "BW"
 	if cfg.lat {
 		mode = "Latency"
 	}
 	fmt.Fprintln(w, benchRule)
 	fmt.Fprintf(w, "                    %s %s Test\n", benchTests[cfg.test], mode)
-	fmt.Fprintf(w, " Provider        : %-8s\tDevice         : %s -> %s\n", cfg.provider, p.cliDev, p.srvDev)
+	fmt.Fprintf(w, " Provider        : %-8s\tDevice         : %s -> %s\n", cfg.provider, cliDev, srvDev)
 	fmt.Fprintf(w, " Number of qps   : %-8d\tCallers        : %d\n", cfg.qps, cfg.callers)
 	fmt.Fprintf(w, " Connection type : RC      \tTX depth       : %d per caller\n", cfg.txDepth)
-	fmt.Fprintf(w, " Runtime         : verbsrt \tSQ depth       : %d\n", benchSQDepth)
+	fmt.Fprintf(w, " Runtime         : verbsrt \tSQ depth       : %d\n", rtbench.SQDepth)
 	if cfg.postList > 0 {
 		fmt.Fprintf(w, " Post list       : %-8d\t(operations a call to Endpoint.Post, one future each)\n", cfg.postList)
 	}
@@ -133,29 +88,4 @@ func bwUnit(cfg benchConfig, mbps float64) float64 {
 		return mbps * (1 << 20) * 8 / 1e9
 	}
 	return mbps
-}
-
-// latencyStats fills r's latency fields from the samples, as perftest
-// does: t_typical is the median, the percentiles are of the sorted
-// samples.
-func latencyStats(r *benchResult, lats []time.Duration) {
-	if len(lats) == 0 {
-		return
-	}
-	slices.Sort(lats)
-	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-	var sum, sq float64
-	for _, d := range lats {
-		sum += us(d)
-	}
-	avg := sum / float64(len(lats))
-	for _, d := range lats {
-		sq += (us(d) - avg) * (us(d) - avg)
-	}
-	pct := func(p float64) float64 {
-		return us(lats[min(len(lats)-1, int(math.Ceil(p*float64(len(lats))))-1)])
-	}
-	r.TMin, r.TMax, r.TTypical = us(lats[0]), us(lats[len(lats)-1]), us(lats[len(lats)/2])
-	r.TAvg, r.TStdev = avg, math.Sqrt(sq/float64(len(lats)))
-	r.T99, r.T999 = pct(0.99), pct(0.999)
 }

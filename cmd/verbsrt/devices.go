@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/verbsrt/verbsrt/internal/provider"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -43,17 +44,6 @@ func runDevices(args []string, stdout, stderr io.Writer) error {
 	return devices(stdout, p, *dev, *gids)
 }
 
-// errNoDevice says that provider has no device called name, which the
-// flag flagName asked for, and which devices it has.
-func errNoDevice(flagName, name, provider string, devs []verbs.Device) error {
-	names := make([]string, len(devs))
-	for i, d := range devs {
-		names[i] = d.Name()
-	}
-	return fmt.Errorf("%s %s: no such device on provider %s (it has %s): %w",
-		flagName, name, provider, strings.Join(names, ", "), verbs.ErrNotFound)
-}
-
 // devices prints the devices of p (only the one called only, when set):
 // what ibv_devinfo -v prints, the limits verbsrt cares about among them.
 func devices(w io.Writer, p verbs.Provider, only string, maxGIDs int) error {
@@ -76,7 +66,7 @@ func devices(w io.Writer, p verbs.Provider, only string, maxGIDs int) error {
 		}
 	}
 	if !found {
-		return errNoDevice("-d", only, p.Name(), devs)
+		return provider.NoSuchDevice("-d", only, p.Name(), devs)
 	}
 	return nil
 }

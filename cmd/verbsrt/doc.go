@@ -39,4 +39,12 @@
 // second, runs an RDMA WRITE, a READ, a SEND with immediate
 // data, a FETCH_AND_ADD, a CMP_AND_SWP and a batch of WRITEs posted with one
 // doorbell, checks the memory each touched and prints what happened.
+//
+// The command holds the flags, the configuration and the printing; what
+// the commands run lives in internal packages it shares with bench/ and
+// the examples: internal/rtbench (bench over the runtime, and its
+// two-process control protocol), internal/direct (the Go floor of
+// -direct), internal/perftest (perftest's out-of-band exchange),
+// internal/rcpingpong (pingpong), internal/rcdemo (demo) and
+// internal/provider (a provider by name, and -rocev2-faults).
 package main

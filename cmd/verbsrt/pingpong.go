@@ -1,21 +1,33 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"runtime"
 	"strconv"
-	"time"
 
+	"github.com/verbsrt/verbsrt/internal/rcpingpong"
 	"github.com/verbsrt/verbsrt/verbs"
-	"github.com/verbsrt/verbsrt/verbs/ibv"
-	"github.com/verbsrt/verbsrt/verbs/soft"
 )
+
+// engine returns the options of one end as the ping-pong runs them.
+func (cfg ppConfig) engine() rcpingpong.Config {
+	return rcpingpong.Config{Dev: cfg.dev, IBPort: cfg.ibPort, Size: cfg.size, MTU: cfg.mtu, RxDepth: cfg.rxDepth, Iters: cfg.iters,
+		SL: cfg.sl, Events: cfg.events, GIDIndex: cfg.gidx, Port: cfg.port, Validate: cfg.validate, Host: cfg.host}
+}
+
+// pingpong runs one end of ibv_rc_pingpong on p: the client when cfg.host
+// is set, the server otherwise, taking one connection from ln.
+func pingpong(ctx context.Context, w io.Writer, p verbs.Provider, cfg ppConfig, ln net.Listener) error {
+	return rcpingpong.Run(ctx, w, p, cfg.engine(), ln)
+}
+
+// pingpongSelfTest runs a server on the soft provider's second device and
+// a client on its first, in this process, and prints each end's output.
+func pingpongSelfTest(ctx context.Context, w io.Writer, cfg ppConfig) error {
+	return rcpingpong.SelfTest(ctx, w, cfg.engine())
+}
 
 // ppConfig holds ibv_rc_pingpong's options.
 type ppConfig struct {
@@ -34,12 +46,6 @@ type ppConfig struct {
 	validate bool
 	host     string // "": server
 }
-
-// The wr_ids ibv_rc_pingpong uses; pending is a set of them.
-const (
-	ppRecvWRID = 1
-	ppSendWRID = 2
-)
 
 // runPingpong is "verbsrt pingpong": rdma-core's ibv_rc_pingpong on the
 // ibv provider, flags, protocol and output included, so that either end can
@@ -149,350 +155,4 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (ppConfig, error) {
 		return cfg, usageErrorf("-g %d, -l %d out of range", cfg.gidx, cfg.sl)
 	}
 	return cfg, nil
-}
-
-// ppEnd is the state of one end of a ping-pong: what pp_init_ctx sets up.
-type ppEnd struct {
-	cfg    ppConfig
-	ctx    verbs.Context
-	ch     verbs.CompChannel // with -e
-	cq     verbs.CQ
-	qp     verbs.QP
-	arena  *verbs.Arena
-	mr     verbs.MR
-	buf    []byte
-	send   []verbs.SendWR // one WR, reused
-	recvs  []verbs.RecvWR // rx_depth identical WRs
-	routs  int            // receives posted
-	events int            // CQ events to acknowledge
-}
-
-func (e *ppEnd) close() {
-	if e.ctx != nil {
-		e.ctx.Close() // and the QP, CQ, MR, channel and PD with it
-	}
-	if e.arena != nil {
-		e.arena.Close()
-	}
-}
-
-// pingpong runs one end of ibv_rc_pingpong's protocol on p: the client when
-// cfg.host is set, the server otherwise, taking one connection from ln.
-// It prints what ibv_rc_pingpong prints.
-func pingpong(ctx context.Context, w io.Writer, p verbs.Provider, cfg ppConfig, ln net.Listener) error {
-	e := &ppEnd{cfg: cfg}
-	defer e.close()
-	if err := e.init(p); err != nil {
-		return err
-	}
-	// The first rx_depth receives before anything can arrive.
-	if n, err := e.qp.PostRecv(e.recvs); n < len(e.recvs) {
-		return fmt.Errorf("couldn't post receive (%d): %w", n, err)
-	}
-	e.routs = len(e.recvs)
-	if cfg.events {
-		if err := e.cq.ReqNotify(false); err != nil {
-			return fmt.Errorf("couldn't request CQ notification: %w", err)
-		}
-	}
-	port, err := e.ctx.QueryPort(uint8(cfg.ibPort))
-	if err != nil {
-		return fmt.Errorf("couldn't get port info: %w", err)
-	}
-	my := verbs.PeerInfo{LID: port.LID, QPN: e.qp.QPN(), PSN: verbs.RandomPSN()}
-	if port.LinkLayer != verbs.LinkLayerEthernet && my.LID == 0 {
-		return errors.New("couldn't get local LID")
-	}
-	if cfg.gidx >= 0 {
-		if my.GID, err = e.ctx.QueryGID(uint8(cfg.ibPort), cfg.gidx); err != nil {
-			return fmt.Errorf("can't read sgid of index %d: %w", cfg.gidx, err)
-		}
-	}
-	printDest(w, "local address: ", my)
-
-	var rem verbs.PeerInfo
-	if cfg.host != "" {
-		c, err := net.Dial("tcp", net.JoinHostPort(cfg.host, strconv.Itoa(cfg.port)))
-		if err != nil {
-			return fmt.Errorf("couldn't connect to %s:%d: %w", cfg.host, cfg.port, err)
-		}
-		rem, err = ibv.ClientExchangeDest(ctx, c, my)
-		c.Close()
-		if err != nil {
-			return err
-		}
-	} else {
-		c, err := ln.Accept()
-		ln.Close() // one connection, as the C server
-		if err != nil {
-			return fmt.Errorf("accept() failed: %w", err)
-		}
-		rem, err = ibv.ServerExchangeDest(ctx, c, my, func(d verbs.PeerInfo) error {
-			return e.connect(my.PSN, d)
-		})
-		c.Close()
-		if err != nil {
-			return err
-		}
-	}
-	printDest(w, "remote address:", rem)
-	if cfg.host != "" {
-		if err := e.connect(my.PSN, rem); err != nil {
-			return err
-		}
-	}
-	return e.run(ctx, w)
-}
-
-// findDevice returns p's device of that name, or its first for "", with
-// the C tools' errors.
-func findDevice(p verbs.Provider, name string) (verbs.Device, error) {
-	devs, err := p.Devices()
-	if err != nil {
-		return nil, fmt.Errorf("failed to get IB devices list: %w", err)
-	}
-	for _, d := range devs {
-		if name == "" || d.Name() == name {
-			return d, nil
-		}
-	}
-	if name == "" {
-		return nil, errors.New("no IB devices found")
-	}
-	return nil, fmt.Errorf("IB device %s not found", name)
-}
-
-func printDest(w io.Writer, what string, d verbs.PeerInfo) {
-	fmt.Fprintf(w, "  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", what, d.LID, d.QPN, d.PSN, d.GID)
-}
-
-// init opens the device and makes what pp_init_ctx makes: a buffer of size
-// bytes filled with 0x7b, a CQ of rx_depth+1 (on a completion channel with
-// -e), an RC QP with one send and rx_depth receive WRs in INIT, its send
-// inline when the QP takes that much.
-func (e *ppEnd) init(p verbs.Provider) error {
-	cfg := e.cfg
-	dev, err := findDevice(p, cfg.dev)
-	if err != nil {
-		return err
-	}
-	if e.ctx, err = dev.Open(); err != nil {
-		return fmt.Errorf("couldn't get context for %s: %w", dev.Name(), err)
-	}
-	if cfg.events {
-		if e.ch, err = e.ctx.CreateCompChannel(); err != nil {
-			return fmt.Errorf("couldn't create completion channel: %w", err)
-		}
-	}
-	pd, err := e.ctx.AllocPD()
-	if err != nil {
-		return fmt.Errorf("couldn't allocate PD: %w", err)
-	}
-	if e.arena, err = verbs.NewArena(cfg.size); err != nil {
-		return fmt.Errorf("couldn't allocate work buf: %w", err)
-	}
-	e.buf = e.arena.Bytes()[:cfg.size]
-	for i := range e.buf {
-		e.buf[i] = 0x7b
-	}
-	if e.mr, err = pd.RegMR(e.buf, verbs.AccessLocalWrite); err != nil {
-		return fmt.Errorf("couldn't register MR: %w", err)
-	}
-	if e.cq, err = e.ctx.CreateCQ(verbs.CQSpec{CQE: cfg.rxDepth + 1, Channel: e.ch}); err != nil {
-		return fmt.Errorf("couldn't create CQ: %w", err)
-	}
-	if e.qp, err = pd.CreateQP(verbs.QPSpec{Type: verbs.QPTypeRC, SendCQ: e.cq, RecvCQ: e.cq,
-		Caps: verbs.QPCaps{MaxSendWR: 1, MaxRecvWR: cfg.rxDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
-		return fmt.Errorf("couldn't create QP: %w", err)
-	}
-	attr, err := e.qp.Query()
-	if err != nil {
-		return fmt.Errorf("couldn't query QP: %w", err)
-	}
-	sgl := []verbs.SGE{{Addr: e.mr.Addr(), Length: uint32(cfg.size), LKey: e.mr.LKey()}}
-	flags := verbs.SendSignaled
-	if attr.Cap.MaxInlineData >= cfg.size {
-		flags |= verbs.SendInline
-	}
-	e.send = []verbs.SendWR{{ID: ppSendWRID, SGL: sgl, Opcode: verbs.OpSend, Flags: flags}}
-	e.recvs = make([]verbs.RecvWR, cfg.rxDepth)
-	for i := range e.recvs {
-		e.recvs[i] = verbs.RecvWR{ID: ppRecvWRID, SGL: sgl}
-	}
-	if err := e.qp.Modify(&verbs.QPAttr{State: verbs.QPStateInit, PortNum: uint8(cfg.ibPort)},
-		verbs.QPAttrState|verbs.QPAttrPKeyIndex|verbs.QPAttrPort|verbs.QPAttrAccessFlags); err != nil {
-		return fmt.Errorf("failed to modify QP to INIT: %w", err)
-	}
-	return nil
-}
-
-// connect is pp_connect_ctx: RTR towards dest, then RTS with our PSN, with
-// ibv_rc_pingpong's attributes (a GRH with hop limit 1 only when the
-// peer's GID has an interface ID, one outstanding READ each way).
-func (e *ppEnd) connect(myPSN uint32, dest verbs.PeerInfo) error {
-	cfg := e.cfg
-	rtr := verbs.QPAttr{State: verbs.QPStateRTR, PathMTU: verbs.MTUFromBytes(cfg.mtu), DestQPN: dest.QPN,
-		RQPSN: dest.PSN, MaxDestRdAtomic: 1, MinRNRTimer: 12,
-		AH: verbs.AHAttr{DLID: dest.LID, SL: uint8(cfg.sl), PortNum: uint8(cfg.ibPort)}}
-	if !bytes.Equal(dest.GID[8:], make([]byte, 8)) {
-		rtr.AH.IsGlobal = true
-		rtr.AH.GRH = verbs.GlobalRoute{DGID: dest.GID, HopLimit: 1, SGIDIndex: uint8(cfg.gidx)}
-	}
-	if err := e.qp.Modify(&rtr, verbs.QPAttrState|verbs.QPAttrAV|verbs.QPAttrPathMTU|verbs.QPAttrDestQPN|
-		verbs.QPAttrRQPSN|verbs.QPAttrMaxDestRdAtomic|verbs.QPAttrMinRNRTimer); err != nil {
-		return fmt.Errorf("failed to modify QP to RTR: %w", err)
-	}
-	rts := verbs.QPAttr{State: verbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: myPSN, MaxRdAtomic: 1}
-	if err := e.qp.Modify(&rts, verbs.QPAttrState|verbs.QPAttrTimeout|verbs.QPAttrRetryCnt|
-		verbs.QPAttrRNRRetry|verbs.QPAttrSQPSN|verbs.QPAttrMaxQPRdAtomic); err != nil {
-		return fmt.Errorf("failed to modify QP to RTS: %w", err)
-	}
-	return nil
-}
-
-// run is the ping-pong loop of ibv_rc_pingpong's main: the client sends
-// first; each end sends again once its last send and a receive completed,
-// until iters of each; receives are re-posted in one batch when one is left.
-func (e *ppEnd) run(ctx context.Context, w io.Writer) error {
-	cfg := e.cfg
-	pending := ppRecvWRID
-	if cfg.host != "" {
-		if cfg.validate {
-			for i := 0; i < cfg.size; i += os.Getpagesize() {
-				e.buf[i] = 0 // i / page_size % sizeof(char), as the C code has it
-			}
-		}
-		if err := e.postSend(); err != nil {
-			return err
-		}
-		pending |= ppSendWRID
-	}
-	var wcs [2]verbs.WC
-	rcnt, scnt := 0, 0
-	start := time.Now()
-	for rcnt < cfg.iters || scnt < cfg.iters {
-		if cfg.events {
-			cq, err := e.ch.GetCQEvent(ctx)
-			if err != nil {
-				return fmt.Errorf("failed to get cq_event: %w", err)
-			}
-			e.events++
-			if cq != e.cq {
-				return errors.New("CQ event for unknown CQ")
-			}
-			if err := e.cq.ReqNotify(false); err != nil {
-				return fmt.Errorf("couldn't request CQ notification: %w", err)
-			}
-		}
-		var n int
-		for empty := 1; ; empty++ {
-			var err error
-			if n, err = e.cq.Poll(wcs[:]); err != nil {
-				return fmt.Errorf("poll CQ failed: %w", err)
-			}
-			if cfg.events || n > 0 {
-				break
-			}
-			// Busy polling, as the C program does, but letting other
-			// goroutines run (a soft provider's engine needs a P) and
-			// giving up when ctx ends.
-			runtime.Gosched()
-			if empty%1024 == 0 && ctx.Err() != nil {
-				return fmt.Errorf("poll CQ: %w", ctx.Err())
-			}
-		}
-		for i := range wcs[:n] {
-			wc := &wcs[i]
-			if wc.Status != verbs.WCSuccess {
-				return fmt.Errorf("failed status %s (%d) for wr_id %d", wc.Status, wc.Status, wc.WRID)
-			}
-			switch wc.WRID {
-			case ppSendWRID:
-				scnt++
-			case ppRecvWRID:
-				if e.routs--; e.routs <= 1 {
-					n, err := e.qp.PostRecv(e.recvs[:cfg.rxDepth-e.routs])
-					if e.routs += n; e.routs < cfg.rxDepth {
-						return fmt.Errorf("couldn't post receive (%d): %w", e.routs, err)
-					}
-				}
-				rcnt++
-			default:
-				return fmt.Errorf("completion for unknown wr_id %d", wc.WRID)
-			}
-			pending &^= int(wc.WRID)
-			if scnt < cfg.iters && pending == 0 {
-				if err := e.postSend(); err != nil {
-					return err
-				}
-				pending = ppRecvWRID | ppSendWRID
-			}
-		}
-	}
-	usec := float64(time.Since(start).Microseconds())
-	total := int64(cfg.size) * int64(cfg.iters) * 2
-	fmt.Fprintf(w, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", total, usec/1e6, float64(total)*8/usec)
-	fmt.Fprintf(w, "%d iters in %.2f seconds = %.2f usec/iter\n", cfg.iters, usec/1e6, usec/float64(cfg.iters))
-	if cfg.host == "" && cfg.validate {
-		for i := 0; i < cfg.size; i += os.Getpagesize() {
-			if e.buf[i] != 0 {
-				fmt.Fprintf(w, "invalid data in page %d\n", i/os.Getpagesize())
-			}
-		}
-	}
-	if e.events > 0 {
-		e.cq.AckEvents(e.events)
-	}
-	return nil
-}
-
-func (e *ppEnd) postSend() error {
-	if _, err := e.qp.PostSend(e.send); err != nil {
-		return fmt.Errorf("couldn't post send: %w", err)
-	}
-	return nil
-}
-
-// pingpongSelfTest runs a server on the provider's second device and a
-// client on its first, in this process, over TCP on the loopback (the
-// soft provider reaches no other process), and prints each end's output.
-// Without -g it uses GID index 1, which every soft device has.
-func pingpongSelfTest(ctx context.Context, w io.Writer, cfg ppConfig) error {
-	p := soft.New(soft.Config{Devices: 2})
-	defer p.Close()
-	devs, err := p.Devices()
-	if err != nil {
-		return err
-	}
-	if cfg.gidx < 0 {
-		cfg.gidx = 1
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	srvCfg, cliCfg := cfg, cfg
-	srvCfg.dev, cliCfg.dev = devs[1].Name(), devs[0].Name()
-	cliCfg.host, cliCfg.port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
-	var srvOut, cliOut bytes.Buffer
-	srvErr := make(chan error, 1)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { srvErr <- pingpong(ctx, &srvOut, p, srvCfg, ln) }()
-	cliErr := pingpong(ctx, &cliOut, p, cliCfg, nil)
-	if cliErr != nil {
-		ln.Close() // a server still waiting for the client gives up,
-		cancel()   // and one waiting for completions
-	}
-	sErr := <-srvErr
-	fmt.Fprintf(w, "server (%s, provider soft):\n%s", srvCfg.dev, srvOut.Bytes())
-	fmt.Fprintf(w, "client (%s, provider soft):\n%s", cliCfg.dev, cliOut.Bytes())
-	if sErr != nil {
-		return fmt.Errorf("server: %w", sErr)
-	}
-	if cliErr != nil {
-		return fmt.Errorf("client: %w", cliErr)
-	}
-	return nil
 }

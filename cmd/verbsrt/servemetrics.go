@@ -89,10 +89,11 @@ func serveMetrics(ctx context.Context, cfg smConfig, ln net.Listener, log io.Wri
 		ln.Close()
 		return err
 	}
-	defer pair.close()
+	defer pair.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for role, rt := range map[string]*vrt.Runtime{"client": pair.cliRT, "server": pair.srvRT} {
+	cliRT, srvRT := pair.Runtimes()
+	for role, rt := range map[string]*vrt.Runtime{"client": cliRT, "server": srvRT} {
 		if _, err := metrics.Register(prometheus.WrapRegistererWith(prometheus.Labels{"role": role}, reg), rt); err != nil {
 			ln.Close()
 			return err
@@ -107,7 +108,7 @@ func serveMetrics(ctx context.Context, cfg smConfig, ln net.Listener, log io.Wri
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(log, "verbsrt serve-metrics: %s %s -> %s, %d QPs, %d callers, %d ops/s; metrics on http://%s/metrics\n",
-		cfg.provider.name, pair.cliRT.Stats().Device, pair.srvRT.Stats().Device, cfg.qps, cfg.callers, cfg.rate, ln.Addr())
+		cfg.provider.name, cliRT.Stats().Device, srvRT.Stats().Device, cfg.qps, cfg.callers, cfg.rate, ln.Addr())
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -117,7 +118,7 @@ func serveMetrics(ctx context.Context, cfg smConfig, ln net.Listener, log io.Wri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := pair.steady(wctx, c%cfg.qps, cfg); err != nil {
+			if err := pair.Steady(wctx, c%cfg.qps, cfg.size, cfg.callers, cfg.rate); err != nil {
 				errs <- err
 				cancel()
 			}
@@ -144,38 +145,4 @@ func serveMetrics(ctx context.Context, cfg smConfig, ln net.Listener, log io.Wri
 	}
 	fmt.Fprintln(log, "verbsrt serve-metrics: stopped")
 	return err2
-}
-
-// steadyMix is what each caller of serve-metrics issues, in turn: mostly
-// WRITEs, as storage traffic is, and every other kind.
-var steadyMix = []string{"write", "write", "write", "write", "read", "send", "atomic", "write"}
-
-// steady issues steadyMix on QP q, one operation at a time, at its share of
-// cfg.rate, until ctx ends.
-func (p *benchPair) steady(ctx context.Context, q int, cfg smConfig) error {
-	ops := make([]func() vrt.Future, len(steadyMix))
-	for i, t := range steadyMix {
-		ops[i] = p.op(t, q, cfg.size)
-	}
-	var tick <-chan time.Time
-	if cfg.rate > 0 {
-		every := time.Duration(float64(time.Second) * float64(cfg.callers) / float64(cfg.rate))
-		t := time.NewTicker(max(every, time.Microsecond))
-		defer t.Stop()
-		tick = t.C
-	}
-	for i := 0; ; i++ {
-		if tick != nil {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-tick:
-			}
-		} else if ctx.Err() != nil {
-			return nil
-		}
-		if _, err := ops[i%len(ops)]().Wait(context.Background()); err != nil {
-			return fmt.Errorf("%s: %w", steadyMix[i%len(ops)], err)
-		}
-	}
 }

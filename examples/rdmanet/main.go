@@ -33,9 +33,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/runtime/rdmanet"
-	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
 func main() {
@@ -174,23 +174,13 @@ func openRuntimes(provider string, opts ...runtime.Option) (cli, srv *runtime.Ru
 // provider's device dev (when "", its first device for a client, its last
 // for a server).
 func openRuntime(provider, dev string, client bool, opts ...runtime.Option) (*runtime.Runtime, error) {
-	switch provider {
-	case "soft":
-		return runtime.New(opts...)
-	case "ibv":
-		p := ibv.New()
-		if dev == "" {
-			devs, err := p.Devices()
-			if err != nil || len(devs) == 0 {
-				return nil, fmt.Errorf("no RDMA device: %v", err)
-			}
-			dev = devs[len(devs)-1].Name()
-			if client {
-				dev = devs[0].Name()
-			}
-		}
-		return runtime.New(append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev)}, opts...)...)
-	default:
+	nth := -1
+	if client {
+		nth = 0
+	}
+	rt, err := benchkit.OpenRuntime(provider, dev, nth, opts...)
+	if err != nil && provider != "soft" && provider != "ibv" {
 		return nil, fmt.Errorf("-provider %q: want soft or ibv", provider)
 	}
+	return rt, err
 }

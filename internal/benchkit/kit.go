@@ -10,8 +10,8 @@ import (
 	"runtime/trace"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/provider"
 	"github.com/verbsrt/verbsrt/runtime"
-	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
 // Connect returns an endpoint pair through ln: cliRT's Dial and ln's
@@ -114,25 +114,36 @@ func (p *Profiles) Stop() error {
 	return errors.Join(errs...)
 }
 
-// OpenRuntime opens a runtime on the provider called provider: "soft" (the
-// runtime's default), or "ibv" on the device dev, or when dev is "" on the
-// nth of its devices (counted round: on a host with one, always that one).
-func OpenRuntime(provider, dev string, nth int, opts ...runtime.Option) (*runtime.Runtime, error) {
-	switch provider {
+// OpenRuntime opens a runtime on the provider called name: "soft" (the
+// runtime's default, one soft fabric that the runtimes of this process
+// share, so that they reach each other), or "ibv" (provider.Open) on the
+// device dev, or when dev is "" on the nth of its devices, counted round
+// (on a host with one, always that one), from the last when nth < 0 (-1:
+// the last).
+func OpenRuntime(name, dev string, nth int, opts ...runtime.Option) (*runtime.Runtime, error) {
+	switch name {
 	case "soft":
 		return runtime.New(opts...)
 	case "ibv":
-		p := ibv.New()
-		if dev == "" {
-			devs, err := p.Devices()
-			if err != nil || len(devs) == 0 {
-				return nil, fmt.Errorf("no RDMA device: %v", err)
-			}
-			dev = devs[nth%len(devs)].Name()
-		}
-		return runtime.New(append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev)}, opts...)...)
+	default:
+		return nil, fmt.Errorf("provider %q: want soft or ibv", name)
 	}
-	return nil, fmt.Errorf("provider %q: want soft or ibv", provider)
+	p, _, err := provider.Open(provider.Spec{Name: name}, 1) // ibv holds nothing to release
+	if err != nil {
+		return nil, err
+	}
+	if dev == "" {
+		devs, err := p.Devices()
+		if err != nil || len(devs) == 0 {
+			return nil, fmt.Errorf("no RDMA device: %v", err)
+		}
+		i := nth % len(devs)
+		if i < 0 {
+			i += len(devs)
+		}
+		dev = devs[i].Name()
+	}
+	return runtime.New(append([]runtime.Option{runtime.WithProvider(p), runtime.WithDevice(dev)}, opts...)...)
 }
 
 // CPUPerOp returns the CPU time, user and system, in ns, that the process

@@ -1,10 +1,11 @@
-package main
+package rtbench
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,54 +23,54 @@ type counter struct {
 }
 
 // run runs one size: callers spread over the QPs, each keeping txDepth
-// operations in flight, for cfg.iters operations in all or cfg.duration.
-func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress io.Writer) (benchResult, error) {
-	r := benchResult{Test: cfg.test, Mode: cfg.mode(), Provider: cfg.provider, Device: p.cliDev,
-		PeerDevice: p.srvDev, QPs: cfg.qps, Callers: cfg.callers, TxDepth: cfg.txDepth, PostList: cfg.postList, Bytes: size}
+// operations in flight, for cfg.Iters operations in all or cfg.Duration.
+func (p *Pair) run(ctx context.Context, cfg Config, size int, progress io.Writer) (benchkit.Result, error) {
+	r := benchkit.Result{Test: cfg.Test, Mode: benchkit.Mode(cfg.Lat, cfg.PingPong), Provider: cfg.Provider.Name, Device: p.cliDev,
+		PeerDevice: p.srvDev, QPs: cfg.QPs, Callers: cfg.Callers, TxDepth: cfg.TxDepth, PostList: cfg.PostList, Bytes: size}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if cfg.duration > 0 {
+	if cfg.Duration > 0 {
 		var c context.CancelFunc
-		ctx, c = context.WithTimeout(ctx, cfg.duration)
+		ctx, c = context.WithTimeout(ctx, cfg.Duration)
 		defer c()
 	}
-	counts := make([]counter, cfg.callers)
-	lats := make([][]time.Duration, cfg.callers)
+	counts := make([]counter, cfg.Callers)
+	lats := make([][]time.Duration, cfg.Callers)
 	var (
 		wg       sync.WaitGroup
 		errOnce  sync.Once
 		firstErr error
 	)
 	start, cpuStart := time.Now(), benchkit.CPUTime()
-	for c := range cfg.callers {
+	for c := range cfg.Callers {
 		n := uint64(math.MaxUint64)
-		if cfg.duration == 0 {
-			n = uint64(cfg.iters / cfg.callers)
-			if c < cfg.iters%cfg.callers {
+		if cfg.Duration == 0 {
+			n = uint64(cfg.Iters / cfg.Callers)
+			if c < cfg.Iters%cfg.Callers {
 				n++
 			}
 		}
-		if cfg.lat && cfg.duration == 0 {
+		if cfg.Lat && cfg.Duration == 0 {
 			lats[c] = make([]time.Duration, 0, n)
 		}
-		op := p.op(cfg.test, c%cfg.qps, size)
+		op := p.op(cfg.Test, c%cfg.QPs, size)
 		issue := func(int) vrt.Future { return op() }
-		if cfg.postList > 0 {
-			issue = p.batch(cfg.test, c%cfg.qps, size, cfg.postList)
+		if cfg.PostList > 0 {
+			issue = p.batch(cfg.Test, c%cfg.QPs, size, cfg.PostList)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var err error
 			switch {
-			case cfg.pingpong:
+			case cfg.PingPong:
 				// Half of each round trip, as ib_send_lat reports.
-				lats[c], err = runLatency(ctx, p.pingPong(ctx, c%cfg.qps, size), 2, n, &counts[c], lats[c])
-			case cfg.lat:
+				lats[c], err = runLatency(ctx, p.pingPong(ctx, c%cfg.QPs, size), 2, n, &counts[c], lats[c])
+			case cfg.Lat:
 				once := func() error { _, err := op().Wait(context.Background()); return err }
 				lats[c], err = runLatency(ctx, once, 1, n, &counts[c], lats[c])
 			default:
-				err = runWindow(ctx, issue, n, cfg.txDepth, max(1, cfg.postList), &counts[c])
+				err = runWindow(ctx, issue, n, cfg.TxDepth, max(1, cfg.PostList), &counts[c])
 			}
 			if err != nil {
 				errOnce.Do(func() { firstErr = err; cancel() })
@@ -97,12 +98,12 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 	r.Seconds = elapsed.Seconds()
 	r.CPUNsPerOp, _ = benchkit.CPUPerOp(cpuStart, r.Iterations)
 	rate := float64(r.Iterations) / r.Seconds
-	if cfg.lat {
+	if cfg.Lat {
 		var all []time.Duration
 		for _, l := range lats {
 			all = append(all, l...)
 		}
-		latencyStats(&r, all)
+		benchkit.LatencyStats(&r, all)
 		return r, nil
 	}
 	r.BWAvgMBps = rate * float64(size) / (1 << 20)
@@ -110,7 +111,7 @@ func (p *benchPair) run(ctx context.Context, cfg benchConfig, size int, progress
 	hist = append(hist, point{start.Add(elapsed), r.Iterations})
 	// Completions come in bursts (one signaled WR retires many), so a
 	// window must hold several windows' worth of operations in flight.
-	peak := peakRate(hist, 100*time.Millisecond, min(uint64(8*cfg.callers*cfg.txDepth), r.Iterations/2))
+	peak := peakRate(hist, 100*time.Millisecond, min(uint64(8*cfg.Callers*cfg.TxDepth), r.Iterations/2))
 	r.BWPeakMBps = max(peak, rate) * float64(size) / (1 << 20)
 	return r, nil
 }
@@ -122,8 +123,8 @@ type point struct {
 }
 
 // sample reads the callers' counts every 20 ms until done closes, prints
-// a progress line every cfg.progress and returns what it read.
-func sample(done <-chan struct{}, counts []counter, start time.Time, cfg benchConfig, size int, progress io.Writer) []point {
+// a progress line every cfg.Progress and returns what it read.
+func sample(done <-chan struct{}, counts []counter, start time.Time, cfg Config, size int, progress io.Writer) []point {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	hist := []point{{start, 0}}
@@ -138,11 +139,11 @@ func sample(done <-chan struct{}, counts []counter, start time.Time, cfg benchCo
 				n += counts[i].n.Load()
 			}
 			hist = append(hist, point{now, n})
-			if cfg.progress > 0 && progress != nil && now.Sub(lastPrint) >= cfg.progress {
+			if cfg.Progress > 0 && progress != nil && now.Sub(lastPrint) >= cfg.Progress {
 				lastPrint = now
 				el := now.Sub(start).Seconds()
 				fmt.Fprintf(progress, "verbsrt bench: %s %d B: %.1f s, %d ops, %.3f Mops/s, %.2f MB/s\n",
-					cfg.test, size, el, n, float64(n)/el/1e6, float64(n)*float64(size)/el/(1<<20))
+					cfg.Test, size, el, n, float64(n)/el/1e6, float64(n)*float64(size)/el/(1<<20))
 			}
 		}
 	}
@@ -168,7 +169,7 @@ func peakRate(hist []point, minDur time.Duration, minOps uint64) float64 {
 }
 
 // op returns the operation a caller on QP q issues.
-func (p *benchPair) op(test string, q, size int) func() vrt.Future {
+func (p *Pair) op(test string, q, size int) func() vrt.Future {
 	ep := p.cli[q]
 	local := p.src.Slice(0, size)
 	remote := p.remote
@@ -185,7 +186,7 @@ func (p *benchPair) op(test string, q, size int) func() vrt.Future {
 
 // batch returns what a caller on QP q issues with -l: k of test's
 // operations, at most most, as one Endpoint.Post.
-func (p *benchPair) batch(test string, q, size, most int) func(int) vrt.Future {
+func (p *Pair) batch(test string, q, size, most int) func(int) vrt.Future {
 	ep := p.cli[q]
 	one := vrt.Op{Opcode: verbs.OpWrite, Local: []vrt.Local{p.src.Slice(0, size)}, Remote: p.remote}
 	switch test {
@@ -249,4 +250,40 @@ func runLatency(ctx context.Context, once func() error, div time.Duration, n uin
 		done.n.Store(i + 1)
 	}
 	return lats, nil
+}
+
+// Run runs cfg's test at each of cfg.Sizes with both ends in this
+// process, on a new provider of cfg.Provider, reporting to rep and
+// progress lines to progress (nil: none).
+func Run(ctx context.Context, cfg Config, rep Reporter, progress io.Writer) error {
+	pair, err := OpenPair(cfg, slices.Max(cfg.Sizes))
+	if err != nil {
+		return err
+	}
+	defer pair.Close()
+	return pair.runSizes(ctx, cfg, rep, progress, nil)
+}
+
+// runSizes runs cfg's test at each size from p's client side, reports
+// the header and each result to rep, and hands each result to send, if
+// not nil.
+func (p *Pair) runSizes(ctx context.Context, cfg Config, rep Reporter, progress io.Writer, send func(benchkit.Result) error) error {
+	rep.Header(p.cliDev, p.srvDev)
+	for _, size := range cfg.Sizes {
+		if ctx.Err() != nil {
+			break
+		}
+		r, err := p.run(ctx, cfg, size, progress)
+		if err != nil {
+			return err
+		}
+		rep.Result(r)
+		if send != nil {
+			if err := send(r); err != nil {
+				return err
+			}
+		}
+	}
+	rep.End()
+	return nil
 }

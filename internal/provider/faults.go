@@ -1,4 +1,4 @@
-package main
+package provider
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"github.com/verbsrt/verbsrt/verbs/rocev2"
 )
 
-// -rocev2-faults: packet loss injected into the rocev2 provider, so that a
+// Faults (Spec.Faults, the command's -rocev2-faults): packet loss injected into the rocev2 provider, so that a
 // test harness can show that a peer (rxe, a NIC, another verbsrt) recovers
 // from it with its own retransmission, and this side from the peer's.
 //
@@ -44,8 +44,8 @@ type faultRule struct {
 	dropped  atomic.Uint64
 }
 
-// parseFaults parses a -rocev2-faults spec; "" is no rule.
-func parseFaults(spec string) ([]*faultRule, error) {
+// ParseFaults parses a -rocev2-faults spec (Spec.Faults); "" is no rule.
+func ParseFaults(spec string) ([]*faultRule, error) {
 	if spec == "" {
 		return nil, nil
 	}

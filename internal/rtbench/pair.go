@@ -1,27 +1,24 @@
-package main
+package rtbench
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/provider"
 	"github.com/verbsrt/verbsrt/internal/sched"
 	vrt "github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// benchSQDepth is max_send_wr of the bench's QPs.
-const benchSQDepth = 512
-
-// benchPair is the two ends of a bench, client and server, and qps
+// Pair is the two ends of a bench, client and server, and Config.QPs
 // connections between them, with the memory the operations use. In one
-// process both ends are here; a client (benchnet.go) has only its own end
-// and the server's remote and device name, a server only its own end.
-type benchPair struct {
+// process both ends are here; a client (net.go) has only its own end and
+// the server's remote and device name, a server only its own end.
+type Pair struct {
 	prov           verbs.Provider
 	closeProv      func()
 	cliRT, srvRT   *vrt.Runtime
@@ -36,64 +33,56 @@ type benchPair struct {
 	recvMsgs, recvBytes atomic.Uint64
 	recvSignal          chan struct{}
 	recvCancel          context.CancelFunc
-	statsTo             io.Writer // -stats: where close prints the runtimes' counters
+	statsTo             io.Writer // Config.Stats: where Close prints the runtimes' counters
 }
 
-// newBenchPair returns a pair with no runtime yet on prov, or on a new
-// provider of cfg.provider (with devices devices if soft or rocev2) when
+// newPair returns a pair with no runtime yet on prov, or on a new
+// provider of cfg.Provider.Name (with devices devices if soft or rocev2) when
 // prov is nil.
-func newBenchPair(cfg benchConfig, prov verbs.Provider, devices int) (*benchPair, []verbs.Device, error) {
-	p := &benchPair{prov: prov, closeProv: func() {}}
-	if cfg.stats {
-		p.statsTo = os.Stderr
-	}
+func newPair(cfg Config, prov verbs.Provider, devices int) (*Pair, []verbs.Device, error) {
+	p := &Pair{prov: prov, closeProv: func() {}, statsTo: cfg.Stats}
 	if prov == nil {
 		var err error
-		if p.prov, p.closeProv, err = openProvider(cfg.providerSpec(), devices); err != nil {
+		if p.prov, p.closeProv, err = provider.Open(cfg.Provider, devices); err != nil {
 			return nil, nil, err
 		}
 	}
 	devs, err := p.prov.Devices()
 	if err == nil && len(devs) == 0 {
-		err = fmt.Errorf("no devices on provider %s: %w", cfg.provider, verbs.ErrNotFound)
+		err = fmt.Errorf("no devices on provider %s: %w", cfg.Provider.Name, verbs.ErrNotFound)
 	}
 	if err != nil {
-		p.close()
-		return nil, nil, withProviderHint(cfg.provider, err)
+		p.Close()
+		return nil, nil, provider.WithHint(cfg.Provider.Name, err)
 	}
 	return p, devs, nil
 }
 
-// providerSpec returns the provider flags of cfg.
-func (cfg benchConfig) providerSpec() providerSpec {
-	return providerSpec{name: cfg.provider, addr: cfg.rocev2Addr, port: cfg.rocev2Port}
-}
-
 // openRuntime opens a runtime on dev for cfg's test at sizes up to maxSize.
-func (p *benchPair) openRuntime(cfg benchConfig, dev string, maxSize int) (*vrt.Runtime, error) {
+func (p *Pair) openRuntime(cfg Config, dev string, maxSize int) (*vrt.Runtime, error) {
 	msg := 4096 // receive buffers: as large as a message only for send
-	if cfg.test == "send" {
+	if cfg.Test == "send" {
 		msg = max(msg, maxSize)
 	}
-	recvDepth := max(4, min(benchRecvDepth, benchRecvBytes/msg))
-	if cfg.rxDepth > 0 {
-		recvDepth = cfg.rxDepth
+	recvDepth := max(4, min(RecvDepth, RecvBytes/msg))
+	if cfg.RxDepth > 0 {
+		recvDepth = cfg.RxDepth
 	}
-	arena := 2*maxSize + 2*cfg.qps*(2*recvDepth*msg+qpScratch) + 8<<20
-	tuning := vrt.Tuning{Pollers: 1, Spin: cfg.spin, WaitPoll: cfg.waitPoll,
-		NoWaitPoll: cfg.waitPoll == 0, NoInlinePost: !cfg.inlinePost}
+	arena := 2*maxSize + 2*cfg.QPs*(2*recvDepth*msg+qpScratch) + 8<<20
+	tuning := vrt.Tuning{Pollers: 1, Spin: cfg.Spin, WaitPoll: cfg.WaitPoll,
+		NoWaitPoll: cfg.WaitPoll == 0, NoInlinePost: !cfg.InlinePost}
 	opts := []vrt.Option{vrt.WithProvider(p.prov), vrt.WithDevice(dev), vrt.WithTuning(tuning),
-		vrt.WithSendQueueDepth(benchSQDepth), vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth),
+		vrt.WithSendQueueDepth(SQDepth), vrt.WithMessageSize(msg), vrt.WithRecvDepth(recvDepth),
 		vrt.WithMemoryLimit(arena)}
-	if cfg.set["x"] && cfg.gidIndex >= 0 {
-		opts = append(opts, vrt.WithGIDIndex(cfg.gidIndex))
+	if cfg.GIDIndex >= 0 {
+		opts = append(opts, vrt.WithGIDIndex(cfg.GIDIndex))
 	}
 	return vrt.New(opts...)
 }
 
 // openEnd opens a runtime on dev and the buffer the operations use there.
 // It returns the runtime even with an error, for close.
-func (p *benchPair) openEnd(cfg benchConfig, dev string, maxSize int) (*vrt.Runtime, *vrt.Buffer, error) {
+func (p *Pair) openEnd(cfg Config, dev string, maxSize int) (*vrt.Runtime, *vrt.Buffer, error) {
 	rt, err := p.openRuntime(cfg, dev, maxSize)
 	if err != nil {
 		return nil, nil, err
@@ -112,26 +101,27 @@ func exposeTarget(dst *vrt.Buffer) (vrt.RemoteRef, error) {
 	return exp.RemoteRef(), nil
 }
 
-// openBenchPair opens both ends of a bench in this process, on a new
-// provider of cfg.provider, and connects cfg.qps endpoints between them.
-func openBenchPair(cfg benchConfig, maxSize int) (*benchPair, error) {
-	p, devs, err := newBenchPair(cfg, nil, 2)
+// OpenPair opens both ends of a bench in this process, on a new provider
+// of cfg.Provider, and connects cfg.QPs endpoints between them, for sizes
+// up to maxSize.
+func OpenPair(cfg Config, maxSize int) (*Pair, error) {
+	p, devs, err := newPair(cfg, nil, 2)
 	if err != nil {
 		return nil, err
 	}
 	// p, not the result, is what a failure closes: the result is nil then.
 	if err := p.connectInProcess(cfg, devs, maxSize); err != nil {
-		p.close()
+		p.Close()
 		return nil, err
 	}
 	return p, nil
 }
 
-// connectInProcess opens both ends on devs (-d and -peer-d, by default the
-// first device and another one) and connects them. On an error p holds
+// connectInProcess opens both ends on devs (Dev and PeerDev, by default
+// the first device and another one) and connects them. On an error p holds
 // what it opened, for close.
-func (p *benchPair) connectInProcess(cfg benchConfig, devs []verbs.Device, maxSize int) error {
-	cliDev, srvDev := cfg.dev, cfg.peerDev
+func (p *Pair) connectInProcess(cfg Config, devs []verbs.Device, maxSize int) error {
+	cliDev, srvDev := cfg.Dev, cfg.PeerDev
 	if cliDev == "" {
 		cliDev = devs[0].Name()
 	} else if err := checkDevice(cfg, "-d", cliDev, devs); err != nil {
@@ -167,8 +157,8 @@ func (p *benchPair) connectInProcess(cfg benchConfig, devs []verbs.Device, maxSi
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	accepted := make(chan error, 1)
-	go func() { accepted <- p.accept(ctx, ln, cfg.qps) }()
-	if err = p.dial(ctx, ln.Addr().String(), cfg.qps); err != nil {
+	go func() { accepted <- p.accept(ctx, ln, cfg.QPs) }()
+	if err = p.dial(ctx, ln.Addr().String(), cfg.QPs); err != nil {
 		cancel() // the accepts wait no longer
 	}
 	if aerr := <-accepted; err == nil {
@@ -177,23 +167,23 @@ func (p *benchPair) connectInProcess(cfg benchConfig, devs []verbs.Device, maxSi
 	if err != nil {
 		return err
 	}
-	p.serveRecv(cfg.pingpong)
+	p.serveRecv(cfg.PingPong)
 	return nil
 }
 
 // checkDevice returns an error naming the flag, the device and the
 // provider's devices if none of devs is called name.
-func checkDevice(cfg benchConfig, flagName, name string, devs []verbs.Device) error {
+func checkDevice(cfg Config, flagName, name string, devs []verbs.Device) error {
 	for _, d := range devs {
 		if d.Name() == name {
 			return nil
 		}
 	}
-	return errNoDevice(flagName, name, cfg.provider, devs)
+	return provider.NoSuchDevice(flagName, name, cfg.Provider.Name, devs)
 }
 
 // accept accepts n connections on ln as the server's endpoints.
-func (p *benchPair) accept(ctx context.Context, ln *vrt.Listener, n int) error {
+func (p *Pair) accept(ctx context.Context, ln *vrt.Listener, n int) error {
 	for range n {
 		ep, err := ln.Accept(ctx)
 		if err != nil {
@@ -206,7 +196,7 @@ func (p *benchPair) accept(ctx context.Context, ln *vrt.Listener, n int) error {
 
 // dial makes n connections to the server's runtime listener at addr as the
 // client's endpoints.
-func (p *benchPair) dial(ctx context.Context, addr string, n int) error {
+func (p *Pair) dial(ctx context.Context, addr string, n int) error {
 	for range n {
 		ep, err := p.cliRT.Dial(ctx, addr)
 		if err != nil {
@@ -220,7 +210,7 @@ func (p *benchPair) dial(ctx context.Context, addr string, n int) error {
 // serveRecv is the server side of a send test: take every message and
 // give its buffer back at once, as ib_send_bw's server re-posts its
 // receives, until close.
-func (p *benchPair) serveRecv(pingpong bool) {
+func (p *Pair) serveRecv(pingpong bool) {
 	rctx, rcancel := context.WithCancel(context.Background())
 	p.recvCancel = rcancel
 	p.recvSignal = make(chan struct{}, 1)
@@ -258,7 +248,7 @@ func (p *benchPair) serveRecv(pingpong bool) {
 // completes once the server's device acknowledged it, and the message
 // reaches serveRecv's goroutine after that. It returns an error if more
 // came, or if fewer came before ctx ended.
-func (p *benchPair) received(ctx context.Context, msgs, bytes uint64) error {
+func (p *Pair) received(ctx context.Context, msgs, bytes uint64) error {
 	for {
 		gotMsgs, gotBytes := p.recvMsgs.Load(), p.recvBytes.Load()
 		switch {
@@ -277,7 +267,7 @@ func (p *benchPair) received(ctx context.Context, msgs, bytes uint64) error {
 
 // pingPong returns one iteration of -pingpong on QP q: a SEND of size
 // bytes, and the server's reply received.
-func (p *benchPair) pingPong(ctx context.Context, q, size int) func() error {
+func (p *Pair) pingPong(ctx context.Context, q, size int) func() error {
 	ep, local := p.cli[q], p.src.Slice(0, size)
 	return func() error {
 		if _, err := ep.Send(ctx, local).Wait(ctx); err != nil {
@@ -296,7 +286,8 @@ func (p *benchPair) pingPong(ctx context.Context, q, size int) func() error {
 // buffers (atomic results), rounded up.
 const qpScratch = 64 << 10
 
-func (p *benchPair) close() {
+// Close closes the pair's runtimes and its provider, if it opened one.
+func (p *Pair) Close() {
 	if p.recvCancel != nil {
 		p.recvCancel()
 	}
@@ -316,3 +307,6 @@ func (p *benchPair) close() {
 	p.recvDone.Wait()
 	p.closeProv()
 }
+
+// Runtimes returns the pair's runtimes: the client's and the server's.
+func (p *Pair) Runtimes() (cli, srv *vrt.Runtime) { return p.cliRT, p.srvRT }

@@ -1,4 +1,4 @@
-package main
+package direct
 
 import (
 	"bytes"
@@ -8,11 +8,12 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/benchkit"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // directRates fills r's rates from the run's time.
-func directRates(r *benchResult, d time.Duration) {
+func directRates(r *benchkit.Result, d time.Duration) {
 	r.Seconds = d.Seconds()
 	if r.Seconds <= 0 {
 		return
@@ -42,7 +43,7 @@ func spinPoll(ctx context.Context, cq verbs.CQ, wcs []verbs.WC) (int, error) {
 // (or, for atomics, result) slot in this end's buffer and its target in
 // the peer's, cycling as perftest's do, by sequence number.
 type directLayout struct {
-	e        *directEnd
+	e        *end
 	opcode   verbs.Opcode
 	inc      uint64 // the stride between slots: the size rounded up to a cache line
 	locSlots uint64
@@ -50,12 +51,12 @@ type directLayout struct {
 	depth    uint64 // atomics: a result slot per WR in flight
 }
 
-func (e *directEnd) layout() directLayout {
+func (e *end) layout() directLayout {
 	cfg := e.cfg
-	l := directLayout{e: e, inc: uint64(directInc(cfg.size, e.hello.CacheLine)), depth: uint64(cfg.txDepth),
-		locSlots: uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer))}
+	l := directLayout{e: e, inc: uint64(directInc(cfg.Size, e.hello.CacheLine)), depth: uint64(cfg.TxDepth),
+		locSlots: uint64(directSlots(cfg.Size, e.hello.CacheLine, e.hello.CycleBuffer))}
 	l.remSlots = l.locSlots
-	switch cfg.test {
+	switch cfg.Test {
 	case "write":
 		l.opcode = verbs.OpWrite
 	case "read":
@@ -74,7 +75,7 @@ func (e *directEnd) layout() directLayout {
 // wr returns a WR of the test's opcode with one SGE of the size, for aim
 // to point.
 func (l directLayout) wr() verbs.SendWR {
-	return verbs.SendWR{SGL: []verbs.SGE{{Length: uint32(l.e.cfg.size), LKey: l.e.mr.LKey()}}, Opcode: l.opcode}
+	return verbs.SendWR{SGL: []verbs.SGE{{Length: uint32(l.e.cfg.Size), LKey: l.e.mr.LKey()}}, Opcode: l.opcode}
 }
 
 // aim points wr, operation seq, at its slots, with flags and this end's
@@ -104,14 +105,14 @@ func (l directLayout) aim(wr *verbs.SendWR, seq uint64, flags verbs.SendFlags) {
 // -cq-mod'th and the last signalled. A signalled WR's completion
 // completes every earlier one (RC completes in order), so its wr_id, the
 // operation's sequence number, counts them.
-func (e *directEnd) post(ctx context.Context) (time.Duration, error) {
+func (e *end) post(ctx context.Context) (time.Duration, error) {
 	cfg := e.cfg
-	total := uint64(cfg.iters)
-	depth := uint64(cfg.txDepth)
-	cqMod := uint64(max(1, min(cfg.cqMod, cfg.txDepth)))
+	total := uint64(cfg.Iters)
+	depth := uint64(cfg.TxDepth)
+	cqMod := uint64(max(1, min(cfg.CQMod, cfg.TxDepth)))
 	chain := depth
-	if cfg.postList > 0 {
-		chain = uint64(cfg.postList)
+	if cfg.PostList > 0 {
+		chain = uint64(cfg.PostList)
 	}
 	l := e.layout()
 	wrs := make([]verbs.SendWR, chain)
@@ -171,17 +172,17 @@ func (e *directEnd) post(ctx context.Context) (time.Duration, error) {
 // FETCH_AND_ADD of 1 to a slot returns the slot's first value plus n-1,
 // whatever the server's buffer held at the start.
 type atomicCheck struct {
-	e     *directEnd
+	e     *end
 	slots uint64
 	first map[uint64]uint64 // slot -> value the first fetch returned
 	depth uint64
 }
 
-func newAtomicCheck(e *directEnd, slots uint64) *atomicCheck {
-	if e.cfg.test != "atomic" {
+func newAtomicCheck(e *end, slots uint64) *atomicCheck {
+	if e.cfg.Test != "atomic" {
 		return nil
 	}
-	return &atomicCheck{e: e, slots: slots, first: map[uint64]uint64{}, depth: uint64(e.cfg.txDepth)}
+	return &atomicCheck{e: e, slots: slots, first: map[uint64]uint64{}, depth: uint64(e.cfg.TxDepth)}
 }
 
 // done checks the results of operations from to to-1, just completed.
@@ -207,17 +208,17 @@ func (c *atomicCheck) done(from, to uint64) error {
 // checkClient checks what a client can once its run is over: the bytes
 // READ from a verbsrt server follow its pattern; the fetched values were
 // checked as they completed.
-func (e *directEnd) checkClient(ops uint64, c *atomicCheck) error {
+func (e *end) checkClient(ops uint64, c *atomicCheck) error {
 	cfg := e.cfg
 	switch {
-	case cfg.test == "atomic":
+	case cfg.Test == "atomic":
 		fmt.Fprintf(e.out, " check: %d fetch-and-adds fetched consecutive values from each of %d lines of the peer's buffer\n", ops, c.slots)
-	case cfg.test == "read" && e.peerPatterned():
-		inc := directInc(cfg.size, e.hello.CacheLine)
-		slots := min(uint64(directSlots(cfg.size, e.hello.CacheLine, e.hello.CycleBuffer)), ops)
+	case cfg.Test == "read" && e.peerPatterned():
+		inc := directInc(cfg.Size, e.hello.CacheLine)
+		slots := min(uint64(directSlots(cfg.Size, e.hello.CacheLine, e.hello.CycleBuffer)), ops)
 		for s := range int(slots) {
 			off := s * inc
-			for i, b := range e.local[off : off+cfg.size] {
+			for i, b := range e.local[off : off+cfg.Size] {
 				if b != directPattern(off+i) {
 					return fmt.Errorf("READ into slot %d: byte %d is %#x, the server's pattern has %#x", s, i, b, directPattern(off+i))
 				}
@@ -233,12 +234,12 @@ func (e *directEnd) checkClient(ops uint64, c *atomicCheck) error {
 // the counters the fetch-and-adds of 1 incremented add up to their
 // number (perftest's client adds 1 per operation and, without
 // --perform_warm_up, does no others).
-func (e *directEnd) checkServer(size int, iters uint64) error {
+func (e *end) checkServer(size int, iters uint64) error {
 	cfg := e.cfg
 	switch {
 	case size < 1 || size > len(e.remote):
 		return fmt.Errorf("the client reports %d-byte messages; this end's buffer takes %d (give the server the client's -s)", size, len(e.remote))
-	case cfg.test == "atomic":
+	case cfg.Test == "atomic":
 		var sum uint64
 		for i := 0; i+8 <= len(e.remote); i += 8 {
 			sum += binary.LittleEndian.Uint64(e.remote[i:])
@@ -247,7 +248,7 @@ func (e *directEnd) checkServer(size int, iters uint64) error {
 			return fmt.Errorf("the counters in this end's buffer add up to %d after %d fetch-and-adds of 1", sum, iters)
 		}
 		fmt.Fprintf(e.out, " check: the counters add up to %d, one per fetch-and-add\n", sum)
-	case cfg.test == "write" && e.peerPatterned():
+	case cfg.Test == "write" && e.peerPatterned():
 		inc := directInc(size, e.hello.CacheLine)
 		slots := min(uint64(directSlots(size, e.hello.CacheLine, e.hello.CycleBuffer)), iters)
 		for s := range int(slots) {
@@ -270,13 +271,13 @@ type directRecv struct {
 
 // postRecvs posts the send server's receives, each into its own slot, so
 // that a message is checked before another can land there.
-func (e *directEnd) postRecvs() (*directRecv, error) {
+func (e *end) postRecvs() (*directRecv, error) {
 	depth := e.recvDepth()
-	inc := directInc(e.cfg.size, e.hello.CacheLine)
+	inc := directInc(e.cfg.Size, e.hello.CacheLine)
 	r := &directRecv{wrs: make([]verbs.RecvWR, depth)}
 	sges := make([]verbs.SGE, depth)
 	for i := range r.wrs {
-		sges[i] = verbs.SGE{Addr: e.mr.Addr() + uint64(len(e.local)+i*inc), Length: uint32(e.cfg.size), LKey: e.mr.LKey()}
+		sges[i] = verbs.SGE{Addr: e.mr.Addr() + uint64(len(e.local)+i*inc), Length: uint32(e.cfg.Size), LKey: e.mr.LKey()}
 		r.wrs[i] = verbs.RecvWR{ID: uint64(i), SGL: sges[i : i+1]}
 	}
 	if n, err := e.qp.PostRecv(r.wrs); err != nil {
@@ -290,8 +291,8 @@ func (e *directEnd) postRecvs() (*directRecv, error) {
 // messages arrived, checks each (its length; its bytes when the client is
 // verbsrt) and re-posts its receive in one chain a poll while more are
 // to come. The time runs from the first message to the last.
-func (e *directEnd) receive(ctx context.Context, r *directRecv) (time.Duration, error) {
-	total := uint64(e.cfg.iters)
+func (e *end) receive(ctx context.Context, r *directRecv) (time.Duration, error) {
+	total := uint64(e.cfg.Iters)
 	wcs := make([]verbs.WC, directPollSize)
 	repost := make([]verbs.RecvWR, 0, directPollSize)
 	var got uint64
@@ -324,8 +325,8 @@ func (e *directEnd) receive(ctx context.Context, r *directRecv) (time.Duration, 
 // and its bytes when the peer is verbsrt (message n came from slot n of
 // the peer's cycle of sources, which hold the pattern as this end's do).
 // Its receive goes on repost while fewer than total have been posted.
-func (r *directRecv) consume(e *directEnd, wc *verbs.WC, n, total uint64, repost *[]verbs.RecvWR) error {
-	size := e.cfg.size
+func (r *directRecv) consume(e *end, wc *verbs.WC, n, total uint64, repost *[]verbs.RecvWR) error {
+	size := e.cfg.Size
 	if wc.Status != verbs.WCSuccess {
 		return fmt.Errorf("receive %d completed with error: %w", n, wc.Err())
 	}
@@ -351,7 +352,7 @@ func (r *directRecv) consume(e *directEnd, wc *verbs.WC, n, total uint64, repost
 }
 
 // repost posts the receives consume gathered, in one chain.
-func (r *directRecv) repost(e *directEnd, wrs []verbs.RecvWR) error {
+func (r *directRecv) repost(e *end, wrs []verbs.RecvWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
@@ -362,10 +363,10 @@ func (r *directRecv) repost(e *directEnd, wrs []verbs.RecvWR) error {
 }
 
 // reportCheck prints what consume checked of got messages.
-func (r *directRecv) reportCheck(e *directEnd, got uint64) {
+func (r *directRecv) reportCheck(e *end, got uint64) {
 	if e.peerPatterned() {
-		fmt.Fprintf(e.out, " check: %d messages of %d bytes, each the peer's pattern\n", got, e.cfg.size)
+		fmt.Fprintf(e.out, " check: %d messages of %d bytes, each the peer's pattern\n", got, e.cfg.Size)
 	} else {
-		fmt.Fprintf(e.out, " check: %d messages of %d bytes\n", got, e.cfg.size)
+		fmt.Fprintf(e.out, " check: %d messages of %d bytes\n", got, e.cfg.Size)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package direct
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// "verbsrt bench -direct -lat": the Go floor of a latency test, the same
+// The Go floor of a latency test ("verbsrt bench -direct -lat"), the same
 // exchange as the runtime's -lat with no runtime. The client posts one
 // signalled WR at a time and polls its send CQ until it completed: the
 // time from posting to the completion is one sample, as the runtime's
@@ -21,8 +21,8 @@ import (
 // latency is the client's run of -lat: -n samples, one operation at a
 // time. recv holds the receives a ping-pong client posted for the
 // replies.
-func (e *directEnd) latency(ctx context.Context, recv *directRecv) ([]time.Duration, error) {
-	total := uint64(e.cfg.iters)
+func (e *end) latency(ctx context.Context, recv *directRecv) ([]time.Duration, error) {
+	total := uint64(e.cfg.Iters)
 	l := e.layout()
 	wrs := []verbs.SendWR{l.wr()}
 	check := newAtomicCheck(e, l.remSlots)
@@ -75,8 +75,8 @@ func (e *directEnd) latency(ctx context.Context, recv *directRecv) ([]time.Durat
 
 // echo is a ping-pong server's run: -n times, it polls its receive CQ
 // for the client's message, checks it and Sends one back.
-func (e *directEnd) echo(ctx context.Context, recv *directRecv) error {
-	total := uint64(e.cfg.iters)
+func (e *end) echo(ctx context.Context, recv *directRecv) error {
+	total := uint64(e.cfg.Iters)
 	l := e.layout()
 	wrs := []verbs.SendWR{l.wr()}
 	sends := e.sendReaper()
@@ -110,7 +110,7 @@ func (e *directEnd) echo(ctx context.Context, recv *directRecv) error {
 
 // pollOne polls cq until one completion came, and fails if it is not
 // operation seq's success. what names it in the error ("the reply to ").
-func (e *directEnd) pollOne(ctx context.Context, cq verbs.CQ, wcs []verbs.WC, what string, seq uint64) error {
+func (e *end) pollOne(ctx context.Context, cq verbs.CQ, wcs []verbs.WC, what string, seq uint64) error {
 	if _, err := spinPoll(ctx, cq, wcs[:1]); err != nil {
 		return fmt.Errorf("poll CQ for %soperation %d: %w", what, seq, err)
 	}
@@ -128,12 +128,12 @@ func (e *directEnd) pollOne(ctx context.Context, cq verbs.CQ, wcs []verbs.WC, wh
 // queue is full: on RC a Send completes once the peer acknowledged it,
 // which may come after the reply it answers.
 type sendReaper struct {
-	e            *directEnd
+	e            *end
 	posted, done uint64
 	wcs          []verbs.WC
 }
 
-func (e *directEnd) sendReaper() *sendReaper {
+func (e *end) sendReaper() *sendReaper {
 	return &sendReaper{e: e, wcs: make([]verbs.WC, directPollSize)}
 }
 
@@ -144,7 +144,7 @@ func (s *sendReaper) reap(ctx context.Context, all bool) error {
 	for s.posted > s.done {
 		n, err := s.e.scq.Poll(s.wcs)
 		if err == nil && n == 0 {
-			if !all && s.posted-s.done < uint64(s.e.cfg.txDepth) {
+			if !all && s.posted-s.done < uint64(s.e.cfg.TxDepth) {
 				return nil
 			}
 			n, err = spinPoll(ctx, s.e.scq, s.wcs)

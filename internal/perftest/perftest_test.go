@@ -1,4 +1,4 @@
-package main
+package perftest
 
 import (
 	"bytes"
@@ -15,25 +15,25 @@ import (
 // The keys messages as perftest's sprintf of KEY_PRINT_FMT and
 // KEY_PRINT_FMT_GID writes them (src/perftest_communication.h): the text,
 // its NUL and zeros to KEY_MSG_SIZE (59) or KEY_MSG_SIZE_GID (108).
-var ptKeysCases = []struct {
+var keysCases = []struct {
 	name    string
-	d       ptDest
+	d       Dest
 	withGID bool
 	text    string
 }{
-	{"no GID", ptDest{LID: 0x1b, OutReads: 1, QPN: 0x11, PSN: 0xabcdef, RKey: 0x1234, VAddr: 0x7f3a5c001000},
+	{"no GID", Dest{LID: 0x1b, OutReads: 1, QPN: 0x11, PSN: 0xabcdef, RKey: 0x1234, VAddr: 0x7f3a5c001000},
 		false, "001b:0001:000011:abcdef:00001234:00007f3a5c001000:00000000"},
-	{"RoCE v2 GID", ptDest{LID: 0x12b7, OutReads: 0x80, QPN: 0xffffff, PSN: 0x1, RKey: 0xdeadbeef, VAddr: 0x55d0c0de0000,
+	{"RoCE v2 GID", Dest{LID: 0x12b7, OutReads: 0x80, QPN: 0xffffff, PSN: 0x1, RKey: 0xdeadbeef, VAddr: 0x55d0c0de0000,
 		GID: verbs.GID{0xfd, 0x00, 15: 0x02}},
 		true, "12b7:0080:ffffff:000001:deadbeef:000055d0c0de0000:fd:00:00:00:00:00:00:00:00:00:00:00:00:00:00:02:00000000:"},
-	{"IPv4-mapped GID", ptDest{QPN: 0x12, PSN: 0x345678, RKey: 0x5, VAddr: 0x1,
+	{"IPv4-mapped GID", Dest{QPN: 0x12, PSN: 0x345678, RKey: 0x5, VAddr: 0x1,
 		GID: verbs.GID{10: 0xff, 11: 0xff, 12: 198, 13: 18, 14: 0, 15: 2}},
 		true, "0000:0000:000012:345678:00000005:0000000000000001:00:00:00:00:00:00:00:00:00:00:ff:ff:c6:12:00:02:00000000:"},
 }
 
 func TestPtKeysWire(t *testing.T) {
-	for _, tc := range ptKeysCases {
-		want := make([]byte, ptKeysSize(tc.withGID))
+	for _, tc := range keysCases {
+		want := make([]byte, keysSize(tc.withGID))
 		copy(want, tc.text)
 		if len(tc.text) != len(want)-1 {
 			t.Fatalf("%s: the text is %d bytes, perftest's message %d with its NUL", tc.name, len(tc.text), len(want))
@@ -41,7 +41,7 @@ func TestPtKeysWire(t *testing.T) {
 		if got := tc.d.marshal(tc.withGID); !bytes.Equal(got, want) {
 			t.Errorf("%s: marshal =\n %q, want\n %q", tc.name, got, want)
 		}
-		got, err := parsePtDest(want, tc.withGID)
+		got, err := parseDest(want, tc.withGID)
 		if err != nil || got != tc.d {
 			t.Errorf("%s: parse = %+v, %v; want %+v", tc.name, got, err, tc.d)
 		}
@@ -54,32 +54,32 @@ func TestPtKeysRefused(t *testing.T) {
 		msg     []byte
 		withGID bool
 	}{
-		{pad("001b:0001:000011", 59), false},                                                // fields missing
-		{pad("001b:0001:000011:abcdef:00001234:00007f3a5c001000:zz", 59), false},            // not hex
-		{pad("10000:0001:000011:abcdef:00001234:00007f3a5c001000:00000000", 59), false},     // LID > 16 bits
-		{pad("0001:0001:1000000:abcdef:00001234:00007f3a5c001000:00000000", 59), false},     // QPN > 24 bits
-		{pad(ptKeysCases[0].text, 108), true},                                               // no GID where one is due
-		{pad(strings.Replace(ptKeysCases[1].text, ":02:", ":102:", 1), 108), true},          // GID byte > 0xff
-		{pad(strings.TrimSuffix(ptKeysCases[1].text, "00000000:")+"100000000:", 108), true}, // SRQN > 32 bits
+		{pad("001b:0001:000011", 59), false},                                              // fields missing
+		{pad("001b:0001:000011:abcdef:00001234:00007f3a5c001000:zz", 59), false},          // not hex
+		{pad("10000:0001:000011:abcdef:00001234:00007f3a5c001000:00000000", 59), false},   // LID > 16 bits
+		{pad("0001:0001:1000000:abcdef:00001234:00007f3a5c001000:00000000", 59), false},   // QPN > 24 bits
+		{pad(keysCases[0].text, 108), true},                                               // no GID where one is due
+		{pad(strings.Replace(keysCases[1].text, ":02:", ":102:", 1), 108), true},          // GID byte > 0xff
+		{pad(strings.TrimSuffix(keysCases[1].text, "00000000:")+"100000000:", 108), true}, // SRQN > 32 bits
 	} {
-		if d, err := parsePtDest(tc.msg, tc.withGID); err == nil {
-			t.Errorf("parsePtDest(%q) = %+v, accepted", tc.msg, d)
+		if d, err := parseDest(tc.msg, tc.withGID); err == nil {
+			t.Errorf("parseDest(%q) = %+v, accepted", tc.msg, d)
 		}
 	}
 }
 
-// FuzzPtKeys: whatever a peer sends, parsing fails or gives keys that
+// FuzzKeys: whatever a peer sends, parsing fails or gives keys that
 // format back to a message that parses to the same keys.
-func FuzzPtKeys(f *testing.F) {
-	for _, tc := range ptKeysCases {
+func FuzzKeys(f *testing.F) {
+	for _, tc := range keysCases {
 		f.Add([]byte(tc.text), tc.withGID)
 	}
 	f.Fuzz(func(t *testing.T, msg []byte, withGID bool) {
-		d, err := parsePtDest(msg, withGID)
+		d, err := parseDest(msg, withGID)
 		if err != nil {
 			return
 		}
-		again, err := parsePtDest(d.marshal(withGID), withGID)
+		again, err := parseDest(d.marshal(withGID), withGID)
 		if err != nil || again != d {
 			t.Errorf("%q parsed to %+v, which formats to one that parses to %+v, %v", msg, d, again, err)
 		}
@@ -88,8 +88,8 @@ func FuzzPtKeys(f *testing.F) {
 
 func TestPtAtof(t *testing.T) {
 	for s, want := range map[string]float64{"6.06": 6.06, "5.70": 5.7, "5.3": 5.3, "6": 6, "6.06.1": 6.06, "": 0, "x": 0, "5.": 5} {
-		if got := ptAtof(s); got != want {
-			t.Errorf("ptAtof(%q) = %v, want %v", s, got, want)
+		if got := atof(s); got != want {
+			t.Errorf("atof(%q) = %v, want %v", s, got, want)
 		}
 	}
 }
@@ -143,19 +143,19 @@ func TestPtExchangeWithC(t *testing.T) {
 			a, b := net.Pipe()
 			defer a.Close()
 			defer b.Close()
-			goEnd := &ptConn{c: a, client: goClient}
+			goEnd := &Conn{c: a, client: goClient}
 			c := cPeer{t: t, c: b, client: !goClient}
-			goKeys := ptKeysCases[1].d
-			cKeys := ptDest{LID: 0, OutReads: 0x80, QPN: 0x21, PSN: 0x654321, RKey: 0x77, VAddr: 0x5000,
+			goKeys := keysCases[1].d
+			cKeys := Dest{LID: 0, OutReads: 0x80, QPN: 0x21, PSN: 0x654321, RKey: 0x77, VAddr: 0x5000,
 				GID: verbs.GID{0xfd, 0x00, 15: 0x01}}
-			mine := ptReport{Size: 64, Iters: 1000, BWPeak: 1.5, BWAvg: 1.25, MsgAvg: 0.02}
-			cReport := ptReport{Size: 4096, Iters: 999, BWPeak: 3, BWAvg: 2.5, MsgAvg: 0.04}
+			mine := Report{Size: 64, Iters: 1000, BWPeak: 1.5, BWAvg: 1.25, MsgAvg: 0.02}
+			cReport := Report{Size: 4096, Iters: 999, BWPeak: 3, BWAvg: 2.5, MsgAvg: 0.04}
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				version := make([]byte, ptVersionSize)
+				version := make([]byte, versionSize)
 				copy(version, "6.06")
-				wantVersion := make([]byte, ptVersionSize)
+				wantVersion := make([]byte, versionSize)
 				copy(wantVersion, "6.06\x00verbsrt")
 				c.xchg(version, wantVersion)
 				// The C end's page is 16 KiB and its cache line 128: each
@@ -181,24 +181,24 @@ func TestPtExchangeWithC(t *testing.T) {
 					t.Errorf("C peer: after the last keys %q, %v; want \"done\\x00\"", got, err)
 				}
 			}()
-			h, err := goEnd.hello(4096, 64, verbs.MTU4096)
+			h, err := goEnd.Hello(4096, 64, verbs.MTU4096)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := (ptHello{PeerVersion: "6.06", CycleBuffer: 16384, CacheLine: 128, MTU: verbs.MTU1024}); h != want {
+			if want := (Hello{PeerVersion: "6.06", CycleBuffer: 16384, CacheLine: 128, MTU: verbs.MTU1024}); h != want {
 				t.Errorf("hello = %+v, want %+v", h, want)
 			}
 			for range 4 {
-				rem, err := goEnd.handshake(goKeys, true)
+				rem, err := goEnd.Handshake(goKeys, true)
 				if err != nil || rem != cKeys {
 					t.Fatalf("handshake = %+v, %v; want %+v", rem, err, cKeys)
 				}
 			}
-			rep, err := goEnd.reports(mine)
+			rep, err := goEnd.Reports(mine)
 			if err != nil || rep != cReport {
 				t.Errorf("reports = %+v, %v; want %+v", rep, err, cReport)
 			}
-			if err := goEnd.close(goKeys, true); err != nil {
+			if err := goEnd.Close(goKeys, true); err != nil {
 				t.Error(err)
 			}
 			<-done
@@ -213,12 +213,12 @@ func TestPtHelloRefusesOldPeer(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	go func() {
-		old := make([]byte, ptVersionSize)
+		old := make([]byte, versionSize)
 		copy(old, "5.60")
-		io.ReadFull(b, make([]byte, ptVersionSize))
+		io.ReadFull(b, make([]byte, versionSize))
 		b.Write(old)
 	}()
-	_, err := (&ptConn{c: a, client: true}).hello(4096, 64, verbs.MTU1024)
+	_, err := (&Conn{c: a, client: true}).Hello(4096, 64, verbs.MTU1024)
 	if err == nil || !strings.Contains(err.Error(), "5.60") {
 		t.Errorf("hello with a 5.60 peer: %v", err)
 	}
@@ -230,26 +230,26 @@ func TestPtHelloVerbsrtPeer(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	srv := make(chan ptHello, 1)
+	srv := make(chan Hello, 1)
 	go func() {
-		h, err := (&ptConn{c: b}).hello(4096, 64, verbs.MTU2048)
+		h, err := (&Conn{c: b}).Hello(4096, 64, verbs.MTU2048)
 		if err != nil {
 			t.Error(err)
 		}
 		srv <- h
 	}()
-	h, err := (&ptConn{c: a, client: true}).hello(8192, 64, verbs.MTU4096)
+	h, err := (&Conn{c: a, client: true}).Hello(8192, 64, verbs.MTU4096)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ptHello{PeerVersion: ptVersion, Verbsrt: true, CycleBuffer: 8192, CacheLine: 64, MTU: verbs.MTU2048}
+	want := Hello{PeerVersion: Version, Verbsrt: true, CycleBuffer: 8192, CacheLine: 64, MTU: verbs.MTU2048}
 	if s := <-srv; h != want || s != want {
 		t.Errorf("client's hello %+v, server's %+v; want both %+v", h, s, want)
 	}
 }
 
 func TestPtV4Mapped(t *testing.T) {
-	if !ptV4Mapped(ptKeysCases[2].d.GID) || ptV4Mapped(ptKeysCases[1].d.GID) || ptV4Mapped(verbs.GID{}) {
-		t.Error("ptV4Mapped: wrong for ::ffff:198.18.0.2, fd00::2 or ::")
+	if !V4Mapped(keysCases[2].d.GID) || V4Mapped(keysCases[1].d.GID) || V4Mapped(verbs.GID{}) {
+		t.Error("V4Mapped: wrong for ::ffff:198.18.0.2, fd00::2 or ::")
 	}
 }
