@@ -80,11 +80,11 @@ func runServeMetrics(args []string, stdout, stderr io.Writer) error {
 // serveMetrics runs the workload and serves /metrics on ln until ctx ends,
 // then stops both and closes the runtimes.
 func serveMetrics(ctx context.Context, cfg smConfig, ln net.Listener, log io.Writer) error {
-	// The runtime's default spin (50 µs): paced traffic leaves the
-	// pollers idle most of the time, and they should sleep then.
+	// The runtime's default spin: paced traffic leaves the pollers idle
+	// most of the time, and they should sleep then.
 	pair, err := openBenchPair(benchConfig{test: "send", provider: cfg.provider.name,
 		rocev2Addr: cfg.provider.addr, rocev2Port: cfg.provider.port, dev: cfg.dev,
-		peerDev: cfg.peerDev, qps: cfg.qps, spin: 50 * time.Microsecond}, cfg.size)
+		peerDev: cfg.peerDev, qps: cfg.qps, spin: vrt.DefaultTuning().Spin}, cfg.size)
 	if err != nil {
 		ln.Close()
 		return err
