@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 )
 
 var (
@@ -102,7 +103,7 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 		q.ud.postSend(&udSend{id: wr.ID, data: data, imm: wr.Imm, hasImm: wr.Opcode == verbs.OpSendImm,
 			signaled: signaled, solicited: wr.Flags&verbs.SendSolicited != 0,
 			remote:    q.dev.p.routeUD(g.DGID, a.attr.DLID, wr.UD.RemoteQPN),
-			remoteQPN: wr.UD.RemoteQPN & mask24, remoteQKey: wr.UD.RemoteQKey, seq: seq})
+			remoteQPN: wr.UD.RemoteQPN & wire.Mask24, remoteQKey: wr.UD.RemoteQKey, seq: seq})
 		return nil
 	}
 	w := &sendWQE{id: wr.ID, op: wr.Opcode, data: data, scatter: scatter, localErr: lerr, seq: seq,

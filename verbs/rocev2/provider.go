@@ -3,6 +3,7 @@ package rocev2
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
 	"sync"
 
@@ -127,8 +128,8 @@ func (p *Provider) newQPN(d *device) uint32 {
 	p.qpMu.Lock()
 	defer p.qpMu.Unlock()
 	for {
-		n := randomUint32() & mask24
-		if _, used := p.qpDev[n]; used || n <= 1 || n == mask24 {
+		n := randomUint32() & wire.Mask24
+		if _, used := p.qpDev[n]; used || n <= 1 || n == wire.Mask24 {
 			continue
 		}
 		p.qpDev[n] = d
@@ -152,7 +153,7 @@ func (p *Provider) route(dgid verbs.GID, dlid uint16, qpn uint32) (to netip.Addr
 		return netip.AddrPortFrom(a, dlid), false
 	}
 	p.qpMu.RLock()
-	d := p.qpDev[qpn&mask24]
+	d := p.qpDev[qpn&wire.Mask24]
 	p.qpMu.RUnlock()
 	if d != nil && d.gid == dgid {
 		return d.t.LocalAddr(), false

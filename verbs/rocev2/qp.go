@@ -1,6 +1,7 @@
 package rocev2
 
 import (
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"sync"
 	"sync/atomic"
 
@@ -227,7 +228,7 @@ func (q *qp) startLocked() {
 	} else {
 		remote, anyPort := q.dev.p.route(a.AH.GRH.DGID, a.AH.DLID, a.DestQPN)
 		q.rc = newRCQP(q.dev.t, rcConfig{QPN: q.qpn, RemoteQPN: a.DestQPN, Remote: remote, RemoteAnyPort: anyPort,
-			MTU: min(a.PathMTU, q.dev.p.mtu).Bytes(), RQPSN: PSN(a.RQPSN & mask24), MinRNRTimer: a.MinRNRTimer,
+			MTU: min(a.PathMTU, q.dev.p.mtu).Bytes(), RQPSN: wire.PSN(a.RQPSN & wire.Mask24), MinRNRTimer: a.MinRNRTimer,
 			UC: q.typ == verbs.QPTypeUC, SRQ: shared, Memory: qpMemory{q}, LocalInv: q.localInvalidate, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
 		for _, r := range q.early {
 			q.rc.postRecv(r)
@@ -241,10 +242,10 @@ func (q *qp) startLocked() {
 func (q *qp) startSendLocked(first bool) {
 	a := &q.attr
 	if q.ud != nil && first {
-		q.ud.setSQPSN(PSN(a.SQPSN & mask24))
+		q.ud.setSQPSN(wire.PSN(a.SQPSN & wire.Mask24))
 	}
 	if q.rc != nil {
-		q.rc.startRequester(first, PSN(a.SQPSN&mask24), verbs.AckTimeoutDuration(a.Timeout),
+		q.rc.startRequester(first, wire.PSN(a.SQPSN&wire.Mask24), verbs.AckTimeoutDuration(a.Timeout),
 			int(a.RetryCnt), int(a.RNRRetry), max(1, int(a.MaxRdAtomic)))
 	}
 }
