@@ -154,7 +154,7 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 			return i, err
 		}
 		if st == verbs.QPStateErr {
-			q.recvCQ.push(&verbs.WC{WRID: wr.ID, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
+			q.recvCQ.Push(&verbs.WC{WRID: wr.ID, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
 			continue
 		}
 		if q.rqHeld.Load() >= int64(q.caps.MaxRecvWR) {

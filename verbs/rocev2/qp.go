@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // qp is a verbs QP over the transport: the state machine of ibv_modify_qp
@@ -20,8 +21,8 @@ type qp struct {
 	dev    *device
 	qpn    uint32
 	typ    verbs.QPType
-	sendCQ *cq
-	recvCQ *cq
+	sendCQ *swhca.CQ
+	recvCQ *swhca.CQ
 	srq    *srq // nil: the QP has a receive queue of its own
 	sigAll bool
 	caps   verbs.QPCaps
@@ -86,13 +87,13 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		caps.MaxInlineData < 0 || caps.MaxInlineData > maxInline {
 		return bad("max_send_sge or max_recv_sge above 32, or max_inline_data above 512")
 	}
-	sq, ok1 := spec.SendCQ.(*cq)
-	rq, ok2 := spec.RecvCQ.(*cq)
-	if !ok1 || !ok2 || sq.ctx != c || rq.ctx != c {
+	sq, ok1 := spec.SendCQ.(*swhca.CQ)
+	rq, ok2 := spec.RecvCQ.(*swhca.CQ)
+	if !ok1 || !ok2 || sq.Owner() != c || rq.Owner() != c {
 		return bad("send or receive CQ missing or of another context")
 	}
 	q := &qp{pd: p, ctx: c, dev: c.dev, typ: spec.Type, sendCQ: sq, recvCQ: rq, srq: shared, sigAll: spec.SigAll}
-	q.caps = verbs.QPCaps{MaxSendWR: queueCapacity(caps.MaxSendWR), MaxRecvWR: queueCapacity(caps.MaxRecvWR),
+	q.caps = verbs.QPCaps{MaxSendWR: swhca.QueueCapacity(caps.MaxSendWR), MaxRecvWR: swhca.QueueCapacity(caps.MaxRecvWR),
 		MaxSendSGE: max(caps.MaxSendSGE, 1), MaxRecvSGE: max(caps.MaxRecvSGE, 1),
 		MaxInlineData: max(caps.MaxInlineData, minInline)}
 	if shared != nil {
@@ -100,20 +101,19 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	}
 	q.limits = verbs.SendLimits{Type: q.typ, MaxSendSGE: q.caps.MaxSendSGE, MaxInlineData: q.caps.MaxInlineData}
 	q.attr.Cap = q.caps
-	if err := c.add(op, q); err != nil {
+	if err := c.reg.Add(op, q, swhca.RankQP, q.destroy); err != nil {
 		return nil, err
 	}
 	q.qpn = c.dev.p.newQPN(c.dev)
-	p.uses.hold()
-	sq.uses.hold()
-	rq.uses.hold()
+	p.uses.Hold()
+	sq.Uses().Hold()
+	rq.Uses().Hold()
 	if shared != nil {
-		shared.uses.hold()
+		shared.uses.Hold()
 	}
 	return q, nil
 }
 
-func (q *qp) rank() int          { return rankQP }
 func (q *qp) QPN() uint32        { return q.qpn }
 func (q *qp) Type() verbs.QPType { return q.typ }
 
@@ -134,13 +134,13 @@ func (q *qp) deliver(c completion) {
 				break
 			}
 		}
-		q.sendCQ.push(&c.WC, false)
+		q.sendCQ.Push(&c.WC, false)
 		return
 	}
 	if q.srq == nil {
 		q.rqHeld.Add(-1)
 	}
-	q.recvCQ.push(&c.WC, c.Solicited)
+	q.recvCQ.Push(&c.WC, c.Solicited)
 }
 
 // onFail runs as the rcQP moves to ERR; a responder that found the
@@ -154,7 +154,7 @@ func (q *qp) onFail(status verbs.WCStatus, responder bool) {
 	if status == verbs.WCRemAccessErr {
 		ev = verbs.EventQPAccessErr
 	}
-	q.ctx.raise(verbs.AsyncEvent{Type: ev, QP: q})
+	q.ctx.reg.Raise(verbs.AsyncEvent{Type: ev, QP: q})
 }
 
 // stateLocked is the state as a user sees it.
@@ -367,12 +367,12 @@ func (q *qp) Close() error {
 	}
 	q.mu.Unlock()
 	q.destroy()
-	if q.ctx.remove(q) {
-		q.pd.uses.release()
-		q.sendCQ.uses.release()
-		q.recvCQ.uses.release()
+	if q.ctx.reg.Remove(q) {
+		q.pd.uses.Release()
+		q.sendCQ.Uses().Release()
+		q.recvCQ.Uses().Release()
 		if q.srq != nil {
-			q.srq.uses.release()
+			q.srq.uses.Release()
 		}
 	}
 	return nil

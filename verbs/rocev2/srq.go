@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // maxSRQWR is the most receives an SRQ holds.
@@ -15,7 +16,7 @@ const maxSRQWR = 1 << 14
 type srq struct {
 	pd     *pd
 	ctx    *context
-	uses   usage // QPs receiving through it
+	uses   swhca.Usage // QPs receiving through it
 	maxWR  int
 	maxSGE int
 
@@ -33,19 +34,17 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	if spec.MaxWR < 1 || spec.MaxWR > maxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > maxSGE {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "max_wr %d max_sge %d", spec.MaxWR, spec.MaxSGE)
 	}
-	s := &srq{pd: p, ctx: p.ctx, maxWR: queueCapacity(spec.MaxWR), maxSGE: max(spec.MaxSGE, 1)}
+	s := &srq{pd: p, ctx: p.ctx, maxWR: swhca.QueueCapacity(spec.MaxWR), maxSGE: max(spec.MaxSGE, 1)}
 	if spec.Limit < 0 || spec.Limit > s.maxWR {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", spec.Limit, s.maxWR)
 	}
 	s.limit = spec.Limit
-	if err := p.ctx.add(op, s); err != nil {
+	if err := p.ctx.reg.Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
 		return nil, err
 	}
-	p.uses.hold()
+	p.uses.Hold()
 	return s, nil
 }
-
-func (s *srq) rank() int { return rankSRQ }
 
 // PostRecv posts receive WRs with the contract of QP.PostRecv.
 func (s *srq) PostRecv(wrs []verbs.RecvWR) (int, error) {
@@ -86,7 +85,7 @@ func (s *srq) take() (recvWQE, bool) {
 	}
 	s.mu.Unlock()
 	if fire {
-		s.ctx.raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
+		s.ctx.reg.Raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
 	}
 	return r, true
 }
@@ -138,8 +137,8 @@ func (s *srq) destroy() {
 }
 
 func (s *srq) Close() error {
-	if s.uses.busy() {
-		return errBusy("ibv_destroy_srq", "SRQ")
+	if s.uses.Busy() {
+		return swhca.ErrBusy("ibv_destroy_srq", "SRQ")
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -148,8 +147,8 @@ func (s *srq) Close() error {
 	}
 	s.mu.Unlock()
 	s.destroy()
-	if s.ctx.remove(s) {
-		s.pd.uses.release()
+	if s.ctx.reg.Remove(s) {
+		s.pd.uses.Release()
 	}
 	return nil
 }

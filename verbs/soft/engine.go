@@ -274,7 +274,7 @@ func (e *engine) settleLocked(q *qp, w *sendWQE, res result) {
 	idx := q.sqHead
 	q.sqHead++
 	if res.kind == failed {
-		q.sendCQ.push(&verbs.WC{WRID: w.id, Status: res.status, QPNum: q.qpn}, false)
+		q.sendCQ.Push(&verbs.WC{WRID: w.id, Status: res.status, QPNum: q.qpn}, false)
 		q.sqFreed = idx + 1
 		q.toErrorLocked()
 		return
@@ -284,7 +284,7 @@ func (e *engine) settleLocked(q *qp, w *sendWQE, res result) {
 		if w.op.HasImm() {
 			wc.Flags = verbs.WCFlagWithImm // rxe sets it on the sender's WC too (SEMANTICS 16a)
 		}
-		q.sendCQ.push(&wc, false)
+		q.sendCQ.Push(&wc, false)
 		q.sqFreed = idx + 1
 	}
 }

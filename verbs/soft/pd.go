@@ -5,36 +5,22 @@ import (
 	"unsafe"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
-
-// usage counts the objects that depend on another, so closing it early
-// fails with ErrBusy as the kernel's EBUSY does.
-type usage struct{ n atomic.Int64 }
-
-func (u *usage) hold()    { u.n.Add(1) }
-func (u *usage) release() { u.n.Add(-1) }
-func (u *usage) busy() bool {
-	return u.n.Load() > 0
-}
-
-func errBusy(op, what string) error {
-	return verbs.Errorf(op, verbs.ErrBusy, "%s is still in use", what)
-}
 
 type pd struct {
 	ctx  *context
-	uses usage
+	uses swhca.Usage
 }
 
-func (p *pd) rank() int              { return rankPD }
 func (p *pd) destroy()               {}
 func (p *pd) Context() verbs.Context { return p.ctx }
 
 func (p *pd) Close() error {
-	if p.uses.busy() {
-		return errBusy("ibv_dealloc_pd", "PD")
+	if p.uses.Busy() {
+		return swhca.ErrBusy("ibv_dealloc_pd", "PD")
 	}
-	p.ctx.remove(p)
+	p.ctx.reg.Remove(p)
 	return nil
 }
 
@@ -57,10 +43,10 @@ func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
 	m := &mr{pd: p, buf: buf, addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), access: access}
 	m.key = p.ctx.dev.newKey()
 	m.valid.Store(true)
-	if err := p.ctx.add(op, m); err != nil {
+	if err := p.ctx.reg.Add(op, m, swhca.RankMR, m.destroy); err != nil {
 		return nil, err
 	}
-	p.uses.hold()
+	p.uses.Hold()
 	p.ctx.dev.mrs.put(m.key, m)
 	return m, nil
 }
@@ -71,10 +57,10 @@ func (p *pd) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
 		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
 	}
 	a := &ah{pd: p, attr: attr}
-	if err := p.ctx.add(op, a); err != nil {
+	if err := p.ctx.reg.Add(op, a, swhca.RankAH, a.destroy); err != nil {
 		return nil, err
 	}
-	p.uses.hold()
+	p.uses.Hold()
 	return a, nil
 }
 
@@ -123,7 +109,6 @@ type mr struct {
 	closed atomic.Bool
 }
 
-func (m *mr) rank() int            { return rankMR }
 func (m *mr) Addr() uint64         { return m.addr }
 func (m *mr) Len() int             { return len(m.buf) }
 func (m *mr) LKey() uint32         { return m.key }
@@ -134,10 +119,10 @@ func (m *mr) Close() error {
 	if m.closed.Swap(true) {
 		return nil
 	}
-	if m.pd.ctx.remove(m) {
+	if m.pd.ctx.reg.Remove(m) {
 		m.pd.ctx.dev.mrs.del(m.key)
 		m.pd.ctx.dev.p.quiesce()
-		m.pd.uses.release()
+		m.pd.uses.Release()
 	}
 	return nil
 }
@@ -175,14 +160,13 @@ type ah struct {
 	closed atomic.Bool
 }
 
-func (a *ah) rank() int { return rankAH }
-func (a *ah) destroy()  { a.closed.Store(true) }
+func (a *ah) destroy() { a.closed.Store(true) }
 func (a *ah) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
-	if a.pd.ctx.remove(a) {
-		a.pd.uses.release()
+	if a.pd.ctx.reg.Remove(a) {
+		a.pd.uses.Release()
 	}
 	return nil
 }

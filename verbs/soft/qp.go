@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // sendWQE is a posted send WR as the engine sees it. Slots and their SGE
@@ -41,8 +42,8 @@ type qp struct {
 	dev    *device
 	qpn    uint32
 	typ    verbs.QPType
-	sendCQ *cq
-	recvCQ *cq
+	sendCQ *swhca.CQ
+	recvCQ *swhca.CQ
 	srq    *srq
 	xrcd   *xrcd
 	sigAll bool
@@ -102,12 +103,12 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		if caps.MaxSendSGE < 0 || caps.MaxSendSGE > maxSGE || caps.MaxInlineData < 0 || caps.MaxInlineData > maxInline {
 			return bad("max_send_sge above 32 or max_inline_data above 512")
 		}
-		sq, ok := spec.SendCQ.(*cq)
-		if !ok || sq.ctx != c {
+		sq, ok := spec.SendCQ.(*swhca.CQ)
+		if !ok || sq.Owner() != c {
 			return bad("send CQ missing or of another context")
 		}
 		q.sendCQ = sq
-		q.caps.MaxSendWR = queueCapacity(caps.MaxSendWR)
+		q.caps.MaxSendWR = swhca.QueueCapacity(caps.MaxSendWR)
 		q.caps.MaxSendSGE = max(caps.MaxSendSGE, 1)
 		q.caps.MaxInlineData = max(caps.MaxInlineData, minInline)
 	}
@@ -129,8 +130,8 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		}
 		q.xrcd = x
 	case hasRQ:
-		rc, ok := spec.RecvCQ.(*cq)
-		if !ok || rc.ctx != c {
+		rc, ok := spec.RecvCQ.(*swhca.CQ)
+		if !ok || rc.Owner() != c {
 			return bad("receive CQ missing or of another context")
 		}
 		q.recvCQ = rc
@@ -138,7 +139,7 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 			if caps.MaxRecvWR < 1 || caps.MaxRecvWR > maxQPWR || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > maxSGE {
 				return bad("max_recv_wr outside 1..16384 or max_recv_sge above 32")
 			}
-			q.caps.MaxRecvWR = queueCapacity(caps.MaxRecvWR)
+			q.caps.MaxRecvWR = swhca.QueueCapacity(caps.MaxRecvWR)
 			q.caps.MaxRecvSGE = max(caps.MaxRecvSGE, 1)
 			q.rq = newRecvQueue(q.caps.MaxRecvWR, q.caps.MaxRecvSGE)
 		}
@@ -148,11 +149,11 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	q.timer = time.AfterFunc(time.Hour, q.timerFired)
 	q.timer.Stop()
 
-	if err := c.add(op, q); err != nil {
+	if err := c.reg.Add(op, q, swhca.RankQP, q.destroy); err != nil {
 		return nil, err
 	}
 	q.qpn = c.dev.nextQPN.Add(1)
-	p.uses.hold()
+	p.uses.Hold()
 	q.holdDeps(1)
 	c.dev.qps.put(q.qpn, q)
 	return q, nil
@@ -160,28 +161,27 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 
 // holdDeps adds d to the usage counts of what the QP uses.
 func (q *qp) holdDeps(d int64) {
-	for _, u := range []*usage{cqUses(q.sendCQ), cqUses(q.recvCQ), srqUses(q.srq)} {
+	for _, u := range []*swhca.Usage{cqUses(q.sendCQ), cqUses(q.recvCQ), srqUses(q.srq)} {
 		if u != nil {
-			u.n.Add(d)
+			u.Add(d)
 		}
 	}
 }
 
-func cqUses(c *cq) *usage {
+func cqUses(c *swhca.CQ) *swhca.Usage {
 	if c == nil {
 		return nil
 	}
-	return &c.uses
+	return c.Uses()
 }
 
-func srqUses(s *srq) *usage {
+func srqUses(s *srq) *swhca.Usage {
 	if s == nil {
 		return nil
 	}
 	return &s.uses
 }
 
-func (q *qp) rank() int          { return rankQP }
 func (q *qp) QPN() uint32        { return q.qpn }
 func (q *qp) Type() verbs.QPType { return q.typ }
 func (q *qp) PostCalls() uint64  { return q.postCalls.Load() }
@@ -334,7 +334,7 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 func (q *qp) flushSendLocked() {
 	for ; q.sqHead != q.sqTail; q.sqHead++ {
 		w := &q.sq[q.sqHead%uint64(len(q.sq))]
-		q.sendCQ.push(&verbs.WC{WRID: w.id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
+		q.sendCQ.Push(&verbs.WC{WRID: w.id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
 	}
 	q.sqFreed = q.sqTail
 	q.stalled = false
@@ -343,7 +343,7 @@ func (q *qp) flushSendLocked() {
 
 func (q *qp) flushRecvLocked() {
 	q.rq.drain(func(id uint64) {
-		q.recvCQ.push(&verbs.WC{WRID: id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
+		q.recvCQ.Push(&verbs.WC{WRID: id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
 	})
 }
 
@@ -487,8 +487,8 @@ func (q *qp) Close() error {
 	}
 	q.mu.Unlock()
 	q.destroy()
-	if q.ctx.remove(q) {
-		q.pd.uses.release()
+	if q.ctx.reg.Remove(q) {
+		q.pd.uses.Release()
 		q.holdDeps(-1)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // recvWQE is a posted receive. Its SGE storage is allocated with its slot.
@@ -99,9 +100,9 @@ type srq struct {
 	pd   *pd
 	ctx  *context
 	xrcd *xrcd
-	cq   *cq // XRC SRQs: where their receives complete
+	cq   *swhca.CQ // XRC SRQs: where their receives complete
 	srqn uint32
-	uses usage
+	uses swhca.Usage
 
 	mu     sync.Mutex
 	rq     recvQueue
@@ -115,7 +116,7 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	if spec.MaxWR < 1 || spec.MaxWR > maxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > maxSGE {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "max_wr %d max_sge %d", spec.MaxWR, spec.MaxSGE)
 	}
-	s := &srq{pd: p, ctx: c, rq: newRecvQueue(queueCapacity(spec.MaxWR), max(spec.MaxSGE, 1))}
+	s := &srq{pd: p, ctx: c, rq: newRecvQueue(swhca.QueueCapacity(spec.MaxWR), max(spec.MaxSGE, 1))}
 	if spec.Limit > s.rq.capacity || spec.Limit < 0 {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", spec.Limit, s.rq.capacity)
 	}
@@ -124,8 +125,8 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	case verbs.SRQTypeBasic:
 	case verbs.SRQTypeXRC:
 		x, ok := spec.XRCD.(*xrcd)
-		q, okCQ := spec.CQ.(*cq)
-		if !ok || !okCQ || x.ctx != c || q.ctx != c {
+		q, okCQ := spec.CQ.(*swhca.CQ)
+		if !ok || !okCQ || x.ctx != c || q.Owner() != c {
 			return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "XRC SRQs need an XRCD and a CQ of this context")
 		}
 		s.xrcd, s.cq = x, q
@@ -133,18 +134,16 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	default:
 		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "SRQ type %d", spec.Type)
 	}
-	if err := c.add(op, s); err != nil {
+	if err := c.reg.Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
 		return nil, err
 	}
-	p.uses.hold()
+	p.uses.Hold()
 	if s.cq != nil {
-		s.cq.uses.hold()
+		s.cq.Uses().Hold()
 		c.dev.srqs.put(s.srqn, s)
 	}
 	return s, nil
 }
-
-func (s *srq) rank() int { return rankSRQ }
 
 func (s *srq) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	s.mu.Lock()
@@ -170,7 +169,7 @@ func (s *srq) consume(dst *recvWQE) bool {
 	}
 	s.mu.Unlock()
 	if fire {
-		s.ctx.raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
+		s.ctx.reg.Raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
 	}
 	return true
 }
@@ -217,8 +216,8 @@ func (s *srq) destroy() {
 }
 
 func (s *srq) Close() error {
-	if s.uses.busy() {
-		return errBusy("ibv_destroy_srq", "SRQ")
+	if s.uses.Busy() {
+		return swhca.ErrBusy("ibv_destroy_srq", "SRQ")
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -227,10 +226,10 @@ func (s *srq) Close() error {
 	}
 	s.mu.Unlock()
 	s.destroy()
-	if s.ctx.remove(s) {
-		s.pd.uses.release()
+	if s.ctx.reg.Remove(s) {
+		s.pd.uses.Release()
 		if s.cq != nil {
-			s.cq.uses.release()
+			s.cq.Uses().Release()
 		}
 	}
 	return nil

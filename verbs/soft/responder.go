@@ -4,6 +4,7 @@ import (
 	"cmp"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // connectedPeer finds the QP the connected QP q sends to: the device its
@@ -166,7 +167,7 @@ func (e *engine) remoteAccessError(r *qp, reliable bool) result {
 // recvError completes the receive e.rwqe with local status and moves the
 // responder to ERR; the requester sees remote.
 func (e *engine) recvError(r *qp, local, remote verbs.WCStatus, reliable bool) result {
-	r.recvCQFor().push(&verbs.WC{WRID: e.rwqe.id, Status: local, QPNum: r.qpn}, false)
+	r.recvCQFor().Push(&verbs.WC{WRID: e.rwqe.id, Status: local, QPNum: r.qpn}, false)
 	r.toErrorLocked()
 	if reliable {
 		return fail(remote)
@@ -237,11 +238,11 @@ func (e *engine) completeRecv(q, r *qp, w *sendWQE, op verbs.WCOpcode, n uint32)
 	if e.rsrq != nil && e.rsrq.cq != nil {
 		cq = e.rsrq.cq
 	}
-	cq.push(&wc, w.flags&verbs.SendSolicited != 0)
+	cq.Push(&wc, w.flags&verbs.SendSolicited != 0)
 }
 
 // recvCQFor returns the CQ where r's current receive completes.
-func (r *qp) recvCQFor() *cq {
+func (r *qp) recvCQFor() *swhca.CQ {
 	if r.recvCQ != nil {
 		return r.recvCQ
 	}
