@@ -82,7 +82,7 @@ func (c *context) QueryGID(port uint8, index int) (verbs.GID, error) {
 
 func (c *context) AllocPD() (verbs.PD, error) {
 	pd := &pd{ctx: c}
-	if err := c.reg.Add("ibv_alloc_pd", pd, swhca.RankPD, pd.destroy); err != nil {
+	if err := pd.AllocPD(&c.reg, memoryHooks(c.dev)); err != nil {
 		return nil, err
 	}
 	return pd, nil

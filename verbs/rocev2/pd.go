@@ -2,69 +2,50 @@ package rocev2
 
 import (
 	"net/netip"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
+// pd is the shared software PD with the transport's QPs and SRQs.
 type pd struct {
-	ctx  *context
-	uses swhca.Usage
+	swhca.PD
+	ctx *context
 }
 
-func (p *pd) destroy()               {}
 func (p *pd) Context() verbs.Context { return p.ctx }
 
-func (p *pd) Close() error {
-	if p.uses.Busy() {
-		return swhca.ErrBusy("ibv_dealloc_pd", "PD")
-	}
-	p.ctx.reg.Remove(p)
-	return nil
+// memoryHooks ties a PD to the device's key table and checks: an MR's
+// Close returns once no packet the device's QPs were handling still
+// reaches it.
+func memoryHooks(d *device) swhca.MemoryHooks {
+	return swhca.MemoryHooks{Keys: mrKeys{d}, CheckAV: checkAV,
+		Deregistered: func(bool) { d.t.quiesce() }}
 }
 
-// RegMR registers buf, which must not be Go memory (verbs.CheckRegistrable):
-// the transport's goroutine reads and writes it after the calls that
-// posted the WRs have returned.
-func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
-	const op = "ibv_reg_mr"
-	if err := verbs.CheckRegistrable(buf); err != nil {
-		return nil, err
-	}
-	if access&(verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0 && access&verbs.AccessLocalWrite == 0 {
-		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE")
-	}
-	if access&(verbs.AccessMWBind|verbs.AccessZeroBased|verbs.AccessOnDemand) != 0 {
-		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "access %s", access)
-	}
-	d := p.ctx.dev
-	m := &mr{pd: p, buf: buf, addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), access: access}
-	if err := p.ctx.reg.Add(op, m, swhca.RankMR, m.destroy); err != nil {
-		return nil, err
-	}
-	p.uses.Hold()
-	d.mrMu.Lock()
-	m.key = d.newKey()
-	d.mrs[m.key] = m
-	d.mrMu.Unlock()
-	return m, nil
+// mrKeys is the device's key table, keys drawn at random (newKey).
+type mrKeys struct{ d *device }
+
+// Reserve holds the key with a nil entry, which mrByKey reports as no MR.
+func (k mrKeys) Reserve() uint32 {
+	k.d.mrMu.Lock()
+	defer k.d.mrMu.Unlock()
+	key := k.d.newKey()
+	k.d.mrs[key] = nil
+	return key
 }
 
-// CreateAH checks an address vector as a RoCE device does: it needs a GRH
-// (RoCE has no LIDs) with GID index 0 and an IPv6 destination.
-func (p *pd) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
-	const op = "ibv_create_ah"
-	if err := checkAV(&attr); err != nil {
-		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
-	}
-	a := &ah{pd: p, attr: attr}
-	if err := p.ctx.reg.Add(op, a, swhca.RankAH, a.destroy); err != nil {
-		return nil, err
-	}
-	p.uses.Hold()
-	return a, nil
+func (k mrKeys) Publish(key uint32, m *swhca.MR) {
+	k.d.mrMu.Lock()
+	k.d.mrs[key] = m
+	k.d.mrMu.Unlock()
+}
+
+func (k mrKeys) Delete(key uint32) {
+	k.d.mrMu.Lock()
+	delete(k.d.mrs, key)
+	k.d.mrMu.Unlock()
 }
 
 func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) { return newQP(p, spec) }
@@ -89,91 +70,6 @@ func checkAV(a *verbs.AHAttr) error {
 	return nil
 }
 
-type mr struct {
-	pd     *pd
-	buf    []byte
-	addr   uint64
-	key    uint32
-	access verbs.Access
-	closed atomic.Bool
-	// invalid is set by a LOCAL_INV or a SEND_WITH_INV of the key: local
-	// and remote accesses through it fail from then on.
-	invalid atomic.Bool
-}
-
-func (m *mr) Addr() uint64         { return m.addr }
-func (m *mr) Len() int             { return len(m.buf) }
-func (m *mr) LKey() uint32         { return m.key }
-func (m *mr) Access() verbs.Access { return m.access }
-func (m *mr) Bytes() []byte        { return m.buf }
-
-// RKey is the MR's key, or 0 when the MR grants no remote access, as rxe
-// gives it.
-func (m *mr) RKey() uint32 {
-	if m.access&remoteAccess == 0 {
-		return 0
-	}
-	return m.key
-}
-
-const remoteAccess = verbs.AccessRemoteRead | verbs.AccessRemoteWrite | verbs.AccessRemoteAtomic
-
-func (m *mr) unlink() {
-	d := m.pd.ctx.dev
-	d.mrMu.Lock()
-	delete(d.mrs, m.key)
-	d.mrMu.Unlock()
-}
-
-func (m *mr) destroy() { m.closed.Store(true); m.unlink() }
-
-// Close deregisters the MR: its keys stop resolving, and Close returns
-// once no packet the device's QPs were handling still reaches it, so the
-// memory may be unmapped then. The memory of WRs still posted (gather
-// lists, receive buffers, READ destinations) must outlive them, as on a
-// NIC; ibv_dereg_mr does not wait for them.
-func (m *mr) Close() error {
-	if m.closed.Swap(true) {
-		return nil
-	}
-	if m.pd.ctx.reg.Remove(m) {
-		m.unlink()
-		m.pd.uses.Release()
-	}
-	m.pd.ctx.dev.t.quiesce()
-	return nil
-}
-
-// slice returns the registered bytes [addr, addr+n), or nil when the
-// range is not inside the MR.
-func (m *mr) slice(addr, n uint64) []byte {
-	if addr < m.addr {
-		return nil
-	}
-	off := addr - m.addr
-	if off > uint64(len(m.buf)) || n > uint64(len(m.buf))-off {
-		return nil
-	}
-	return m.buf[off : off+n : off+n]
-}
-
-type ah struct {
-	pd     *pd
-	attr   verbs.AHAttr
-	closed atomic.Bool
-}
-
-func (a *ah) destroy() { a.closed.Store(true) }
-func (a *ah) Close() error {
-	if a.closed.Swap(true) {
-		return nil
-	}
-	if a.pd.ctx.reg.Remove(a) {
-		a.pd.uses.Release()
-	}
-	return nil
-}
-
 // qpMemory is the Memory a QP's responder reaches: MRs of the QP's PD
 // whose rkey grants the access, on a QP whose access flags grant it too.
 type qpMemory struct{ q *qp }
@@ -187,10 +83,10 @@ func (m qpMemory) Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byt
 		return nil, false
 	}
 	r := m.q.dev.mrByKey(rkey)
-	if r == nil || r.pd != m.q.pd || r.closed.Load() || r.invalid.Load() || r.access&acc != acc || r.RKey() != rkey {
+	if r == nil || r.PD() != &m.q.pd.PD || r.Closed() || r.Invalid() || r.Access()&acc != acc || r.RKey() != rkey {
 		return nil, false
 	}
-	b := r.slice(va, uint64(n))
+	b := r.Slice(va, uint64(n))
 	return b, b != nil
 }
 
@@ -198,10 +94,10 @@ func (m qpMemory) Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byt
 // be an MR of the QP's PD that grants remote access.
 func (m qpMemory) Invalidate(rkey uint32) bool {
 	r := m.q.dev.mrByKey(rkey)
-	if r == nil || r.pd != m.q.pd || r.closed.Load() || r.RKey() != rkey {
+	if r == nil || r.PD() != &m.q.pd.PD || r.Closed() || r.RKey() != rkey {
 		return false
 	}
-	r.invalid.Store(true)
+	r.Invalidate()
 	return true
 }
 
@@ -209,10 +105,10 @@ func (m qpMemory) Invalidate(rkey uint32) bool {
 // be an MR of q's PD.
 func (q *qp) localInvalidate(key uint32) bool {
 	r := q.dev.mrByKey(key)
-	if r == nil || r.pd != q.pd || r.closed.Load() {
+	if r == nil || r.PD() != &q.pd.PD || r.Closed() {
 		return false
 	}
-	r.invalid.Store(true)
+	r.Invalidate()
 	return true
 }
 
@@ -227,10 +123,10 @@ func localSegs(d *device, p *pd, sgl []verbs.SGE, need verbs.Access) ([][]byte, 
 			continue
 		}
 		m := d.mrByKey(s.LKey)
-		if m == nil || m.pd != p || m.closed.Load() || m.invalid.Load() || m.access&need != need {
+		if m == nil || m.PD() != &p.PD || m.Closed() || m.Invalid() || m.Access()&need != need {
 			return nil, false
 		}
-		b := m.slice(s.Addr, uint64(s.Length))
+		b := m.Slice(s.Addr, uint64(s.Length))
 		if b == nil {
 			return nil, false
 		}

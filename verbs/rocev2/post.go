@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 )
 
@@ -49,14 +50,14 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 	if err := q.limits.Check(i, wr); err != nil {
 		return err
 	}
-	var a *ah
+	var a *swhca.AH
 	if q.typ == verbs.QPTypeUD {
-		a, _ = wr.UD.AH.(*ah)
-		if a == nil || a.pd.ctx != q.ctx {
+		a, _ = wr.UD.AH.(*swhca.AH)
+		if a == nil || a.Owner() != q.ctx {
 			return &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR,
 				Rule: "the address handle is not one of this device's"}
 		}
-		if a.closed.Load() {
+		if a.Closed() {
 			return &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR, Rule: "the address handle is closed"}
 		}
 	}
@@ -99,10 +100,10 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 			q.deliver(completion{WC: verbs.WC{WRID: wr.ID, Status: lerr, QPNum: q.qpn}, SendSeq: seq})
 			return nil
 		}
-		g := a.attr.GRH
+		g := a.Attr().GRH
 		q.ud.postSend(&udSend{id: wr.ID, data: data, imm: wr.Imm, hasImm: wr.Opcode == verbs.OpSendImm,
 			signaled: signaled, solicited: wr.Flags&verbs.SendSolicited != 0,
-			remote:    q.dev.p.routeUD(g.DGID, a.attr.DLID, wr.UD.RemoteQPN),
+			remote:    q.dev.p.routeUD(g.DGID, a.Attr().DLID, wr.UD.RemoteQPN),
 			remoteQPN: wr.UD.RemoteQPN & wire.Mask24, remoteQKey: wr.UD.RemoteQKey, seq: seq})
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // Config sets up a Provider.
@@ -176,7 +177,7 @@ type device struct {
 	t    *Transport
 
 	mrMu sync.RWMutex
-	mrs  map[uint32]*mr // by key (lkey == rkey)
+	mrs  map[uint32]*swhca.MR // by key (lkey == rkey)
 
 	mu       sync.Mutex
 	contexts map[*context]struct{}
@@ -184,7 +185,7 @@ type device struct {
 
 func newDevice(p *Provider, i int, t *Transport) *device {
 	d := &device{p: p, idx: i, name: fmt.Sprintf("rocev2_%d", i), t: t,
-		gid: verbs.GIDFromAddr(t.LocalAddr().Addr()), mrs: make(map[uint32]*mr),
+		gid: verbs.GIDFromAddr(t.LocalAddr().Addr()), mrs: make(map[uint32]*swhca.MR),
 		contexts: make(map[*context]struct{})}
 	// A GUID from the address and port, as an EUI-64 would come from a MAC.
 	g := d.gid
@@ -235,7 +236,7 @@ func (d *device) newKey() uint32 {
 	}
 }
 
-func (d *device) mrByKey(k uint32) *mr {
+func (d *device) mrByKey(k uint32) *swhca.MR {
 	d.mrMu.RLock()
 	defer d.mrMu.RUnlock()
 	return d.mrs[k]

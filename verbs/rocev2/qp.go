@@ -105,7 +105,7 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		return nil, err
 	}
 	q.qpn = c.dev.p.newQPN(c.dev)
-	p.uses.Hold()
+	p.Uses().Hold()
 	sq.Uses().Hold()
 	rq.Uses().Hold()
 	if shared != nil {
@@ -305,7 +305,7 @@ func checkAttrValues(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	case mask&verbs.QPAttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > atomicHistory,
 		mask&verbs.QPAttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > atomicHistory:
 		return avError("max_rd_atomic above 16")
-	case mask&verbs.QPAttrAccessFlags != 0 && a.AccessFlags&^(verbs.AccessLocalWrite|remoteAccess) != 0:
+	case mask&verbs.QPAttrAccessFlags != 0 && a.AccessFlags&^(verbs.AccessLocalWrite|swhca.RemoteAccess) != 0:
 		return avError("qp_access_flags")
 	}
 	if mask&verbs.QPAttrAV != 0 {
@@ -368,7 +368,7 @@ func (q *qp) Close() error {
 	q.mu.Unlock()
 	q.destroy()
 	if q.ctx.reg.Remove(q) {
-		q.pd.uses.Release()
+		q.pd.Uses().Release()
 		q.sendCQ.Uses().Release()
 		q.recvCQ.Uses().Release()
 		if q.srq != nil {

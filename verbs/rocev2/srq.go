@@ -42,7 +42,7 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	if err := p.ctx.reg.Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
 		return nil, err
 	}
-	p.uses.Hold()
+	p.Uses().Hold()
 	return s, nil
 }
 
@@ -148,7 +148,7 @@ func (s *srq) Close() error {
 	s.mu.Unlock()
 	s.destroy()
 	if s.ctx.reg.Remove(s) {
-		s.pd.uses.Release()
+		s.pd.Uses().Release()
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // Device limits. They follow rxe where SEMANTICS of the real stack showed
@@ -38,9 +39,9 @@ type device struct {
 	nextKey  atomic.Uint32
 	nextSRQN atomic.Uint32
 
-	qps  cowMap[*qp]  // by QPN: where packets are delivered
-	mrs  cowMap[*mr]  // by key (lkey == rkey)
-	srqs cowMap[*srq] // XRC SRQs by SRQ number
+	qps  cowMap[*qp]       // by QPN: where packets are delivered
+	mrs  cowMap[*swhca.MR] // by key (lkey == rkey)
+	srqs cowMap[*srq]      // XRC SRQs by SRQ number
 
 	mu       sync.Mutex
 	contexts map[*context]struct{}

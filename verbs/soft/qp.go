@@ -22,7 +22,7 @@ type sendWQE struct {
 	invRKey    uint32
 	rdma       verbs.RDMA
 	atomic     verbs.Atomic
-	ah         *ah
+	ah         *swhca.AH
 	remoteQPN  uint32
 	remoteQKey uint32
 	remoteSRQN uint32
@@ -153,7 +153,7 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		return nil, err
 	}
 	q.qpn = c.dev.nextQPN.Add(1)
-	p.uses.Hold()
+	p.Uses().Hold()
 	q.holdDeps(1)
 	c.dev.qps.put(q.qpn, q)
 	return q, nil
@@ -251,12 +251,12 @@ func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 		w.imm, w.invRKey = wr.Imm, wr.InvalidateRKey
 		w.rdma, w.atomic = wr.RDMA, wr.Atomic
 		w.remoteQPN, w.remoteQKey, w.remoteSRQN = wr.UD.RemoteQPN, wr.UD.RemoteQKey, wr.RemoteSRQN
-		w.ah, _ = wr.UD.AH.(*ah)
-		if q.typ == verbs.QPTypeUD && (w.ah == nil || w.ah.pd.ctx != q.ctx) {
+		w.ah, _ = wr.UD.AH.(*swhca.AH)
+		if q.typ == verbs.QPTypeUD && (w.ah == nil || w.ah.Owner() != q.ctx) {
 			return i, &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR,
 				Rule: "the address handle is not one of this device's"}
 		}
-		if q.typ == verbs.QPTypeUD && w.ah.closed.Load() {
+		if q.typ == verbs.QPTypeUD && w.ah.Closed() {
 			// As on the ibv provider; the engine would still find the
 			// address in w.ah, but a device would not.
 			return i, &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR,
@@ -488,7 +488,7 @@ func (q *qp) Close() error {
 	q.mu.Unlock()
 	q.destroy()
 	if q.ctx.reg.Remove(q) {
-		q.pd.uses.Release()
+		q.pd.Uses().Release()
 		q.holdDeps(-1)
 	}
 	return nil

@@ -137,7 +137,7 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	if err := c.reg.Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
 		return nil, err
 	}
-	p.uses.Hold()
+	p.Uses().Hold()
 	if s.cq != nil {
 		s.cq.Uses().Hold()
 		c.dev.srqs.put(s.srqn, s)
@@ -227,7 +227,7 @@ func (s *srq) Close() error {
 	s.mu.Unlock()
 	s.destroy()
 	if s.ctx.reg.Remove(s) {
-		s.pd.uses.Release()
+		s.pd.Uses().Release()
 		if s.cq != nil {
 			s.cq.Uses().Release()
 		}

@@ -16,10 +16,10 @@ func localSegs(q *qp, sgl []verbs.SGE, need verbs.Access, out [][]byte) ([][]byt
 			continue
 		}
 		m, found := q.dev.mrs.get(s.LKey)
-		if !found || m.pd != q.pd || !m.valid.Load() || m.access&need != need {
+		if !found || m.PD() != &q.pd.PD || m.Invalid() || m.Access()&need != need {
 			return out, false
 		}
-		b := m.slice(s.Addr, uint64(s.Length))
+		b := m.Slice(s.Addr, uint64(s.Length))
 		if b == nil {
 			return out, false
 		}
