@@ -52,20 +52,16 @@ func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) { return newQP(p, spe
 
 func (p *pd) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) { return newSRQ(p, spec) }
 
-type avError string
-
-func (e avError) Error() string { return string(e) }
-
 func checkAV(a *verbs.AHAttr) error {
 	switch {
 	case !a.IsGlobal:
-		return avError("RoCE address vectors need a GRH (is_global)")
+		return swhca.AttrError("RoCE address vectors need a GRH (is_global)")
 	case a.GRH.SGIDIndex != 0:
-		return avError("sgid_index out of the GID table (one entry)")
+		return swhca.AttrError("sgid_index out of the GID table (one entry)")
 	case a.PortNum != 0 && a.PortNum != portNum:
-		return avError("port_num")
+		return swhca.AttrError("port_num")
 	case netip.AddrFrom16(a.GRH.DGID).Is4In6():
-		return avError("an IPv4 destination: rocev2 carries IPv6 only")
+		return swhca.AttrError("an IPv4 destination: rocev2 carries IPv6 only")
 	}
 	return nil
 }

@@ -105,12 +105,7 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		return nil, err
 	}
 	q.qpn = c.dev.p.newQPN(c.dev)
-	p.Uses().Hold()
-	sq.Uses().Hold()
-	rq.Uses().Hold()
-	if shared != nil {
-		shared.uses.Hold()
-	}
+	q.deps().Hold()
 	return q, nil
 }
 
@@ -175,23 +170,17 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 		return verbs.NewError(op, verbs.ErrClosed, "QP")
 	}
 	cur := q.stateLocked()
-	next := cur
-	if mask&verbs.QPAttrState != 0 {
-		next = attr.State
-	}
-	if next > verbs.QPStateErr {
-		return verbs.Errorf(op, verbs.ErrInvalidArgument, "state %d", next)
-	}
-	if err := verbs.CheckModify(q.typ, cur, next, mask); err != nil {
+	next, err := swhca.NextState(q.typ, cur, attr, mask)
+	if err != nil {
 		return err
 	}
 	if next == verbs.QPStateSQD || next == verbs.QPStateSQE {
 		return verbs.Errorf(op, verbs.ErrNotSupported, "rocev2 has no %s state", next)
 	}
-	if err := checkAttrValues(attr, mask); err != nil {
+	if err := swhca.CheckAttr(attr, mask, attrRules); err != nil {
 		return verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
 	}
-	applyAttr(&q.attr, attr, mask)
+	swhca.ApplyAttr(&q.attr, attr, mask)
 	if mask&verbs.QPAttrAccessFlags != 0 {
 		q.qpAccess.Store(uint32(attr.AccessFlags))
 	}
@@ -289,52 +278,32 @@ func (q *qp) stopTransportLocked() {
 	}
 }
 
-func checkAttrValues(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
-	switch {
-	case mask&verbs.QPAttrPort != 0 && a.PortNum != portNum:
-		return avError("port_num must be 1")
-	case mask&verbs.QPAttrPKeyIndex != 0 && a.PKeyIndex != 0:
-		return avError("pkey_index must be 0 (the P_Key table has one entry)")
-	case mask&verbs.QPAttrPathMTU != 0 && a.PathMTU.Bytes() == 0:
-		return avError("path_mtu")
-	case mask&verbs.QPAttrTimeout != 0 && a.Timeout > 31,
-		mask&verbs.QPAttrRetryCnt != 0 && a.RetryCnt > 7,
-		mask&verbs.QPAttrRNRRetry != 0 && a.RNRRetry > 7,
-		mask&verbs.QPAttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
-		return avError("timeout, retry_cnt, rnr_retry or min_rnr_timer out of range")
-	case mask&verbs.QPAttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > atomicHistory,
-		mask&verbs.QPAttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > atomicHistory:
-		return avError("max_rd_atomic above 16")
-	case mask&verbs.QPAttrAccessFlags != 0 && a.AccessFlags&^(verbs.AccessLocalWrite|swhca.RemoteAccess) != 0:
-		return avError("qp_access_flags")
-	}
-	if mask&verbs.QPAttrAV != 0 {
-		return checkAV(&a.AH)
-	}
-	return nil
+// attrRules are the device's limits on QP attributes: one port, and
+// read and atomic depths up to the responder's history.
+var attrRules = swhca.AttrRules{
+	Port: func(port uint8) error {
+		if port != portNum {
+			return swhca.AttrError("port_num must be 1")
+		}
+		return nil
+	},
+	RdAtomic: func(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
+		if mask&verbs.QPAttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > atomicHistory ||
+			mask&verbs.QPAttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > atomicHistory {
+			return swhca.AttrError("max_rd_atomic above 16")
+		}
+		return nil
+	},
+	AV: checkAV,
 }
 
-func applyAttr(t, a *verbs.QPAttr, mask verbs.QPAttrMask) {
-	set := func(bit verbs.QPAttrMask, f func()) {
-		if mask&bit != 0 {
-			f()
-		}
+// deps are the objects the QP holds while it lives.
+func (q *qp) deps() swhca.QPDeps {
+	d := swhca.QPDeps{PD: &q.pd.PD, SendCQ: q.sendCQ, RecvCQ: q.recvCQ}
+	if q.srq != nil {
+		d.SRQ = &q.srq.uses
 	}
-	set(verbs.QPAttrAccessFlags, func() { t.AccessFlags = a.AccessFlags })
-	set(verbs.QPAttrPKeyIndex, func() { t.PKeyIndex = a.PKeyIndex })
-	set(verbs.QPAttrPort, func() { t.PortNum = a.PortNum })
-	set(verbs.QPAttrQKey, func() { t.QKey = a.QKey })
-	set(verbs.QPAttrAV, func() { t.AH = a.AH })
-	set(verbs.QPAttrPathMTU, func() { t.PathMTU = a.PathMTU })
-	set(verbs.QPAttrTimeout, func() { t.Timeout = a.Timeout })
-	set(verbs.QPAttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
-	set(verbs.QPAttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
-	set(verbs.QPAttrRQPSN, func() { t.RQPSN = a.RQPSN })
-	set(verbs.QPAttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
-	set(verbs.QPAttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
-	set(verbs.QPAttrSQPSN, func() { t.SQPSN = a.SQPSN })
-	set(verbs.QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
-	set(verbs.QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
+	return d
 }
 
 func (q *qp) Query() (verbs.QPAttr, error) {
@@ -343,10 +312,7 @@ func (q *qp) Query() (verbs.QPAttr, error) {
 	if q.closed {
 		return verbs.QPAttr{}, verbs.NewError("ibv_query_qp", verbs.ErrClosed, "QP")
 	}
-	a := q.attr
-	a.State = q.stateLocked()
-	a.CurState, a.Cap = a.State, q.caps
-	return a, nil
+	return swhca.QueryAttr(q.attr, q.stateLocked(), q.caps), nil
 }
 
 func (q *qp) destroy() {
@@ -368,12 +334,7 @@ func (q *qp) Close() error {
 	q.mu.Unlock()
 	q.destroy()
 	if q.ctx.reg.Remove(q) {
-		q.pd.Uses().Release()
-		q.sendCQ.Uses().Release()
-		q.recvCQ.Uses().Release()
-		if q.srq != nil {
-			q.srq.uses.Release()
-		}
+		q.deps().Release()
 	}
 	return nil
 }

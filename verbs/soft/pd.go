@@ -51,23 +51,19 @@ func avPort(a *verbs.AHAttr) uint8 { return max(a.PortNum, 1) }
 // port it needs a GRH (RoCE has no LIDs), on an InfiniBand port the GRH is
 // optional (without one the DLID alone routes, within the subnet); a GRH's
 // source GID index must exist on the port.
-type avError string
-
-func (e avError) Error() string { return string(e) }
-
 func checkAV(d *device, a *verbs.AHAttr) error {
 	pt := d.portN(avPort(a))
 	if pt == nil {
-		return avError("port_num")
+		return swhca.AttrError("port_num")
 	}
 	if !a.IsGlobal {
 		if pt.linkLayer != verbs.LinkLayerInfiniBand {
-			return avError("RoCE address vectors need a GRH (is_global)")
+			return swhca.AttrError("RoCE address vectors need a GRH (is_global)")
 		}
 		return nil
 	}
 	if int(a.GRH.SGIDIndex) >= len(pt.gids) {
-		return avError("sgid_index out of the GID table")
+		return swhca.AttrError("sgid_index out of the GID table")
 	}
 	return nil
 }

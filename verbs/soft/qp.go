@@ -153,26 +153,14 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		return nil, err
 	}
 	q.qpn = c.dev.nextQPN.Add(1)
-	p.Uses().Hold()
-	q.holdDeps(1)
+	q.deps().Hold()
 	c.dev.qps.put(q.qpn, q)
 	return q, nil
 }
 
-// holdDeps adds d to the usage counts of what the QP uses.
-func (q *qp) holdDeps(d int64) {
-	for _, u := range []*swhca.Usage{cqUses(q.sendCQ), cqUses(q.recvCQ), srqUses(q.srq)} {
-		if u != nil {
-			u.Add(d)
-		}
-	}
-}
-
-func cqUses(c *swhca.CQ) *swhca.Usage {
-	if c == nil {
-		return nil
-	}
-	return c.Uses()
+// deps are the objects the QP holds while it lives.
+func (q *qp) deps() swhca.QPDeps {
+	return swhca.QPDeps{PD: &q.pd.PD, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: srqUses(q.srq)}
 }
 
 func srqUses(s *srq) *swhca.Usage {
@@ -371,20 +359,14 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	if q.closed {
 		return verbs.NewError(op, verbs.ErrClosed, "QP")
 	}
-	cur, next := q.state, q.state
-	if mask&verbs.QPAttrState != 0 {
-		next = attr.State
-	}
-	if next > verbs.QPStateErr {
-		return verbs.Errorf(op, verbs.ErrInvalidArgument, "state %d", next)
-	}
-	if err := verbs.CheckModify(q.typ, cur, next, mask); err != nil {
+	next, err := swhca.NextState(q.typ, q.state, attr, mask)
+	if err != nil {
 		return err
 	}
-	if err := q.checkAttrValues(attr, mask); err != nil {
+	if err := swhca.CheckAttr(attr, mask, attrRules(q.dev)); err != nil {
 		return verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
 	}
-	q.applyAttr(attr, mask)
+	swhca.ApplyAttr(&q.attr, attr, mask)
 	switch next {
 	case verbs.QPStateReset:
 		q.state = next
@@ -406,55 +388,27 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	return nil
 }
 
-func (q *qp) checkAttrValues(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
-	switch {
-	case mask&verbs.QPAttrPort != 0 && q.dev.portN(a.PortNum) == nil:
-		return avError("port_num: no such port")
-	case mask&verbs.QPAttrPKeyIndex != 0 && a.PKeyIndex != 0:
-		return avError("pkey_index must be 0 (the P_Key table has one entry)")
-	case mask&verbs.QPAttrPathMTU != 0 && (a.PathMTU.Bytes() == 0 || a.PathMTU > verbs.MTU4096):
-		return avError("path_mtu")
-	case mask&verbs.QPAttrTimeout != 0 && a.Timeout > 31,
-		mask&verbs.QPAttrRetryCnt != 0 && a.RetryCnt > 7,
-		mask&verbs.QPAttrRNRRetry != 0 && a.RNRRetry > 7,
-		mask&verbs.QPAttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
-		return avError("timeout, retry_cnt, rnr_retry or min_rnr_timer out of range")
-	case mask&verbs.QPAttrMaxQPRdAtomic != 0 && int(a.MaxRdAtomic) > q.dev.initRdAtom:
-		return avError(fmt.Sprintf("max_rd_atomic %d above the device's max_qp_init_rd_atom %d", a.MaxRdAtomic, q.dev.initRdAtom))
-	case mask&verbs.QPAttrMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > q.dev.rdAtom:
-		return avError(fmt.Sprintf("max_dest_rd_atomic %d above the device's max_qp_rd_atom %d", a.MaxDestRdAtomic, q.dev.rdAtom))
-	case mask&verbs.QPAttrAccessFlags != 0 &&
-		a.AccessFlags&^(verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic) != 0:
-		return avError("qp_access_flags")
+// attrRules are the device's limits on QP attributes: its ports and its
+// read and atomic depths.
+func attrRules(d *device) swhca.AttrRules {
+	return swhca.AttrRules{
+		Port: func(port uint8) error {
+			if d.portN(port) == nil {
+				return swhca.AttrError("port_num: no such port")
+			}
+			return nil
+		},
+		RdAtomic: func(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
+			switch {
+			case mask&verbs.QPAttrMaxQPRdAtomic != 0 && int(a.MaxRdAtomic) > d.initRdAtom:
+				return swhca.AttrError(fmt.Sprintf("max_rd_atomic %d above the device's max_qp_init_rd_atom %d", a.MaxRdAtomic, d.initRdAtom))
+			case mask&verbs.QPAttrMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > d.rdAtom:
+				return swhca.AttrError(fmt.Sprintf("max_dest_rd_atomic %d above the device's max_qp_rd_atom %d", a.MaxDestRdAtomic, d.rdAtom))
+			}
+			return nil
+		},
+		AV: func(a *verbs.AHAttr) error { return checkAV(d, a) },
 	}
-	if mask&verbs.QPAttrAV != 0 {
-		return checkAV(q.dev, &a.AH)
-	}
-	return nil
-}
-
-func (q *qp) applyAttr(a *verbs.QPAttr, mask verbs.QPAttrMask) {
-	t := &q.attr
-	set := func(bit verbs.QPAttrMask, f func()) {
-		if mask&bit != 0 {
-			f()
-		}
-	}
-	set(verbs.QPAttrAccessFlags, func() { t.AccessFlags = a.AccessFlags })
-	set(verbs.QPAttrPKeyIndex, func() { t.PKeyIndex = a.PKeyIndex })
-	set(verbs.QPAttrPort, func() { t.PortNum = a.PortNum })
-	set(verbs.QPAttrQKey, func() { t.QKey = a.QKey })
-	set(verbs.QPAttrAV, func() { t.AH = a.AH })
-	set(verbs.QPAttrPathMTU, func() { t.PathMTU = a.PathMTU })
-	set(verbs.QPAttrTimeout, func() { t.Timeout = a.Timeout })
-	set(verbs.QPAttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
-	set(verbs.QPAttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
-	set(verbs.QPAttrRQPSN, func() { t.RQPSN = a.RQPSN })
-	set(verbs.QPAttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
-	set(verbs.QPAttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
-	set(verbs.QPAttrSQPSN, func() { t.SQPSN = a.SQPSN })
-	set(verbs.QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
-	set(verbs.QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
 }
 
 func (q *qp) Query() (verbs.QPAttr, error) {
@@ -463,9 +417,7 @@ func (q *qp) Query() (verbs.QPAttr, error) {
 	if q.closed {
 		return verbs.QPAttr{}, verbs.NewError("ibv_query_qp", verbs.ErrClosed, "QP")
 	}
-	a := q.attr
-	a.State, a.CurState, a.Cap = q.state, q.state, q.caps
-	return a, nil
+	return swhca.QueryAttr(q.attr, q.state, q.caps), nil
 }
 
 func (q *qp) destroy() {
@@ -488,8 +440,7 @@ func (q *qp) Close() error {
 	q.mu.Unlock()
 	q.destroy()
 	if q.ctx.reg.Remove(q) {
-		q.pd.Uses().Release()
-		q.holdDeps(-1)
+		q.deps().Release()
 	}
 	return nil
 }
