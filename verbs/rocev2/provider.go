@@ -81,11 +81,7 @@ func (p *Provider) Name() string { return "rocev2" }
 
 // Devices lists the provider's devices.
 func (p *Provider) Devices() ([]verbs.Device, error) {
-	out := make([]verbs.Device, len(p.devices))
-	for i, d := range p.devices {
-		out[i] = d
-	}
-	return out, nil
+	return swhca.Devices(p.devices), nil
 }
 
 // Transport returns the transport of device i, for fault injection in
@@ -107,7 +103,7 @@ func (p *Provider) Close() error {
 	p.closed = true
 	p.mu.Unlock()
 	for _, d := range p.devices {
-		for _, c := range d.openContexts() {
+		for _, c := range d.contexts.List() {
 			c.Close()
 		}
 		d.t.Close()
@@ -179,14 +175,12 @@ type device struct {
 	mrMu sync.RWMutex
 	mrs  map[uint32]*swhca.MR // by key (lkey == rkey)
 
-	mu       sync.Mutex
-	contexts map[*context]struct{}
+	contexts swhca.ContextSet[*context]
 }
 
 func newDevice(p *Provider, i int, t *Transport) *device {
 	d := &device{p: p, idx: i, name: fmt.Sprintf("rocev2_%d", i), t: t,
-		gid: verbs.GIDFromAddr(t.LocalAddr().Addr()), mrs: make(map[uint32]*swhca.MR),
-		contexts: make(map[*context]struct{})}
+		gid: verbs.GIDFromAddr(t.LocalAddr().Addr()), mrs: make(map[uint32]*swhca.MR)}
 	// A GUID from the address and port, as an EUI-64 would come from a MAC.
 	g := d.gid
 	d.guid = binary.BigEndian.Uint64(g[8:]) ^ uint64(t.LocalAddr().Port())<<48 ^ uint64(i+1)
@@ -202,26 +196,8 @@ func (d *device) Open() (verbs.Context, error) {
 		return nil, verbs.NewError("ibv_open_device", verbs.ErrClosed, d.name)
 	}
 	c := newContext(d)
-	d.mu.Lock()
-	d.contexts[c] = struct{}{}
-	d.mu.Unlock()
+	d.contexts.Add(c)
 	return c, nil
-}
-
-func (d *device) openContexts() []*context {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]*context, 0, len(d.contexts))
-	for c := range d.contexts {
-		out = append(out, c)
-	}
-	return out
-}
-
-func (d *device) forget(c *context) {
-	d.mu.Lock()
-	delete(d.contexts, c)
-	d.mu.Unlock()
 }
 
 // newKey returns a fresh memory key, drawn at random so that neither a

@@ -80,11 +80,11 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	if shared != nil {
 		caps.MaxRecvWR, caps.MaxRecvSGE = 1, 1 // unused: receives come from the SRQ
 	}
-	if caps.MaxSendWR < 1 || caps.MaxSendWR > maxQPWR || caps.MaxRecvWR < 1 || caps.MaxRecvWR > maxQPWR {
+	if caps.MaxSendWR < 1 || caps.MaxSendWR > swhca.MaxQPWR || caps.MaxRecvWR < 1 || caps.MaxRecvWR > swhca.MaxQPWR {
 		return bad("max_send_wr or max_recv_wr outside 1..16384")
 	}
-	if caps.MaxSendSGE < 0 || caps.MaxSendSGE > maxSGE || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > maxSGE ||
-		caps.MaxInlineData < 0 || caps.MaxInlineData > maxInline {
+	if caps.MaxSendSGE < 0 || caps.MaxSendSGE > swhca.MaxSGE || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > swhca.MaxSGE ||
+		caps.MaxInlineData < 0 || caps.MaxInlineData > swhca.MaxInline {
 		return bad("max_send_sge or max_recv_sge above 32, or max_inline_data above 512")
 	}
 	sq, ok1 := spec.SendCQ.(*swhca.CQ)
@@ -95,13 +95,13 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	q := &qp{pd: p, ctx: c, dev: c.dev, typ: spec.Type, sendCQ: sq, recvCQ: rq, srq: shared, sigAll: spec.SigAll}
 	q.caps = verbs.QPCaps{MaxSendWR: swhca.QueueCapacity(caps.MaxSendWR), MaxRecvWR: swhca.QueueCapacity(caps.MaxRecvWR),
 		MaxSendSGE: max(caps.MaxSendSGE, 1), MaxRecvSGE: max(caps.MaxRecvSGE, 1),
-		MaxInlineData: max(caps.MaxInlineData, minInline)}
+		MaxInlineData: max(caps.MaxInlineData, swhca.MinInline)}
 	if shared != nil {
 		q.caps.MaxRecvWR, q.caps.MaxRecvSGE = 0, 0
 	}
 	q.limits = verbs.SendLimits{Type: q.typ, MaxSendSGE: q.caps.MaxSendSGE, MaxInlineData: q.caps.MaxInlineData}
 	q.attr.Cap = q.caps
-	if err := c.reg.Add(op, q, swhca.RankQP, q.destroy); err != nil {
+	if err := c.Registry().Add(op, q, swhca.RankQP, q.destroy); err != nil {
 		return nil, err
 	}
 	q.qpn = c.dev.p.newQPN(c.dev)
@@ -149,7 +149,7 @@ func (q *qp) onFail(status verbs.WCStatus, responder bool) {
 	if status == verbs.WCRemAccessErr {
 		ev = verbs.EventQPAccessErr
 	}
-	q.ctx.reg.Raise(verbs.AsyncEvent{Type: ev, QP: q})
+	q.ctx.Registry().Raise(verbs.AsyncEvent{Type: ev, QP: q})
 }
 
 // stateLocked is the state as a user sees it.
@@ -298,8 +298,8 @@ var attrRules = swhca.AttrRules{
 }
 
 // deps are the objects the QP holds while it lives.
-func (q *qp) deps() swhca.QPDeps {
-	d := swhca.QPDeps{PD: &q.pd.PD, SendCQ: q.sendCQ, RecvCQ: q.recvCQ}
+func (q *qp) deps() swhca.Deps {
+	d := swhca.Deps{PD: &q.pd.PD, SendCQ: q.sendCQ, RecvCQ: q.recvCQ}
 	if q.srq != nil {
 		d.SRQ = &q.srq.uses
 	}
@@ -326,15 +326,6 @@ func (q *qp) destroy() {
 // Close destroys the QP. Outstanding WRs are dropped without completions,
 // as ibv_destroy_qp drops them.
 func (q *qp) Close() error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return nil
-	}
-	q.mu.Unlock()
-	q.destroy()
-	if q.ctx.reg.Remove(q) {
-		q.deps().Release()
-	}
+	swhca.Close(&q.mu, &q.closed, q.destroy, q.ctx.Registry(), q, q.deps())
 	return nil
 }

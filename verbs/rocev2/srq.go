@@ -7,9 +7,6 @@ import (
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
-// maxSRQWR is the most receives an SRQ holds.
-const maxSRQWR = 1 << 14
-
 // srq is a basic shared receive queue: the responders of the QPs that use
 // it take its receive WQEs (recvSource) under their own locks, then its
 // mu. XRC SRQs are not supported.
@@ -31,7 +28,7 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	if spec.Type != verbs.SRQTypeBasic {
 		return nil, verbs.NewError(op, verbs.ErrNotSupported, "rocev2 has no XRC SRQs")
 	}
-	if spec.MaxWR < 1 || spec.MaxWR > maxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > maxSGE {
+	if spec.MaxWR < 1 || spec.MaxWR > swhca.MaxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > swhca.MaxSGE {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "max_wr %d max_sge %d", spec.MaxWR, spec.MaxSGE)
 	}
 	s := &srq{pd: p, ctx: p.ctx, maxWR: swhca.QueueCapacity(spec.MaxWR), maxSGE: max(spec.MaxSGE, 1)}
@@ -39,7 +36,7 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", spec.Limit, s.maxWR)
 	}
 	s.limit = spec.Limit
-	if err := p.ctx.reg.Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
+	if err := p.ctx.Registry().Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
 		return nil, err
 	}
 	p.Uses().Hold()
@@ -85,7 +82,7 @@ func (s *srq) take() (recvWQE, bool) {
 	}
 	s.mu.Unlock()
 	if fire {
-		s.ctx.reg.Raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
+		s.ctx.Registry().Raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
 	}
 	return r, true
 }
@@ -140,16 +137,7 @@ func (s *srq) Close() error {
 	if s.uses.Busy() {
 		return swhca.ErrBusy("ibv_destroy_srq", "SRQ")
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	s.destroy()
-	if s.ctx.reg.Remove(s) {
-		s.pd.Uses().Release()
-	}
+	swhca.Close(&s.mu, &s.closed, s.destroy, s.ctx.Registry(), s, swhca.Deps{PD: &s.pd.PD})
 	return nil
 }
 

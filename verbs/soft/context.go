@@ -5,19 +5,18 @@ import (
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
-// asyncEventBuffer is how many undelivered async events a context holds
-// before it drops new ones (counted in Registry.DroppedEvents).
-const asyncEventBuffer = 1024
-
 type context struct {
 	dev *device
 	eng *engine
-	reg swhca.Registry
+	swhca.Context
 }
 
 func newContext(d *device) *context {
 	c := &context{dev: d}
-	c.reg.Init(c, asyncEventBuffer)
+	c.Init(c, swhca.ContextHooks{
+		NewPD:  func() (verbs.PD, *swhca.PD) { p := &pd{ctx: c}; return p, &p.PD },
+		Memory: memoryHooks(d),
+	})
 	c.eng = newEngine(c)
 	go c.eng.run()
 	return c
@@ -26,7 +25,7 @@ func newContext(d *device) *context {
 func (c *context) Device() verbs.Device { return c.dev }
 
 func (c *context) QueryDevice() (verbs.DeviceAttr, error) {
-	if err := c.reg.Check("ibv_query_device"); err != nil {
+	if err := c.Registry().Check("ibv_query_device"); err != nil {
 		return verbs.DeviceAttr{}, err
 	}
 	return c.dev.attr(), nil
@@ -35,11 +34,11 @@ func (c *context) QueryDevice() (verbs.DeviceAttr, error) {
 // QueryDeviceEx implements verbs.DeviceExQuerier.
 func (c *context) QueryDeviceEx() (verbs.DeviceAttrEx, error) {
 	a, err := c.QueryDevice()
-	return verbs.DeviceAttrEx{DeviceAttr: a, Extended: true, MaxInlineData: maxInline, MaxSendSGE: maxSGE}, err
+	return verbs.DeviceAttrEx{DeviceAttr: a, Extended: true, MaxInlineData: swhca.MaxInline, MaxSendSGE: swhca.MaxSGE}, err
 }
 
 func (c *context) QueryPort(port uint8) (verbs.PortAttr, error) {
-	if err := c.reg.Check("ibv_query_port"); err != nil {
+	if err := c.Registry().Check("ibv_query_port"); err != nil {
 		return verbs.PortAttr{}, err
 	}
 	pt := c.dev.portN(port)
@@ -50,7 +49,7 @@ func (c *context) QueryPort(port uint8) (verbs.PortAttr, error) {
 }
 
 func (c *context) QueryGID(port uint8, index int) (verbs.GID, error) {
-	if err := c.reg.Check("ibv_query_gid"); err != nil {
+	if err := c.Registry().Check("ibv_query_gid"); err != nil {
 		return verbs.GID{}, err
 	}
 	pt := c.dev.portN(port)
@@ -60,45 +59,23 @@ func (c *context) QueryGID(port uint8, index int) (verbs.GID, error) {
 	return pt.gids[index].GID, nil
 }
 
-func (c *context) AllocPD() (verbs.PD, error) {
-	pd := &pd{ctx: c}
-	if err := pd.AllocPD(&c.reg, memoryHooks(c.dev)); err != nil {
-		return nil, err
-	}
-	return pd, nil
-}
-
-func (c *context) CreateCompChannel() (verbs.CompChannel, error) {
-	return swhca.CreateCompChannel(&c.reg)
-}
-
-func (c *context) CreateCQ(spec verbs.CQSpec) (verbs.CQ, error) {
-	return swhca.CreateCQ(&c.reg, spec, maxCQE, nil)
-}
-
 func (c *context) OpenXRCD() (verbs.XRCD, error) {
 	x := &xrcd{ctx: c}
-	if err := c.reg.Add("ibv_open_xrcd", x, swhca.RankXRCD, x.destroy); err != nil {
+	if err := c.Registry().Add("ibv_open_xrcd", x, swhca.RankXRCD, x.destroy); err != nil {
 		return nil, err
 	}
 	return x, nil
 }
 
-func (c *context) AsyncEvents() <-chan verbs.AsyncEvent { return c.reg.AsyncEvents() }
-
-// AsyncErr is nil unless FaultEventsLost ended the events: the soft device
-// itself always delivers them.
-func (c *context) AsyncErr() error { return c.reg.AsyncErr() }
-
 // Close destroys everything still open on the context, stops its engine
 // and closes AsyncEvents.
 func (c *context) Close() error {
-	if !c.reg.DestroyAll() {
+	if !c.Registry().DestroyAll() {
 		return nil
 	}
 	c.eng.stop()
-	c.reg.EndEvents(nil)
-	c.dev.forget(c)
+	c.Registry().EndEvents(nil)
+	c.dev.contexts.Forget(c)
 	return nil
 }
 
@@ -108,6 +85,6 @@ type xrcd struct {
 
 func (x *xrcd) destroy() {}
 func (x *xrcd) Close() error {
-	x.ctx.reg.Remove(x)
+	x.ctx.Registry().Remove(x)
 	return nil
 }

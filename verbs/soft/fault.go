@@ -76,7 +76,7 @@ func Inject(qpv verbs.QP, f Fault) error {
 		q.faults.rnrN = n
 	case FaultQPError:
 		q.toErrorLocked()
-		q.ctx.reg.Raise(verbs.AsyncEvent{Type: verbs.EventQPFatal, QP: q})
+		q.ctx.Registry().Raise(verbs.AsyncEvent{Type: verbs.EventQPFatal, QP: q})
 	default:
 		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a QP", f.Kind)
 	}
@@ -138,6 +138,6 @@ func InjectContext(cv verbs.Context, f Fault) error {
 	if f.Kind != FaultEventsLost {
 		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a context", f.Kind)
 	}
-	c.reg.EndEvents(errEventsLost)
+	c.Registry().EndEvents(errEventsLost)
 	return nil
 }

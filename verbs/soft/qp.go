@@ -97,10 +97,10 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	hasRQ := spec.Type != verbs.QPTypeXRCSend && spec.Type != verbs.QPTypeXRCRecv
 	caps := spec.Caps
 	if hasSQ {
-		if caps.MaxSendWR < 1 || caps.MaxSendWR > maxQPWR {
+		if caps.MaxSendWR < 1 || caps.MaxSendWR > swhca.MaxQPWR {
 			return bad("max_send_wr outside 1..16384")
 		}
-		if caps.MaxSendSGE < 0 || caps.MaxSendSGE > maxSGE || caps.MaxInlineData < 0 || caps.MaxInlineData > maxInline {
+		if caps.MaxSendSGE < 0 || caps.MaxSendSGE > swhca.MaxSGE || caps.MaxInlineData < 0 || caps.MaxInlineData > swhca.MaxInline {
 			return bad("max_send_sge above 32 or max_inline_data above 512")
 		}
 		sq, ok := spec.SendCQ.(*swhca.CQ)
@@ -110,7 +110,7 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		q.sendCQ = sq
 		q.caps.MaxSendWR = swhca.QueueCapacity(caps.MaxSendWR)
 		q.caps.MaxSendSGE = max(caps.MaxSendSGE, 1)
-		q.caps.MaxInlineData = max(caps.MaxInlineData, minInline)
+		q.caps.MaxInlineData = max(caps.MaxInlineData, swhca.MinInline)
 	}
 	if spec.SRQ != nil {
 		s, ok := spec.SRQ.(*srq)
@@ -136,7 +136,7 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		}
 		q.recvCQ = rc
 		if q.srq == nil {
-			if caps.MaxRecvWR < 1 || caps.MaxRecvWR > maxQPWR || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > maxSGE {
+			if caps.MaxRecvWR < 1 || caps.MaxRecvWR > swhca.MaxQPWR || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > swhca.MaxSGE {
 				return bad("max_recv_wr outside 1..16384 or max_recv_sge above 32")
 			}
 			q.caps.MaxRecvWR = swhca.QueueCapacity(caps.MaxRecvWR)
@@ -149,7 +149,7 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	q.timer = time.AfterFunc(time.Hour, q.timerFired)
 	q.timer.Stop()
 
-	if err := c.reg.Add(op, q, swhca.RankQP, q.destroy); err != nil {
+	if err := c.Registry().Add(op, q, swhca.RankQP, q.destroy); err != nil {
 		return nil, err
 	}
 	q.qpn = c.dev.nextQPN.Add(1)
@@ -159,8 +159,8 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 }
 
 // deps are the objects the QP holds while it lives.
-func (q *qp) deps() swhca.QPDeps {
-	return swhca.QPDeps{PD: &q.pd.PD, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: srqUses(q.srq)}
+func (q *qp) deps() swhca.Deps {
+	return swhca.Deps{PD: &q.pd.PD, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: srqUses(q.srq)}
 }
 
 func srqUses(s *srq) *swhca.Usage {
@@ -432,15 +432,6 @@ func (q *qp) destroy() {
 // Close destroys the QP. Outstanding WRs are dropped without completions,
 // as ibv_destroy_qp drops them.
 func (q *qp) Close() error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return nil
-	}
-	q.mu.Unlock()
-	q.destroy()
-	if q.ctx.reg.Remove(q) {
-		q.deps().Release()
-	}
+	swhca.Close(&q.mu, &q.closed, q.destroy, q.ctx.Registry(), q, q.deps())
 	return nil
 }

@@ -113,7 +113,7 @@ type srq struct {
 func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	const op = "ibv_create_srq"
 	c := p.ctx
-	if spec.MaxWR < 1 || spec.MaxWR > maxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > maxSGE {
+	if spec.MaxWR < 1 || spec.MaxWR > swhca.MaxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > swhca.MaxSGE {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "max_wr %d max_sge %d", spec.MaxWR, spec.MaxSGE)
 	}
 	s := &srq{pd: p, ctx: c, rq: newRecvQueue(swhca.QueueCapacity(spec.MaxWR), max(spec.MaxSGE, 1))}
@@ -134,7 +134,7 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	default:
 		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "SRQ type %d", spec.Type)
 	}
-	if err := c.reg.Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
+	if err := c.Registry().Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
 		return nil, err
 	}
 	p.Uses().Hold()
@@ -169,7 +169,7 @@ func (s *srq) consume(dst *recvWQE) bool {
 	}
 	s.mu.Unlock()
 	if fire {
-		s.ctx.reg.Raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
+		s.ctx.Registry().Raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
 	}
 	return true
 }
@@ -219,18 +219,6 @@ func (s *srq) Close() error {
 	if s.uses.Busy() {
 		return swhca.ErrBusy("ibv_destroy_srq", "SRQ")
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	s.destroy()
-	if s.ctx.reg.Remove(s) {
-		s.pd.Uses().Release()
-		if s.cq != nil {
-			s.cq.Uses().Release()
-		}
-	}
+	swhca.Close(&s.mu, &s.closed, s.destroy, s.ctx.Registry(), s, swhca.Deps{PD: &s.pd.PD, RecvCQ: s.cq})
 	return nil
 }

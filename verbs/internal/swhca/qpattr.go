@@ -1,6 +1,10 @@
 package swhca
 
-import "github.com/verbsrt/verbsrt/verbs"
+import (
+	"sync"
+
+	"github.com/verbsrt/verbsrt/verbs"
+)
 
 // AttrError is a rule an attribute value broke; its text becomes the
 // detail of an ErrInvalidArgument.
@@ -99,22 +103,22 @@ func QueryAttr(a verbs.QPAttr, state verbs.QPState, caps verbs.QPCaps) verbs.QPA
 	return a
 }
 
-// QPDeps are the objects a QP uses, held while it lives so that closing
-// one of them early fails with ErrBusy. A nil entry is one the QP has
+// Deps are the objects a QP or an SRQ uses, held while it lives so that
+// closing one of them early fails with ErrBusy. A nil entry is one it has
 // not.
-type QPDeps struct {
+type Deps struct {
 	PD             *PD
 	SendCQ, RecvCQ *CQ
 	SRQ            *Usage
 }
 
-// Hold records the QP as a user of each.
-func (d QPDeps) Hold() { d.add(1) }
+// Hold records one more user of each.
+func (d Deps) Hold() { d.add(1) }
 
-// Release forgets the QP as a user of each.
-func (d QPDeps) Release() { d.add(-1) }
+// Release records one user fewer of each.
+func (d Deps) Release() { d.add(-1) }
 
-func (d QPDeps) add(n int64) {
+func (d Deps) add(n int64) {
 	if d.PD != nil {
 		d.PD.uses.Add(n)
 	}
@@ -125,5 +129,21 @@ func (d QPDeps) add(n int64) {
 	}
 	if d.SRQ != nil {
 		d.SRQ.Add(n)
+	}
+}
+
+// Close is the close of a QP or an SRQ obj of the context of reg: unless
+// closed (read under mu) says it is closed already, it runs destroy, and
+// when obj was still the context's, releases deps.
+func Close(mu *sync.Mutex, closed *bool, destroy func(), reg *Registry, obj any, deps Deps) {
+	mu.Lock()
+	done := *closed
+	mu.Unlock()
+	if done {
+		return
+	}
+	destroy()
+	if reg.Remove(obj) {
+		deps.Release()
 	}
 }
