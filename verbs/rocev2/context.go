@@ -16,8 +16,7 @@ type context struct {
 func newContext(d *device) *context {
 	c := &context{dev: d}
 	c.Init(c, swhca.ContextHooks{
-		NewPD:  func() (verbs.PD, *swhca.PD) { p := &pd{ctx: c}; return p, &p.PD },
-		Memory: memoryHooks(d),
+		PD: pdHooks(c),
 		// A Poll that finds a CQ empty reads the device's socket itself
 		// (Transport.pollSocket), so that completions come while the
 		// caller spins, whether or not the scheduler runs the
@@ -49,8 +48,7 @@ func (c *context) QueryDevice() (verbs.DeviceAttr, error) {
 
 // QueryDeviceEx implements verbs.DeviceExQuerier.
 func (c *context) QueryDeviceEx() (verbs.DeviceAttrEx, error) {
-	a, err := c.QueryDevice()
-	return verbs.DeviceAttrEx{DeviceAttr: a, Extended: true, MaxInlineData: swhca.MaxInline, MaxSendSGE: swhca.MaxSGE}, err
+	return swhca.DeviceAttrEx(c.QueryDevice())
 }
 
 // QueryPort reports port 1. Its LID is the UDP port of the device's

@@ -8,7 +8,10 @@
 //
 // The packet codec is package wire: the IB transport headers, the opcode
 // table, PSN arithmetic and the ICRC, encoded and decoded without a
-// socket.
+// socket. The HCA objects it shares with the soft provider (the context's
+// registry, CQs, PDs, MRs and AHs, the QP attribute rules) are the
+// module's software HCA (verbs/internal/swhca); this package is the engine
+// that carries work requests as packets.
 //
 // The transport (Transport): one UDP socket on a specific IPv6 address,
 // the ICRC sealed on send and checked on receive (a bad one is counted and

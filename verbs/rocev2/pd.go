@@ -2,26 +2,19 @@ package rocev2
 
 import (
 	"net/netip"
-	"unsafe"
 
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
-// pd is the shared software PD with the transport's QPs and SRQs.
-type pd struct {
-	swhca.PD
-	ctx *context
-}
-
-func (p *pd) Context() verbs.Context { return p.ctx }
-
-// memoryHooks ties a PD to the device's key table and checks: an MR's
-// Close returns once no packet the device's QPs were handling still
-// reaches it.
-func memoryHooks(d *device) swhca.MemoryHooks {
-	return swhca.MemoryHooks{Keys: mrKeys{d}, CheckAV: checkAV,
-		Deregistered: func(bool) { d.t.quiesce() }}
+// pdHooks ties the context's PDs to the transport's QPs and SRQs, the
+// device's key table and the RoCE address-vector check. An MR's Close
+// returns once no packet the device's QPs were handling still reaches it.
+func pdHooks(c *context) swhca.PDHooks {
+	t := c.dev.t
+	h := swhca.PDHooks{CreateQP: c.createQP, CreateSRQ: c.createSRQ, Keys: mrKeys{c.dev}, CheckAV: checkAV}
+	h.Deregistered = func(bool) { t.quiesce() }
+	return h
 }
 
 // mrKeys is the device's key table, keys drawn at random (newKey).
@@ -47,10 +40,6 @@ func (k mrKeys) Delete(key uint32) {
 	delete(k.d.mrs, key)
 	k.d.mrMu.Unlock()
 }
-
-func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) { return newQP(p, spec) }
-
-func (p *pd) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) { return newSRQ(p, spec) }
 
 func checkAV(a *verbs.AHAttr) error {
 	switch {
@@ -79,7 +68,7 @@ func (m qpMemory) Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byt
 		return nil, false
 	}
 	r := m.q.dev.mrByKey(rkey)
-	if r == nil || r.PD() != &m.q.pd.PD || r.Closed() || r.Invalid() || r.Access()&acc != acc || r.RKey() != rkey {
+	if r == nil || r.PD() != m.q.pd || r.Closed() || r.Invalid() || r.Access()&acc != acc || r.RKey() != rkey {
 		return nil, false
 	}
 	b := r.Slice(va, uint64(n))
@@ -90,7 +79,7 @@ func (m qpMemory) Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byt
 // be an MR of the QP's PD that grants remote access.
 func (m qpMemory) Invalidate(rkey uint32) bool {
 	r := m.q.dev.mrByKey(rkey)
-	if r == nil || r.PD() != &m.q.pd.PD || r.Closed() || r.RKey() != rkey {
+	if r == nil || r.PD() != m.q.pd || r.Closed() || r.RKey() != rkey {
 		return false
 	}
 	r.Invalidate()
@@ -101,7 +90,7 @@ func (m qpMemory) Invalidate(rkey uint32) bool {
 // be an MR of q's PD.
 func (q *qp) localInvalidate(key uint32) bool {
 	r := q.dev.mrByKey(key)
-	if r == nil || r.PD() != &q.pd.PD || r.Closed() {
+	if r == nil || r.PD() != q.pd || r.Closed() {
 		return false
 	}
 	r.Invalidate()
@@ -109,26 +98,10 @@ func (q *qp) localInvalidate(key uint32) bool {
 }
 
 // localSegs resolves a local gather or scatter list through the device's
-// keys: every key must name an MR of PD p that grants need and covers its
-// range.
-func localSegs(d *device, p *pd, sgl []verbs.SGE, need verbs.Access) ([][]byte, bool) {
-	var out [][]byte
-	for i := range sgl {
-		s := &sgl[i]
-		if s.Length == 0 {
-			continue
-		}
-		m := d.mrByKey(s.LKey)
-		if m == nil || m.PD() != &p.PD || m.Closed() || m.Invalid() || m.Access()&need != need {
-			return nil, false
-		}
-		b := m.Slice(s.Addr, uint64(s.Length))
-		if b == nil {
-			return nil, false
-		}
-		out = append(out, b)
-	}
-	return out, true
+// keys (swhca.LocalSegs); the segments are meaningful only when it
+// reports true.
+func localSegs(d *device, p *swhca.PD, sgl []verbs.SGE, need verbs.Access) ([][]byte, bool) {
+	return swhca.LocalSegs(d.mrByKey, p, sgl, need, nil)
 }
 
 // copySegs copies the bytes of src, in order, into the segments of dst
@@ -163,14 +136,4 @@ func gather(segs [][]byte) []byte {
 		b = append(b, s...)
 	}
 	return b
-}
-
-// userBytes is memory the caller passed by address with no key: an inline
-// payload, read at post time as a host's CPU reads it.
-func userBytes(addr uint64, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
 }

@@ -8,11 +8,7 @@ import (
 
 var (
 	errPostState = verbs.NewError("ibv_post_send", verbs.ErrQPState, "the QP is not in RTS or ERR")
-	errRecvState = verbs.NewError("ibv_post_recv", verbs.ErrQPState, "the QP is in RESET")
-	errSQFull    = verbs.NewError("ibv_post_send", verbs.ErrNoMemory, "send queue full")
 	errRQFull    = verbs.NewError("ibv_post_recv", verbs.ErrNoMemory, "receive queue full")
-	errQPClosed  = verbs.NewError("ibv_post_send", verbs.ErrClosed, "QP")
-	errRecvOnSRQ = verbs.NewError("ibv_post_recv", verbs.ErrInvalidArgument, "the QP receives through an SRQ")
 )
 
 // PostSend checks each WR (verbs.Validate's rules, the send queue's room),
@@ -25,7 +21,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return 0, errQPClosed
+		return 0, swhca.ErrSendClosed
 	}
 	st := q.stateLocked()
 	if st != verbs.QPStateRTS && st != verbs.QPStateErr {
@@ -62,7 +58,7 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 		}
 	}
 	if q.sqPosted-q.sqFreed.Load() >= uint64(q.caps.MaxSendWR) {
-		return errSQFull
+		return swhca.ErrSendQueueFull
 	}
 	q.sqPosted++
 	seq := q.sqPosted
@@ -78,7 +74,7 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 		// Copied now: the caller may reuse the buffer once PostSend
 		// returns, and the lkey is not checked.
 		for _, s := range wr.SGL {
-			data = append(data, userBytes(s.Addr, s.Length)...)
+			data = append(data, swhca.UserBytes(s.Addr, s.Length)...)
 		}
 	} else {
 		need := verbs.Access(0)
@@ -139,14 +135,14 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return 0, errQPClosed
+		return 0, swhca.ErrSendClosed
 	}
 	if q.srq != nil {
-		return 0, errRecvOnSRQ
+		return 0, swhca.ErrRecvOnSRQ
 	}
 	st := q.stateLocked()
 	if st == verbs.QPStateReset {
-		return 0, errRecvState
+		return 0, swhca.ErrRecvInReset
 	}
 	lim := verbs.RecvLimits{MaxRecvSGE: q.caps.MaxRecvSGE}
 	for i := range wrs {

@@ -16,17 +16,17 @@ import (
 // Lock order: mu, then the rcQP's or udQP's locks, then the CQs'. The
 // transport QP delivers completions (deliver) without taking mu.
 type qp struct {
-	pd     *pd
-	ctx    *context
-	dev    *device
 	qpn    uint32
 	typ    verbs.QPType
-	sendCQ *swhca.CQ
-	recvCQ *swhca.CQ
-	srq    *srq // nil: the QP has a receive queue of its own
-	sigAll bool
 	caps   verbs.QPCaps
 	limits verbs.SendLimits
+	sigAll bool
+	// The objects the QP uses (deps) and where it lives.
+	sendCQ, recvCQ *swhca.CQ
+	srq            *srq // nil: the QP has a receive queue of its own
+	pd             *swhca.PD
+	ctx            *context
+	dev            *device
 
 	mu     sync.Mutex
 	state  verbs.QPState
@@ -55,9 +55,8 @@ type qp struct {
 	postedWRs atomic.Uint64
 }
 
-func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
+func newQP(c *context, p *swhca.PD, spec verbs.QPSpec) (*qp, error) {
 	const op = "ibv_create_qp"
-	c := p.ctx
 	bad := func(detail string) (*qp, error) {
 		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, detail)
 	}
@@ -166,11 +165,8 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	const op = "ibv_modify_qp"
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
-		return verbs.NewError(op, verbs.ErrClosed, "QP")
-	}
 	cur := q.stateLocked()
-	next, err := swhca.NextState(q.typ, cur, attr, mask)
+	next, err := swhca.NextState(q.closed, q.typ, cur, attr, mask)
 	if err != nil {
 		return err
 	}
@@ -299,7 +295,7 @@ var attrRules = swhca.AttrRules{
 
 // deps are the objects the QP holds while it lives.
 func (q *qp) deps() swhca.Deps {
-	d := swhca.Deps{PD: &q.pd.PD, SendCQ: q.sendCQ, RecvCQ: q.recvCQ}
+	d := swhca.Deps{PD: q.pd, SendCQ: q.sendCQ, RecvCQ: q.recvCQ}
 	if q.srq != nil {
 		d.SRQ = &q.srq.uses
 	}
@@ -328,4 +324,9 @@ func (q *qp) destroy() {
 func (q *qp) Close() error {
 	swhca.Close(&q.mu, &q.closed, q.destroy, q.ctx.Registry(), q, q.deps())
 	return nil
+}
+
+// createQP is PD.CreateQP over the transport.
+func (c *context) createQP(p *swhca.PD, spec verbs.QPSpec) (verbs.QP, error) {
+	return newQP(c, p, spec)
 }

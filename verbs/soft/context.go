@@ -13,10 +13,7 @@ type context struct {
 
 func newContext(d *device) *context {
 	c := &context{dev: d}
-	c.Init(c, swhca.ContextHooks{
-		NewPD:  func() (verbs.PD, *swhca.PD) { p := &pd{ctx: c}; return p, &p.PD },
-		Memory: memoryHooks(d),
-	})
+	c.Init(c, swhca.ContextHooks{PD: pdHooks(c)})
 	c.eng = newEngine(c)
 	go c.eng.run()
 	return c
@@ -33,8 +30,7 @@ func (c *context) QueryDevice() (verbs.DeviceAttr, error) {
 
 // QueryDeviceEx implements verbs.DeviceExQuerier.
 func (c *context) QueryDeviceEx() (verbs.DeviceAttrEx, error) {
-	a, err := c.QueryDevice()
-	return verbs.DeviceAttrEx{DeviceAttr: a, Extended: true, MaxInlineData: swhca.MaxInline, MaxSendSGE: swhca.MaxSGE}, err
+	return swhca.DeviceAttrEx(c.QueryDevice())
 }
 
 func (c *context) QueryPort(port uint8) (verbs.PortAttr, error) {

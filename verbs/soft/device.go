@@ -73,6 +73,12 @@ func (d *device) Open() (verbs.Context, error) {
 	return c, nil
 }
 
+// mrByKey is the MR key names, or nil.
+func (d *device) mrByKey(key uint32) *swhca.MR {
+	m, _ := d.mrs.get(key)
+	return m
+}
+
 // newKey returns a fresh memory key: an index in the upper 24 bits and a
 // key byte in the lower 8, like hardware keys.
 func (d *device) newKey() uint32 {

@@ -5,22 +5,17 @@ import (
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
-// pd is the shared software PD with the soft engine's QPs and SRQs.
-type pd struct {
-	swhca.PD
-	ctx *context
-}
-
-func (p *pd) Context() verbs.Context { return p.ctx }
-
-// memoryHooks ties a PD to the device's key table and checks. The soft
+// pdHooks ties a PD to the device's key table and checks. The soft
 // device reaches MRs through their slices, so it could work with any
 // memory; RegMR refuses Go memory all the same (verbs.CheckRegistrable),
 // as the ibv provider does, so that what runs here runs on a device.
-func memoryHooks(d *device) swhca.MemoryHooks {
-	return swhca.MemoryHooks{
-		Keys:    mrKeys{d},
-		CheckAV: func(a *verbs.AHAttr) error { return checkAV(d, a) },
+func pdHooks(c *context) swhca.PDHooks {
+	d := c.dev
+	return swhca.PDHooks{
+		CreateQP:  c.createQP,
+		CreateSRQ: c.createSRQ,
+		Keys:      mrKeys{d},
+		CheckAV:   func(a *verbs.AHAttr) error { return checkAV(d, a) },
 		Deregistered: func(removed bool) {
 			if removed {
 				d.p.quiesce()
@@ -38,10 +33,6 @@ func (k mrKeys) Reserve() uint32 { return k.d.newKey() }
 func (k mrKeys) Publish(key uint32, m *swhca.MR) { k.d.mrs.put(key, m) }
 
 func (k mrKeys) Delete(key uint32) { k.d.mrs.del(key) }
-
-func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) { return newQP(p, spec) }
-
-func (p *pd) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) { return newSRQ(p, spec) }
 
 // avPort is the port an address vector leaves from: port 1 when it names
 // none.

@@ -37,7 +37,7 @@ type sendWQE struct {
 }
 
 type qp struct {
-	pd     *pd
+	pd     *swhca.PD
 	ctx    *context
 	dev    *device
 	qpn    uint32
@@ -79,9 +79,8 @@ type qp struct {
 	postedWRs atomic.Uint64
 }
 
-func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
+func newQP(c *context, p *swhca.PD, spec verbs.QPSpec) (*qp, error) {
 	const op = "ibv_create_qp"
-	c := p.ctx
 	q := &qp{pd: p, ctx: c, dev: c.dev, typ: spec.Type, sigAll: spec.SigAll}
 	bad := func(detail string) (*qp, error) {
 		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, detail)
@@ -160,7 +159,7 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 
 // deps are the objects the QP holds while it lives.
 func (q *qp) deps() swhca.Deps {
-	return swhca.Deps{PD: &q.pd.PD, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: srqUses(q.srq)}
+	return swhca.Deps{PD: q.pd, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: srqUses(q.srq)}
 }
 
 func srqUses(s *srq) *swhca.Usage {
@@ -182,10 +181,6 @@ func (q *qp) stallFor(d time.Duration) {
 
 var (
 	errPostState   = verbs.NewError("ibv_post_send", verbs.ErrQPState, "the QP is not in RTS, SQD, SQE or ERR")
-	errRecvState   = verbs.NewError("ibv_post_recv", verbs.ErrQPState, "the QP is in RESET")
-	errSQFull      = verbs.NewError("ibv_post_send", verbs.ErrNoMemory, "send queue full")
-	errQPClosed    = verbs.NewError("ibv_post_send", verbs.ErrClosed, "QP")
-	errRecvOnSRQ   = verbs.NewError("ibv_post_recv", verbs.ErrInvalidArgument, "the QP receives through an SRQ")
 	errNoRecvQueue = verbs.NewError("ibv_post_recv", verbs.ErrInvalidArgument, "XRC QPs have no receive queue")
 )
 
@@ -215,7 +210,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 
 func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 	if q.closed {
-		return 0, errQPClosed
+		return 0, swhca.ErrSendClosed
 	}
 	switch q.state {
 	case verbs.QPStateRTS, verbs.QPStateSQD, verbs.QPStateSQE, verbs.QPStateErr:
@@ -229,7 +224,7 @@ func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 		}
 		if q.sqTail-q.sqFreed >= uint64(len(q.sq)) {
 			if len(q.sq) >= q.caps.MaxSendWR {
-				return i, errSQFull
+				return i, swhca.ErrSendQueueFull
 			}
 			q.growSQ()
 		}
@@ -258,7 +253,7 @@ func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 			// The data is copied now: the caller may reuse the buffer as
 			// soon as PostSend returns, and the L_Key is not checked.
 			for _, s := range wr.SGL {
-				w.inline = append(w.inline, userBytes(s.Addr, s.Length)...)
+				w.inline = append(w.inline, swhca.UserBytes(s.Addr, s.Length)...)
 			}
 		}
 		q.sqTail++
@@ -302,13 +297,13 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	defer q.mu.Unlock()
 	switch {
 	case q.closed:
-		return 0, errQPClosed
+		return 0, swhca.ErrSendClosed
 	case q.srq != nil:
-		return 0, errRecvOnSRQ
+		return 0, swhca.ErrRecvOnSRQ
 	case q.recvCQ == nil:
 		return 0, errNoRecvQueue
 	case q.state == verbs.QPStateReset:
-		return 0, errRecvState
+		return 0, swhca.ErrRecvInReset
 	}
 	n, err := q.rq.post(wrs)
 	if q.state == verbs.QPStateErr {
@@ -356,10 +351,7 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	const op = "ibv_modify_qp"
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
-		return verbs.NewError(op, verbs.ErrClosed, "QP")
-	}
-	next, err := swhca.NextState(q.typ, q.state, attr, mask)
+	next, err := swhca.NextState(q.closed, q.typ, q.state, attr, mask)
 	if err != nil {
 		return err
 	}
@@ -434,4 +426,9 @@ func (q *qp) destroy() {
 func (q *qp) Close() error {
 	swhca.Close(&q.mu, &q.closed, q.destroy, q.ctx.Registry(), q, q.deps())
 	return nil
+}
+
+// createQP is PD.CreateQP on the soft engine.
+func (c *context) createQP(p *swhca.PD, spec verbs.QPSpec) (verbs.QP, error) {
+	return newQP(c, p, spec)
 }

@@ -97,7 +97,7 @@ func (q *recvQueue) drain(fn func(id uint64)) {
 }
 
 type srq struct {
-	pd   *pd
+	pd   *swhca.PD
 	ctx  *context
 	xrcd *xrcd
 	cq   *swhca.CQ // XRC SRQs: where their receives complete
@@ -106,21 +106,17 @@ type srq struct {
 
 	mu     sync.Mutex
 	rq     recvQueue
-	limit  int
+	size   swhca.SRQSize // its limit is guarded by mu
 	closed bool
 }
 
-func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
+func newSRQ(c *context, p *swhca.PD, spec verbs.SRQSpec) (*srq, error) {
 	const op = "ibv_create_srq"
-	c := p.ctx
-	if spec.MaxWR < 1 || spec.MaxWR > swhca.MaxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > swhca.MaxSGE {
-		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "max_wr %d max_sge %d", spec.MaxWR, spec.MaxSGE)
+	size, err := swhca.NewSRQSize(spec)
+	if err != nil {
+		return nil, err
 	}
-	s := &srq{pd: p, ctx: c, rq: newRecvQueue(swhca.QueueCapacity(spec.MaxWR), max(spec.MaxSGE, 1))}
-	if spec.Limit > s.rq.capacity || spec.Limit < 0 {
-		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", spec.Limit, s.rq.capacity)
-	}
-	s.limit = spec.Limit
+	s := &srq{pd: p, ctx: c, size: size, rq: newRecvQueue(size.MaxWR, size.MaxSGE)}
 	switch spec.Type {
 	case verbs.SRQTypeBasic:
 	case verbs.SRQTypeXRC:
@@ -163,10 +159,7 @@ func (s *srq) consume(dst *recvWQE) bool {
 		s.mu.Unlock()
 		return false
 	}
-	fire := s.limit > 0 && s.rq.len() < s.limit
-	if fire {
-		s.limit = 0
-	}
+	fire := s.size.Consumed(s.rq.len())
 	s.mu.Unlock()
 	if fire {
 		s.ctx.Registry().Raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
@@ -174,29 +167,20 @@ func (s *srq) consume(dst *recvWQE) bool {
 	return true
 }
 
+// Modify sets srq_limit; resizing (max_wr) is not supported.
 func (s *srq) Modify(attr verbs.SRQAttr, mask verbs.SRQAttrMask) error {
-	const op = "ibv_modify_srq"
-	if mask&^(verbs.SRQAttrMaxWR|verbs.SRQAttrLimit) != 0 {
-		return verbs.Errorf(op, verbs.ErrInvalidArgument, "mask %#x", uint32(mask))
-	}
-	if mask&verbs.SRQAttrMaxWR != 0 {
-		return verbs.NewError(op, verbs.ErrNotSupported, "resizing an SRQ")
-	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if mask&verbs.SRQAttrLimit != 0 {
-		if attr.Limit < 0 || attr.Limit > s.rq.capacity {
-			return verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", attr.Limit, s.rq.capacity)
-		}
-		s.limit = attr.Limit
-	}
-	return nil
+	err := s.size.Modify(attr, mask)
+	s.mu.Unlock()
+	return err
 }
 
+// Query reports the SRQ's size and limit.
 func (s *srq) Query() (verbs.SRQAttr, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return verbs.SRQAttr{MaxWR: s.rq.capacity, MaxSGE: s.rq.maxSGE, Limit: s.limit}, nil
+	a := s.size.Attr()
+	s.mu.Unlock()
+	return a, nil
 }
 
 func (s *srq) SRQN() (uint32, error) {
@@ -219,6 +203,11 @@ func (s *srq) Close() error {
 	if s.uses.Busy() {
 		return swhca.ErrBusy("ibv_destroy_srq", "SRQ")
 	}
-	swhca.Close(&s.mu, &s.closed, s.destroy, s.ctx.Registry(), s, swhca.Deps{PD: &s.pd.PD, RecvCQ: s.cq})
+	swhca.Close(&s.mu, &s.closed, s.destroy, s.ctx.Registry(), s, swhca.Deps{PD: s.pd, RecvCQ: s.cq})
 	return nil
+}
+
+// createSRQ is PD.CreateSRQ on the soft engine.
+func (c *context) createSRQ(p *swhca.PD, spec verbs.SRQSpec) (verbs.SRQ, error) {
+	return newSRQ(c, p, spec)
 }

@@ -261,7 +261,7 @@ func (r *qp) remoteMR(rkey uint32, addr, n uint64, need verbs.Access) []byte {
 	if !found || m.Invalid() || m.Access()&need == 0 || r.attr.AccessFlags&need == 0 {
 		return nil
 	}
-	if m.PD() != &r.pd.PD && (r.typ != verbs.QPTypeXRCRecv || m.PD().Owner() != r.ctx) {
+	if m.PD() != r.pd && (r.typ != verbs.QPTypeXRCRecv || m.PD().Owner() != r.ctx) {
 		return nil
 	}
 	return m.Slice(addr, n)
@@ -278,7 +278,7 @@ func (r *qp) invalidatable(key uint32) *swhca.MR {
 
 func (e *engine) localInvalidate(q *qp, key uint32) result {
 	m, found := q.dev.mrs.get(key)
-	if !found || m.PD() != &q.pd.PD || m.Invalid() {
+	if !found || m.PD() != q.pd || m.Invalid() {
 		return fail(verbs.WCMWBindErr)
 	}
 	m.Invalidate()

@@ -30,11 +30,8 @@ type Context struct {
 
 // ContextHooks are what a Context asks of its provider.
 type ContextHooks struct {
-	// NewPD returns a new, unregistered PD of the provider's type and the
-	// PD it embeds.
-	NewPD func() (verbs.PD, *PD)
-	// Memory is what the PDs ask of the device.
-	Memory MemoryHooks
+	// PD is what the context's PDs ask of the provider.
+	PD PDHooks
 	// OnEmptyCQ runs when a Poll finds a CQ empty (CreateCQ); may be nil.
 	OnEmptyCQ func()
 }
@@ -54,8 +51,8 @@ func (c *Context) Registry() *Registry { return &c.reg }
 
 // AllocPD implements verbs.Context.
 func (c *Context) AllocPD() (verbs.PD, error) {
-	p, base := c.hooks.NewPD()
-	if err := base.AllocPD(&c.reg, c.hooks.Memory); err != nil {
+	p := &PD{reg: &c.reg, hooks: c.hooks.PD}
+	if err := c.reg.Add("ibv_alloc_pd", p, RankPD, func() {}); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -120,4 +117,10 @@ func Devices[D verbs.Device](ds []D) []verbs.Device {
 		out[i] = d
 	}
 	return out
+}
+
+// DeviceAttrEx extends a device's attributes (from its QueryDevice, with
+// its error) with the limits of ibv_query_device_ex.
+func DeviceAttrEx(a verbs.DeviceAttr, err error) (verbs.DeviceAttrEx, error) {
+	return verbs.DeviceAttrEx{DeviceAttr: a, Extended: true, MaxInlineData: MaxInline, MaxSendSGE: MaxSGE}, err
 }

@@ -21,9 +21,12 @@ type Keys interface {
 	Delete(key uint32)
 }
 
-// MemoryHooks are what a provider's PD asks of its device and engine.
-type MemoryHooks struct {
-	Keys Keys
+// PDHooks are what a PD asks of its provider's device and engine.
+type PDHooks struct {
+	// CreateQP and CreateSRQ create the engine's QPs and SRQs in the PD.
+	CreateQP  func(*PD, verbs.QPSpec) (verbs.QP, error)
+	CreateSRQ func(*PD, verbs.SRQSpec) (verbs.SRQ, error)
+	Keys      Keys
 	// CheckAV validates an address vector for CreateAH; its error text
 	// becomes the detail of an ErrInvalidArgument.
 	CheckAV func(*verbs.AHAttr) error
@@ -34,19 +37,19 @@ type MemoryHooks struct {
 }
 
 // PD is a protection domain: what its MRs and AHs share, and what a QP of
-// the same PD may reach. A provider embeds it in its own PD type, which
-// adds QP and SRQ creation. Safe for concurrent use.
+// the same PD may reach. Its QPs and SRQs are the engine's (PDHooks). Safe
+// for concurrent use.
 type PD struct {
 	reg   *Registry
-	hooks MemoryHooks
+	hooks PDHooks
 	uses  Usage
 }
 
-// AllocPD registers p, a new PD, on the context of reg.
-func (p *PD) AllocPD(reg *Registry, hooks MemoryHooks) error {
-	p.reg, p.hooks = reg, hooks
-	return reg.Add("ibv_alloc_pd", p, RankPD, func() {})
-}
+// CreateQP implements verbs.PD.
+func (p *PD) CreateQP(spec verbs.QPSpec) (verbs.QP, error) { return p.hooks.CreateQP(p, spec) }
+
+// CreateSRQ implements verbs.PD.
+func (p *PD) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) { return p.hooks.CreateSRQ(p, spec) }
 
 // Owner is the context the PD belongs to (Registry.Owner).
 func (p *PD) Owner() any { return p.reg.owner }
@@ -180,7 +183,7 @@ func (m *MR) Slice(addr, n uint64) []byte {
 func (m *MR) destroy() { m.closed.Store(true); m.pd.hooks.Keys.Delete(m.key) }
 
 // Close deregisters the MR: its key stops resolving, and Close returns
-// once the engine no longer reaches the memory (MemoryHooks.Deregistered),
+// once the engine no longer reaches the memory (PDHooks.Deregistered),
 // so the memory may be unmapped then. The memory of WRs still posted
 // (gather lists, receive buffers, READ destinations) must outlive them,
 // as on a NIC; ibv_dereg_mr does not wait for them.
@@ -225,3 +228,39 @@ func (a *AH) Close() error {
 
 // Closed reports whether the AH was destroyed.
 func (a *AH) Closed() bool { return a.closed.Load() }
+
+// Context is the context the PD belongs to.
+func (p *PD) Context() verbs.Context { return p.reg.owner.(verbs.Context) }
+
+// UserBytes is memory the caller passed by address with no key: an inline
+// payload, read at post time as a host's CPU reads it.
+func UserBytes(addr uint64, n uint32) []byte {
+	if n == 0 {
+		return nil
+	}
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+	return unsafe.Slice((*byte)(p), n)
+}
+
+// LocalSegs resolves a local gather or scatter list through a device's
+// keys (lookup, nil for a key it does not know), appending the registered
+// bytes to out. Every key must name a live, valid MR of PD p that grants
+// need and covers its range.
+func LocalSegs(lookup func(key uint32) *MR, p *PD, sgl []verbs.SGE, need verbs.Access, out [][]byte) ([][]byte, bool) {
+	for i := range sgl {
+		s := &sgl[i]
+		if s.Length == 0 {
+			continue
+		}
+		m := lookup(s.LKey)
+		if m == nil || m.pd != p || m.closed.Load() || m.invalid.Load() || m.access&need != need {
+			return out, false
+		}
+		b := m.Slice(s.Addr, uint64(s.Length))
+		if b == nil {
+			return out, false
+		}
+		out = append(out, b)
+	}
+	return out, true
+}

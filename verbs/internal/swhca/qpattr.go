@@ -13,8 +13,12 @@ type AttrError string
 func (e AttrError) Error() string { return string(e) }
 
 // NextState is the state an ibv_modify_qp of a QP of type typ in state
-// cur moves to, after the kernel's checks of the transition and its mask.
-func NextState(typ verbs.QPType, cur verbs.QPState, attr *verbs.QPAttr, mask verbs.QPAttrMask) (verbs.QPState, error) {
+// cur moves to, after the kernel's checks of the transition and its mask;
+// ErrClosed when the QP is closed.
+func NextState(closed bool, typ verbs.QPType, cur verbs.QPState, attr *verbs.QPAttr, mask verbs.QPAttrMask) (verbs.QPState, error) {
+	if closed {
+		return cur, verbs.NewError("ibv_modify_qp", verbs.ErrClosed, "QP")
+	}
 	next := cur
 	if mask&verbs.QPAttrState != 0 {
 		next = attr.State
