@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/verbsrt/verbsrt/verbs/rocev2"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 )
 
 // Faults (Spec.Faults, the command's -rocev2-faults): packet loss injected into the rocev2 provider, so that a
@@ -101,7 +102,7 @@ type faultCounter struct {
 // match numbers p when it is of the counter's kind and reports whether a
 // rule drops it. The transport calls it under its lock, one packet at a
 // time per direction.
-func (c *faultCounter) match(p *rocev2.Packet) bool {
+func (c *faultCounter) match(p *wire.Packet) bool {
 	op := p.BTH.Opcode
 	if (c.ack && !op.IsResponse()) || (!c.ack && !op.IsRequest()) {
 		return false

@@ -6,15 +6,12 @@
 //
 // # What works
 //
-// The packet codec: the BTH; the RETH, AETH (ACK with credits, RNR NAK
-// with its timer code, the NAK codes), ImmDt, IETH, AtomicETH,
-// AtomicAckETH and DETH; the opcode table of RC, UC and UD with the
-// headers each opcode carries and its place in a message (first, middle,
-// last, only); the CNP. Encoding and decoding check every length and
-// return errors, never panic. PSN arithmetic is 24-bit with the IB
-// half-window comparison. The ICRC follows IBA Annex A17.3.3 (icrc.go
-// lists the masked fields and why) and matches a packet captured from a
-// ConnectX-4 Lx.
+// The packet codec is package wire: the IB transport headers, the opcode
+// table, PSN arithmetic and the ICRC, encoded and decoded without a
+// socket. The HCA objects it shares with the soft provider (the context's
+// registry, CQs, PDs, MRs and AHs, the QP attribute rules) are the
+// module's software HCA (verbs/internal/swhca); this package is the engine
+// that carries work requests as packets.
 //
 // The transport (Transport): one UDP socket on a specific IPv6 address,
 // the ICRC sealed on send and checked on receive (a bad one is counted and

@@ -1,6 +1,9 @@
 package rocev2
 
-import "time"
+import (
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
+	"time"
+)
 
 // PollEvery exports pollEvery to the tests.
 const PollEvery = pollEvery
@@ -17,13 +20,13 @@ func (t *Transport) StopReceiving() {
 // ExpectedPSN returns the PSN the RC QP qpn of transport i's device
 // expects next, as an attacker who reads the traffic on the path knows
 // it; false when no RC QP qpn is there.
-func (p *Provider) ExpectedPSN(i int, qpn uint32) (PSN, bool) {
+func (p *Provider) ExpectedPSN(i int, qpn uint32) (wire.PSN, bool) {
 	t := p.Transport(i)
 	if t == nil {
 		return 0, false
 	}
 	t.mu.Lock()
-	reg, ok := t.receivers[qpn&mask24]
+	reg, ok := t.receivers[qpn&wire.Mask24]
 	t.mu.Unlock()
 	q, isRC := reg.r.(*rcQP)
 	if !ok || !isRC {

@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"fmt"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
 	"time"
 )
@@ -36,14 +37,14 @@ type Fault struct {
 	// Match chooses the packets, by their decoded headers; nil matches
 	// every packet. It runs under the transport's lock: it must not call
 	// the transport.
-	Match func(*Packet) bool
+	Match func(*wire.Packet) bool
 	// Count is how many matching packets the fault acts on; < 1 means 1.
 	Count int
 	// Delay is FaultDelay's hold time.
 	Delay time.Duration
 	// Hit, when set, is called with each packet the fault acted on,
 	// after the action (for tests that wait for it).
-	Hit func(Packet)
+	Hit func(wire.Packet)
 }
 
 type faultRule struct {
@@ -91,7 +92,7 @@ func (t *Transport) InjectInbound(f Fault) error {
 // pickRule returns the first rule of *rules that matches p and has count
 // left, spending one of its count (a spent rule leaves the list), or nil.
 // t.mu must be held.
-func pickRule(rules *[]*faultRule, p *Packet) *faultRule {
+func pickRule(rules *[]*faultRule, p *wire.Packet) *faultRule {
 	for i, r := range *rules {
 		if r.left > 0 && (r.Match == nil || r.Match(p)) {
 			r.left--
@@ -126,13 +127,13 @@ type outPacket struct {
 
 // hitCall is a Fault.Hit to call once the packet it saw is written.
 type hitCall struct {
-	f func(Packet)
-	p Packet
+	f func(wire.Packet)
+	p wire.Packet
 }
 
 // transmit applies the fault rules to the encoded packet b (whose decoded
 // form is p) and sends what they leave.
-func (t *Transport) transmit(to netip.AddrPort, p *Packet, b []byte) error {
+func (t *Transport) transmit(to netip.AddrPort, p *wire.Packet, b []byte) error {
 	var outs [3]outPacket
 	var hits [1]hitCall
 	out, hit := t.decide(to, p, b, outs[:0], hits[:0])
@@ -147,7 +148,7 @@ func (t *Transport) transmit(to netip.AddrPort, p *Packet, b []byte) error {
 // form is p): it appends to out what is to be written now, in order
 // (copies where a fault changes the bytes), holds or delays the rest,
 // and appends the Hit to call once the writes are done.
-func (t *Transport) decide(to netip.AddrPort, p *Packet, b []byte, out []outPacket, hits []hitCall) ([]outPacket, []hitCall) {
+func (t *Transport) decide(to netip.AddrPort, p *wire.Packet, b []byte, out []outPacket, hits []hitCall) ([]outPacket, []hitCall) {
 	t.mu.Lock()
 	rule := pickRule(&t.faults, p)
 	held := t.held
@@ -176,7 +177,7 @@ func (t *Transport) decide(to netip.AddrPort, p *Packet, b []byte, out []outPack
 			})
 		case FaultCorrupt:
 			c := append([]byte(nil), b...)
-			c[len(c)-ICRCLen-1] ^= 0x80
+			c[len(c)-wire.ICRCLen-1] ^= 0x80
 			out = append(out, outPacket{to, c})
 		}
 		if rule.Hit != nil {
@@ -192,7 +193,7 @@ func (t *Transport) decide(to netip.AddrPort, p *Packet, b []byte, out []outPack
 // receiveFaulted applies the inbound fault rule (nil: none) to the
 // decoded packet p and reports how many times its Receiver is to receive
 // it: 0, 1 or 2. t.rxMu must be held.
-func (t *Transport) receiveFaulted(rule *faultRule, p *Packet) int {
+func (t *Transport) receiveFaulted(rule *faultRule, p *wire.Packet) int {
 	if rule == nil {
 		return 1
 	}

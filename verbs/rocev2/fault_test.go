@@ -3,6 +3,7 @@ package rocev2
 import (
 	"bytes"
 	"errors"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"testing"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -15,9 +16,11 @@ func TestInboundFaults(t *testing.T) {
 	a, b := listenPair(t, NewManualClock())
 	r := newRecorder()
 	b.Register(1, r, AnySource)
-	is := func(psn PSN) func(*Packet) bool { return func(p *Packet) bool { return p.BTH.PSN == psn } }
-	hits := make(chan Packet, 8)
-	hit := func(p Packet) { hits <- p }
+	is := func(psn wire.PSN) func(*wire.Packet) bool {
+		return func(p *wire.Packet) bool { return p.BTH.PSN == psn }
+	}
+	hits := make(chan wire.Packet, 8)
+	hit := func(p wire.Packet) { hits <- p }
 	for _, f := range []Fault{
 		{Action: FaultDrop, Match: is(1), Hit: hit},
 		{Action: FaultDuplicate, Match: is(2)},
@@ -33,14 +36,14 @@ func TestInboundFaults(t *testing.T) {
 			t.Errorf("inbound action %d: %v, want ErrNotSupported", act, err)
 		}
 	}
-	for psn := range PSN(6) {
+	for psn := range wire.PSN(6) {
 		if err := a.Send(b.LocalAddr(), sendOnly(psn, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// 1 is lost, 2 arrives twice, 3 counts as a bad ICRC, 4 passes.
 	r.wait(t, 5)
-	if got, want := r.psns(), []PSN{0, 2, 2, 4, 5}; !equalPSNs(got, want) {
+	if got, want := r.psns(), []wire.PSN{0, 2, 2, 4, 5}; !equalPSNs(got, want) {
 		t.Fatalf("received %v, want %v", got, want)
 	}
 	if p := next(t, hits); p.BTH.PSN != 1 {
@@ -68,18 +71,18 @@ func TestInboundFaults(t *testing.T) {
 // responder's own fault injection asks of a peer (rxe) as the requester.
 func TestRCInboundLostRequest(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	start := PSN(0xfffffe)
+	start := wire.PSN(0xfffffe)
 	if err := p.tb.InjectInbound(Fault{Action: FaultDrop, Match: isPSN(start.Add(1)), Hit: p.hit}); err != nil {
 		t.Fatal(err)
 	}
-	naks := make(chan Packet, 16)
-	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: func(pk *Packet) bool {
-		return pk.BTH.Opcode == RCAcknowledge && pk.AETH.Syndrome.IsNAK()
-	}, Hit: func(pk Packet) { naks <- pk }})
+	naks := make(chan wire.Packet, 16)
+	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: func(pk *wire.Packet) bool {
+		return pk.BTH.Opcode == wire.RCAcknowledge && pk.AETH.Syndrome.IsNAK()
+	}, Hit: func(pk wire.Packet) { naks <- pk }})
 	r := p.postRecv(t, 100, 1024)
 	msg := pattern(1024, 5) // 4 packets, the second lost on arrival
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: msg})
-	if pk := p.waitHit(t); pk.BTH.Opcode != RCSendMiddle {
+	if pk := p.waitHit(t); pk.BTH.Opcode != wire.RCSendMiddle {
 		t.Fatalf("dropped %v", &pk)
 	}
 	expectWC(t, p.wcA, 1, verbs.WCSuccess)
@@ -87,7 +90,7 @@ func TestRCInboundLostRequest(t *testing.T) {
 	if !bytes.Equal(r, msg) {
 		t.Fatal("data wrong")
 	}
-	if nak := next(t, naks); nak.AETH.Syndrome != NAK(NAKPSNSequenceError) || nak.BTH.PSN != start.Add(1) {
+	if nak := next(t, naks); nak.AETH.Syndrome != wire.NAK(wire.NAKPSNSequenceError) || nak.BTH.PSN != start.Add(1) {
 		t.Fatalf("NAK %v %#x", &nak, nak.AETH.Syndrome)
 	}
 	if s := p.tb.Stats(); s.Faulted != 1+1 {
@@ -102,11 +105,11 @@ func TestRCInboundLostRequest(t *testing.T) {
 // own fault injection asks of a peer (rxe) as the responder.
 func TestRCInboundLostACK(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	if err := p.ta.InjectInbound(Fault{Action: FaultDrop, Match: isOp(RCAcknowledge), Hit: p.hit}); err != nil {
+	if err := p.ta.InjectInbound(Fault{Action: FaultDrop, Match: isOp(wire.RCAcknowledge), Hit: p.hit}); err != nil {
 		t.Fatal(err)
 	}
-	resent := make(chan Packet, 16)
-	p.ta.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: isOp(RCSendOnly), Hit: func(pk Packet) { resent <- pk }})
+	resent := make(chan wire.Packet, 16)
+	p.ta.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: isOp(wire.RCSendOnly), Hit: func(pk wire.Packet) { resent <- pk }})
 	p.postRecv(t, 100, 64)
 	p.postRecv(t, 101, 64)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: []byte("once")})

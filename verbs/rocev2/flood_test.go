@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/runtime"
-	"github.com/verbsrt/verbsrt/verbs/rocev2"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 )
 
 // floodEnv makes this test binary the flooder of TestFloodLeavesTheStream
@@ -162,9 +162,9 @@ func flood(spec string) int {
 	}
 	defer c.Close()
 	from := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	h := rocev2.IPHeader{Src: from.Addr(), Dst: to.Addr(), SrcPort: from.Port(), DstPort: to.Port()}
-	ops := []rocev2.Opcode{rocev2.RCSendOnly, rocev2.RCSendFirst, rocev2.RCSendLast, rocev2.RCWriteOnly, rocev2.RCWriteFirst,
-		rocev2.RCReadRequest, rocev2.RCFetchAdd, rocev2.RCCompareSwap, rocev2.RCAcknowledge, rocev2.RCReadResponseOnly}
+	h := wire.IPHeader{Src: from.Addr(), Dst: to.Addr(), SrcPort: from.Port(), DstPort: to.Port()}
+	ops := []wire.Opcode{wire.RCSendOnly, wire.RCSendFirst, wire.RCSendLast, wire.RCWriteOnly, wire.RCWriteFirst,
+		wire.RCReadRequest, wire.RCFetchAdd, wire.RCCompareSwap, wire.RCAcknowledge, wire.RCReadResponseOnly}
 	r := rand.New(rand.NewPCG(uint64(qpn), uint64(psn)))
 	junk := make([]byte, 1500)
 	buf := make([]byte, 0, 2048)
@@ -183,11 +183,11 @@ func flood(spec string) int {
 			if r.IntN(4) == 0 {
 				dst = r.Uint32() & 0xffffff
 			}
-			pk := rocev2.Packet{BTH: rocev2.BTH{Opcode: ops[r.IntN(len(ops))], DestQP: dst, PKey: rocev2.DefaultPKey,
-				PSN: rocev2.PSN(psn).Add(r.IntN(128) - 64), AckReq: true},
-				RETH:      rocev2.RETH{VA: r.Uint64(), RKey: r.Uint32(), DMALen: uint32(r.IntN(1 << 20))},
-				AtomicETH: rocev2.AtomicETH{VA: r.Uint64() &^ 7, RKey: r.Uint32(), SwapAdd: 1},
-				AETH:      rocev2.AETH{Syndrome: rocev2.Syndrome(r.Uint32())}}
+			pk := wire.Packet{BTH: wire.BTH{Opcode: ops[r.IntN(len(ops))], DestQP: dst, PKey: wire.DefaultPKey,
+				PSN: wire.PSN(psn).Add(r.IntN(128) - 64), AckReq: true},
+				RETH:      wire.RETH{VA: r.Uint64(), RKey: r.Uint32(), DMALen: uint32(r.IntN(1 << 20))},
+				AtomicETH: wire.AtomicETH{VA: r.Uint64() &^ 7, RKey: r.Uint32(), SwapAdd: 1},
+				AETH:      wire.AETH{Syndrome: wire.Syndrome(r.Uint32())}}
 			if pk.BTH.Opcode.HasPayload() {
 				pk.Payload = junk[:r.IntN(256)]
 			}

@@ -3,6 +3,7 @@ package rocev2
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
 	"runtime"
 	"testing"
@@ -13,11 +14,11 @@ import (
 
 // fuzzOpcodes are the RC opcodes a hostile datagram may carry: requests
 // and responses, in and out of a message's order.
-var fuzzOpcodes = []Opcode{
-	RCSendFirst, RCSendMiddle, RCSendLast, RCSendLastImm, RCSendOnly, RCSendOnlyImm,
-	RCWriteFirst, RCWriteMiddle, RCWriteLast, RCWriteLastImm, RCWriteOnly, RCWriteOnlyImm,
-	RCReadRequest, RCReadResponseFirst, RCReadResponseMiddle, RCReadResponseLast, RCReadResponseOnly,
-	RCAcknowledge, RCAtomicAcknowledge, RCCompareSwap, RCFetchAdd, RCSendLastInvalidate, RCSendOnlyInvalidate,
+var fuzzOpcodes = []wire.Opcode{
+	wire.RCSendFirst, wire.RCSendMiddle, wire.RCSendLast, wire.RCSendLastImm, wire.RCSendOnly, wire.RCSendOnlyImm,
+	wire.RCWriteFirst, wire.RCWriteMiddle, wire.RCWriteLast, wire.RCWriteLastImm, wire.RCWriteOnly, wire.RCWriteOnlyImm,
+	wire.RCReadRequest, wire.RCReadResponseFirst, wire.RCReadResponseMiddle, wire.RCReadResponseLast, wire.RCReadResponseOnly,
+	wire.RCAcknowledge, wire.RCAtomicAcknowledge, wire.RCCompareSwap, wire.RCFetchAdd, wire.RCSendLastInvalidate, wire.RCSendOnlyInvalidate,
 }
 
 // fuzzRecordLen is the fixed part of one datagram of FuzzRCDatagrams'
@@ -67,7 +68,7 @@ func FuzzRCDatagrams(f *testing.F) {
 	f.Add(rec(0, 10, 0, 0, 256, 0, 0, 0))                                          // a stranger's zero-length WRITE at the expected PSN
 	f.Add(rec(2, 10, 0, 0, 256, 0, 0, 0))                                          // the same from the peer's address
 	f.Add(append(rec(2, 4, 0, 0, 0, 0, 8, 0), rec(2, 12, 1, 0, 0, 4096, 0, 0)...)) // a SEND, then a READ too large
-	f.Add(rec(3, 17, 0, 0, 0, 0, 0, 0x60|NAKRemoteAccessError))                    // a NAK to the requester from the peer's address
+	f.Add(rec(3, 17, 0, 0, 0, 0, 0, 0x60|wire.NAKRemoteAccessError))               // a NAK to the requester from the peer's address
 	f.Add(rec(3, 18, 2, 0, 0, 0, 0, 0))                                            // an atomic ACK for the FETCH_AND_ADD's PSN
 	f.Add(rec(2, 20, 2, 0, 0x900, 0, 0, 0))                                        // a replayed FETCH_AND_ADD
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -116,18 +117,18 @@ func FuzzRCDatagrams(f *testing.F) {
 			}
 			va := vaB - 256 + uint64(binary.BigEndian.Uint16(r[4:]))
 			n := uint32(binary.BigEndian.Uint16(r[6:]))
-			pk := Packet{BTH: BTH{Opcode: fuzzOpcodes[int(r[1])%len(fuzzOpcodes)], DestQP: dst.cfg.QPN, PKey: DefaultPKey,
+			pk := wire.Packet{BTH: wire.BTH{Opcode: fuzzOpcodes[int(r[1])%len(fuzzOpcodes)], DestQP: dst.cfg.QPN, PKey: wire.DefaultPKey,
 				PSN: base.Add(int(int8(r[2]))), AckReq: r[0]&4 != 0, Solicited: r[0]&8 != 0},
-				RETH:         RETH{VA: va, RKey: rkey, DMALen: n},
-				AtomicETH:    AtomicETH{VA: va, RKey: rkey, SwapAdd: uint64(r[11]), Compare: uint64(r[10])},
-				AETH:         AETH{Syndrome: Syndrome(r[9]), MSN: uint32(r[11])},
-				AtomicAckETH: AtomicAckETH{OrigRemData: uint64(r[10])},
-				IETH:         IETH{RKey: rkey},
+				RETH:         wire.RETH{VA: va, RKey: rkey, DMALen: n},
+				AtomicETH:    wire.AtomicETH{VA: va, RKey: rkey, SwapAdd: uint64(r[11]), Compare: uint64(r[10])},
+				AETH:         wire.AETH{Syndrome: wire.Syndrome(r[9]), MSN: uint32(r[11])},
+				AtomicAckETH: wire.AtomicAckETH{OrigRemData: uint64(r[10])},
+				IETH:         wire.IETH{RKey: rkey},
 			}
 			if pk.BTH.Opcode.HasPayload() {
 				pk.Payload = payload
 			}
-			b, err := pk.Append(nil, &IPHeader{Src: from.Addr(), Dst: to.LocalAddr().Addr(), SrcPort: from.Port(), DstPort: to.LocalAddr().Port()})
+			b, err := pk.Append(nil, &wire.IPHeader{Src: from.Addr(), Dst: to.LocalAddr().Addr(), SrcPort: from.Port(), DstPort: to.LocalAddr().Port()})
 			if err != nil {
 				continue
 			}

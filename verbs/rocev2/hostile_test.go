@@ -3,6 +3,7 @@ package rocev2
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -31,11 +32,11 @@ func newStranger(t *testing.T) *stranger {
 }
 
 // send seals p for the path from the stranger to tr and sends it.
-func (s *stranger) send(t *testing.T, tr *Transport, p *Packet) {
+func (s *stranger) send(t *testing.T, tr *Transport, p *wire.Packet) {
 	t.Helper()
 	to := tr.LocalAddr()
-	p.BTH.PKey = DefaultPKey
-	b, err := p.Append(nil, &IPHeader{Src: s.addr.Addr(), Dst: to.Addr(), SrcPort: s.addr.Port(), DstPort: to.Port()})
+	p.BTH.PKey = wire.DefaultPKey
+	b, err := p.Append(nil, &wire.IPHeader{Src: s.addr.Addr(), Dst: to.Addr(), SrcPort: s.addr.Port(), DstPort: to.Port()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func wantNotPeer(t *testing.T, tr *Transport, n uint64) {
 }
 
 // expected is the PSN q's responder expects next.
-func (q *rcQP) expected() PSN {
+func (q *rcQP) expected() wire.PSN {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.ePSN
@@ -92,8 +93,8 @@ func TestStrangerCannotTakeAPSN(t *testing.T) {
 	p := newPair(t, 256, 7, 7)
 	s := newStranger(t)
 	want := p.b.expected()
-	s.send(t, p.tb, &Packet{BTH: BTH{Opcode: RCWriteOnly, DestQP: p.b.cfg.QPN, PSN: want},
-		RETH: RETH{VA: vaB, RKey: rkeyB}})
+	s.send(t, p.tb, &wire.Packet{BTH: wire.BTH{Opcode: wire.RCWriteOnly, DestQP: p.b.cfg.QPN, PSN: want},
+		RETH: wire.RETH{VA: vaB, RKey: rkeyB}})
 	waitHandled(t, p.tb, 1)
 	if got := p.b.expected(); got != want {
 		t.Fatalf("B's expected PSN moved from %v to %v on a stranger's datagram", want, got)
@@ -115,8 +116,8 @@ func TestStrangerCannotInjectASend(t *testing.T) {
 	s := newStranger(t)
 	buf := p.postRecv(t, 101, 64)
 	e := p.b.expected()
-	for _, psn := range []PSN{e.Add(-1), e, e.Add(1)} {
-		s.send(t, p.tb, &Packet{BTH: BTH{Opcode: RCSendOnly, DestQP: p.b.cfg.QPN, PSN: psn}, Payload: []byte("forged!!")})
+	for _, psn := range []wire.PSN{e.Add(-1), e, e.Add(1)} {
+		s.send(t, p.tb, &wire.Packet{BTH: wire.BTH{Opcode: wire.RCSendOnly, DestQP: p.b.cfg.QPN, PSN: psn}, Payload: []byte("forged!!")})
 	}
 	waitHandled(t, p.tb, 3)
 	noWC(t, p.wcB)
@@ -140,17 +141,17 @@ func TestStrangerCannotEndAConnection(t *testing.T) {
 	s := newStranger(t)
 	e := p.b.expected()
 	qpn := p.b.cfg.QPN
-	for _, pk := range []Packet{
-		{BTH: BTH{Opcode: RCWriteOnly, DestQP: qpn, PSN: e}, RETH: RETH{VA: vaB, RKey: rkeyB ^ 1, DMALen: 4}, Payload: []byte("evil")},
-		{BTH: BTH{Opcode: RCWriteOnly, DestQP: qpn, PSN: e}, RETH: RETH{VA: vaB + uint64(len(p.memB)), RKey: rkeyB, DMALen: 4}, Payload: []byte("evil")},
-		{BTH: BTH{Opcode: RCReadRequest, DestQP: qpn, PSN: e}, RETH: RETH{VA: vaB, RKey: rkeyB, DMALen: 1 << 30}},
-		{BTH: BTH{Opcode: RCFetchAdd, DestQP: qpn, PSN: e}, AtomicETH: AtomicETH{VA: vaB + 3, RKey: rkeyB, SwapAdd: 1}},
-		{BTH: BTH{Opcode: RCSendMiddle, DestQP: qpn, PSN: e}, Payload: make([]byte, 256)},
+	for _, pk := range []wire.Packet{
+		{BTH: wire.BTH{Opcode: wire.RCWriteOnly, DestQP: qpn, PSN: e}, RETH: wire.RETH{VA: vaB, RKey: rkeyB ^ 1, DMALen: 4}, Payload: []byte("evil")},
+		{BTH: wire.BTH{Opcode: wire.RCWriteOnly, DestQP: qpn, PSN: e}, RETH: wire.RETH{VA: vaB + uint64(len(p.memB)), RKey: rkeyB, DMALen: 4}, Payload: []byte("evil")},
+		{BTH: wire.BTH{Opcode: wire.RCReadRequest, DestQP: qpn, PSN: e}, RETH: wire.RETH{VA: vaB, RKey: rkeyB, DMALen: 1 << 30}},
+		{BTH: wire.BTH{Opcode: wire.RCFetchAdd, DestQP: qpn, PSN: e}, AtomicETH: wire.AtomicETH{VA: vaB + 3, RKey: rkeyB, SwapAdd: 1}},
+		{BTH: wire.BTH{Opcode: wire.RCSendMiddle, DestQP: qpn, PSN: e}, Payload: make([]byte, 256)},
 	} {
 		s.send(t, p.tb, &pk)
 	}
-	s.send(t, p.ta, &Packet{BTH: BTH{Opcode: RCAcknowledge, DestQP: p.a.cfg.QPN, PSN: p.b.expected()},
-		AETH: AETH{Syndrome: NAK(NAKRemoteAccessError)}})
+	s.send(t, p.ta, &wire.Packet{BTH: wire.BTH{Opcode: wire.RCAcknowledge, DestQP: p.a.cfg.QPN, PSN: p.b.expected()},
+		AETH: wire.AETH{Syndrome: wire.NAK(wire.NAKRemoteAccessError)}})
 	waitHandled(t, p.tb, 5)
 	waitHandled(t, p.ta, 1)
 	if p.a.isFailed() || p.b.isFailed() {
@@ -179,7 +180,7 @@ func TestStrangerSweepLeavesTheStream(t *testing.T) {
 	sent := uint64(0)
 	for k := range psns {
 		for _, qpn := range qpns {
-			s.send(t, p.tb, &Packet{BTH: BTH{Opcode: RCWriteOnly, DestQP: qpn, PSN: e.Add(k)}, RETH: RETH{VA: vaB, RKey: rkeyB}})
+			s.send(t, p.tb, &wire.Packet{BTH: wire.BTH{Opcode: wire.RCWriteOnly, DestQP: qpn, PSN: e.Add(k)}, RETH: wire.RETH{VA: vaB, RKey: rkeyB}})
 		}
 		if sent += uint64(len(qpns)); sent%100 == 0 {
 			// In bursts that B's socket buffer holds whatever its size.
@@ -229,8 +230,10 @@ func TestSourceAdmits(t *testing.T) {
 // countResponses counts B's READ responses and atomic ACKs as they leave.
 func countResponses(p *pair) *atomic.Int64 {
 	var n atomic.Int64
-	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Hit: func(Packet) { n.Add(1) },
-		Match: func(pk *Packet) bool { return pk.BTH.Opcode.IsReadResponse() || pk.BTH.Opcode == RCAtomicAcknowledge }})
+	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Hit: func(wire.Packet) { n.Add(1) },
+		Match: func(pk *wire.Packet) bool {
+			return pk.BTH.Opcode.IsReadResponse() || pk.BTH.Opcode == wire.RCAtomicAcknowledge
+		}})
 	return &n
 }
 
@@ -251,21 +254,21 @@ func TestRCDuplicateReadAnsweredFromSavedRequests(t *testing.T) {
 	from := p.ta.LocalAddr()
 	for _, c := range []struct {
 		name string
-		psn  PSN
-		reth RETH
+		psn  wire.PSN
+		reth wire.RETH
 		want int64
 	}{
-		{"the saved request", start, RETH{VA: vaB, RKey: rkeyB, DMALen: 512}, 2},
-		{"its tail", start.Add(1), RETH{VA: vaB + 256, RKey: rkeyB, DMALen: 256}, 1},
-		{"a part from its PSN", start, RETH{VA: vaB, RKey: rkeyB, DMALen: 100}, 1},
-		{"a wider range", start, RETH{VA: vaB, RKey: rkeyB, DMALen: 4096}, 0},
-		{"another address", start, RETH{VA: vaB + 1024, RKey: rkeyB, DMALen: 512}, 0},
-		{"the tail's PSN at the head's address", start.Add(1), RETH{VA: vaB, RKey: rkeyB, DMALen: 256}, 0},
-		{"another key", start, RETH{VA: vaB, RKey: rkeyB + 1, DMALen: 512}, 0},
-		{"a PSN no request had", start.Add(-100), RETH{VA: vaB, RKey: rkeyB, DMALen: 512}, 0},
+		{"the saved request", start, wire.RETH{VA: vaB, RKey: rkeyB, DMALen: 512}, 2},
+		{"its tail", start.Add(1), wire.RETH{VA: vaB + 256, RKey: rkeyB, DMALen: 256}, 1},
+		{"a part from its PSN", start, wire.RETH{VA: vaB, RKey: rkeyB, DMALen: 100}, 1},
+		{"a wider range", start, wire.RETH{VA: vaB, RKey: rkeyB, DMALen: 4096}, 0},
+		{"another address", start, wire.RETH{VA: vaB + 1024, RKey: rkeyB, DMALen: 512}, 0},
+		{"the tail's PSN at the head's address", start.Add(1), wire.RETH{VA: vaB, RKey: rkeyB, DMALen: 256}, 0},
+		{"another key", start, wire.RETH{VA: vaB, RKey: rkeyB + 1, DMALen: 512}, 0},
+		{"a PSN no request had", start.Add(-100), wire.RETH{VA: vaB, RKey: rkeyB, DMALen: 512}, 0},
 	} {
 		before := responses.Load()
-		pk := Packet{BTH: BTH{Opcode: RCReadRequest, DestQP: p.b.cfg.QPN, PSN: c.psn}, RETH: c.reth}
+		pk := wire.Packet{BTH: wire.BTH{Opcode: wire.RCReadRequest, DestQP: p.b.cfg.QPN, PSN: c.psn}, RETH: c.reth}
 		p.b.Receive(from, &pk) // B sends on the receiving goroutine: what it answers has left
 		if got := responses.Load() - before; got != c.want {
 			t.Errorf("%s: B sent %d response packets, want %d", c.name, got, c.want)
@@ -289,15 +292,15 @@ func TestRCDuplicateAtomicAnsweredFromSavedResults(t *testing.T) {
 	from := p.ta.LocalAddr()
 	for _, c := range []struct {
 		name string
-		h    AtomicETH
+		h    wire.AtomicETH
 		want int64
 	}{
-		{"the same atomic", AtomicETH{VA: vaB + 64, RKey: rkeyB, SwapAdd: 5}, 1},
-		{"another address", AtomicETH{VA: vaB + 128, RKey: rkeyB, SwapAdd: 5}, 0},
-		{"another key", AtomicETH{VA: vaB + 64, RKey: rkeyB + 1, SwapAdd: 5}, 0},
+		{"the same atomic", wire.AtomicETH{VA: vaB + 64, RKey: rkeyB, SwapAdd: 5}, 1},
+		{"another address", wire.AtomicETH{VA: vaB + 128, RKey: rkeyB, SwapAdd: 5}, 0},
+		{"another key", wire.AtomicETH{VA: vaB + 64, RKey: rkeyB + 1, SwapAdd: 5}, 0},
 	} {
 		before := responses.Load()
-		pk := Packet{BTH: BTH{Opcode: RCFetchAdd, DestQP: p.b.cfg.QPN, PSN: start}, AtomicETH: c.h}
+		pk := wire.Packet{BTH: wire.BTH{Opcode: wire.RCFetchAdd, DestQP: p.b.cfg.QPN, PSN: start}, AtomicETH: c.h}
 		p.b.Receive(from, &pk)
 		if got := responses.Load() - before; got != c.want {
 			t.Errorf("%s: B sent %d answers, want %d", c.name, got, c.want)
@@ -323,8 +326,8 @@ func BenchmarkDropStranger(b *testing.B) {
 		qpn  uint32
 	}{{"not-the-peer", 0x22}, {"no-qp", 0x33}} {
 		b.Run(c.name, func(b *testing.B) {
-			pk := Packet{BTH: BTH{Opcode: RCWriteOnly, DestQP: c.qpn, PKey: DefaultPKey}, RETH: RETH{DMALen: 64}, Payload: make([]byte, 64)}
-			d, err := pk.Append(nil, &IPHeader{Src: from.Addr(), Dst: tb.LocalAddr().Addr(), SrcPort: from.Port(), DstPort: tb.LocalAddr().Port()})
+			pk := wire.Packet{BTH: wire.BTH{Opcode: wire.RCWriteOnly, DestQP: c.qpn, PKey: wire.DefaultPKey}, RETH: wire.RETH{DMALen: 64}, Payload: make([]byte, 64)}
+			d, err := pk.Append(nil, &wire.IPHeader{Src: from.Addr(), Dst: tb.LocalAddr().Addr(), SrcPort: from.Port(), DstPort: tb.LocalAddr().Port()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -2,176 +2,55 @@ package rocev2
 
 import (
 	"net/netip"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
-type pd struct {
-	ctx  *context
-	uses usage
+// pdHooks ties the context's PDs to the transport's QPs and SRQs, the
+// device's key table and the RoCE address-vector check. An MR's Close
+// returns once no packet the device's QPs were handling still reaches it.
+func pdHooks(c *context) swhca.PDHooks {
+	t := c.dev.t
+	h := swhca.PDHooks{CreateQP: c.createQP, CreateSRQ: c.createSRQ, Keys: mrKeys{c.dev}, CheckAV: checkAV}
+	h.Deregistered = func(bool) { t.quiesce() }
+	return h
 }
 
-func (p *pd) rank() int              { return rankPD }
-func (p *pd) destroy()               {}
-func (p *pd) Context() verbs.Context { return p.ctx }
+// mrKeys is the device's key table, keys drawn at random (newKey).
+type mrKeys struct{ d *device }
 
-func (p *pd) Close() error {
-	if p.uses.busy() {
-		return errBusy("ibv_dealloc_pd", "PD")
-	}
-	p.ctx.remove(p)
-	return nil
+// Reserve holds the key with a nil entry, which mrByKey reports as no MR.
+func (k mrKeys) Reserve() uint32 {
+	k.d.mrMu.Lock()
+	defer k.d.mrMu.Unlock()
+	key := k.d.newKey()
+	k.d.mrs[key] = nil
+	return key
 }
 
-// RegMR registers buf, which must not be Go memory (verbs.CheckRegistrable):
-// the transport's goroutine reads and writes it after the calls that
-// posted the WRs have returned.
-func (p *pd) RegMR(buf []byte, access verbs.Access) (verbs.MR, error) {
-	const op = "ibv_reg_mr"
-	if err := verbs.CheckRegistrable(buf); err != nil {
-		return nil, err
-	}
-	if access&(verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic) != 0 && access&verbs.AccessLocalWrite == 0 {
-		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE")
-	}
-	if access&(verbs.AccessMWBind|verbs.AccessZeroBased|verbs.AccessOnDemand) != 0 {
-		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "access %s", access)
-	}
-	d := p.ctx.dev
-	m := &mr{pd: p, buf: buf, addr: uint64(uintptr(unsafe.Pointer(&buf[0]))), access: access}
-	if err := p.ctx.add(op, m); err != nil {
-		return nil, err
-	}
-	p.uses.hold()
-	d.mrMu.Lock()
-	m.key = d.newKey()
-	d.mrs[m.key] = m
-	d.mrMu.Unlock()
-	return m, nil
+func (k mrKeys) Publish(key uint32, m *swhca.MR) {
+	k.d.mrMu.Lock()
+	k.d.mrs[key] = m
+	k.d.mrMu.Unlock()
 }
 
-// CreateAH checks an address vector as a RoCE device does: it needs a GRH
-// (RoCE has no LIDs) with GID index 0 and an IPv6 destination.
-func (p *pd) CreateAH(attr verbs.AHAttr) (verbs.AH, error) {
-	const op = "ibv_create_ah"
-	if err := checkAV(&attr); err != nil {
-		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
-	}
-	a := &ah{pd: p, attr: attr}
-	if err := p.ctx.add(op, a); err != nil {
-		return nil, err
-	}
-	p.uses.hold()
-	return a, nil
+func (k mrKeys) Delete(key uint32) {
+	k.d.mrMu.Lock()
+	delete(k.d.mrs, key)
+	k.d.mrMu.Unlock()
 }
-
-func (p *pd) CreateQP(spec verbs.QPSpec) (verbs.QP, error) { return newQP(p, spec) }
-
-func (p *pd) CreateSRQ(spec verbs.SRQSpec) (verbs.SRQ, error) { return newSRQ(p, spec) }
-
-type avError string
-
-func (e avError) Error() string { return string(e) }
 
 func checkAV(a *verbs.AHAttr) error {
 	switch {
 	case !a.IsGlobal:
-		return avError("RoCE address vectors need a GRH (is_global)")
+		return swhca.AttrError("RoCE address vectors need a GRH (is_global)")
 	case a.GRH.SGIDIndex != 0:
-		return avError("sgid_index out of the GID table (one entry)")
+		return swhca.AttrError("sgid_index out of the GID table (one entry)")
 	case a.PortNum != 0 && a.PortNum != portNum:
-		return avError("port_num")
+		return swhca.AttrError("port_num")
 	case netip.AddrFrom16(a.GRH.DGID).Is4In6():
-		return avError("an IPv4 destination: rocev2 carries IPv6 only")
-	}
-	return nil
-}
-
-type mr struct {
-	pd     *pd
-	buf    []byte
-	addr   uint64
-	key    uint32
-	access verbs.Access
-	closed atomic.Bool
-	// invalid is set by a LOCAL_INV or a SEND_WITH_INV of the key: local
-	// and remote accesses through it fail from then on.
-	invalid atomic.Bool
-}
-
-func (m *mr) rank() int            { return rankMR }
-func (m *mr) Addr() uint64         { return m.addr }
-func (m *mr) Len() int             { return len(m.buf) }
-func (m *mr) LKey() uint32         { return m.key }
-func (m *mr) Access() verbs.Access { return m.access }
-func (m *mr) Bytes() []byte        { return m.buf }
-
-// RKey is the MR's key, or 0 when the MR grants no remote access, as rxe
-// gives it.
-func (m *mr) RKey() uint32 {
-	if m.access&remoteAccess == 0 {
-		return 0
-	}
-	return m.key
-}
-
-const remoteAccess = verbs.AccessRemoteRead | verbs.AccessRemoteWrite | verbs.AccessRemoteAtomic
-
-func (m *mr) unlink() {
-	d := m.pd.ctx.dev
-	d.mrMu.Lock()
-	delete(d.mrs, m.key)
-	d.mrMu.Unlock()
-}
-
-func (m *mr) destroy() { m.closed.Store(true); m.unlink() }
-
-// Close deregisters the MR: its keys stop resolving, and Close returns
-// once no packet the device's QPs were handling still reaches it, so the
-// memory may be unmapped then. The memory of WRs still posted (gather
-// lists, receive buffers, READ destinations) must outlive them, as on a
-// NIC; ibv_dereg_mr does not wait for them.
-func (m *mr) Close() error {
-	if m.closed.Swap(true) {
-		return nil
-	}
-	if m.pd.ctx.remove(m) {
-		m.unlink()
-		m.pd.uses.release()
-	}
-	m.pd.ctx.dev.t.quiesce()
-	return nil
-}
-
-// slice returns the registered bytes [addr, addr+n), or nil when the
-// range is not inside the MR.
-func (m *mr) slice(addr, n uint64) []byte {
-	if addr < m.addr {
-		return nil
-	}
-	off := addr - m.addr
-	if off > uint64(len(m.buf)) || n > uint64(len(m.buf))-off {
-		return nil
-	}
-	return m.buf[off : off+n : off+n]
-}
-
-type ah struct {
-	pd     *pd
-	attr   verbs.AHAttr
-	closed atomic.Bool
-}
-
-func (a *ah) rank() int { return rankAH }
-func (a *ah) destroy()  { a.closed.Store(true) }
-func (a *ah) Close() error {
-	if a.closed.Swap(true) {
-		return nil
-	}
-	if a.pd.ctx.remove(a) {
-		a.pd.uses.release()
+		return swhca.AttrError("an IPv4 destination: rocev2 carries IPv6 only")
 	}
 	return nil
 }
@@ -189,10 +68,10 @@ func (m qpMemory) Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byt
 		return nil, false
 	}
 	r := m.q.dev.mrByKey(rkey)
-	if r == nil || r.pd != m.q.pd || r.closed.Load() || r.invalid.Load() || r.access&acc != acc || r.RKey() != rkey {
+	if r == nil || r.PD() != m.q.pd || r.Closed() || r.Invalid() || r.Access()&acc != acc || r.RKey() != rkey {
 		return nil, false
 	}
-	b := r.slice(va, uint64(n))
+	b := r.Slice(va, uint64(n))
 	return b, b != nil
 }
 
@@ -200,10 +79,10 @@ func (m qpMemory) Remote(rkey uint32, va uint64, n int, acc verbs.Access) ([]byt
 // be an MR of the QP's PD that grants remote access.
 func (m qpMemory) Invalidate(rkey uint32) bool {
 	r := m.q.dev.mrByKey(rkey)
-	if r == nil || r.pd != m.q.pd || r.closed.Load() || r.RKey() != rkey {
+	if r == nil || r.PD() != m.q.pd || r.Closed() || r.RKey() != rkey {
 		return false
 	}
-	r.invalid.Store(true)
+	r.Invalidate()
 	return true
 }
 
@@ -211,34 +90,18 @@ func (m qpMemory) Invalidate(rkey uint32) bool {
 // be an MR of q's PD.
 func (q *qp) localInvalidate(key uint32) bool {
 	r := q.dev.mrByKey(key)
-	if r == nil || r.pd != q.pd || r.closed.Load() {
+	if r == nil || r.PD() != q.pd || r.Closed() {
 		return false
 	}
-	r.invalid.Store(true)
+	r.Invalidate()
 	return true
 }
 
 // localSegs resolves a local gather or scatter list through the device's
-// keys: every key must name an MR of PD p that grants need and covers its
-// range.
-func localSegs(d *device, p *pd, sgl []verbs.SGE, need verbs.Access) ([][]byte, bool) {
-	var out [][]byte
-	for i := range sgl {
-		s := &sgl[i]
-		if s.Length == 0 {
-			continue
-		}
-		m := d.mrByKey(s.LKey)
-		if m == nil || m.pd != p || m.closed.Load() || m.invalid.Load() || m.access&need != need {
-			return nil, false
-		}
-		b := m.slice(s.Addr, uint64(s.Length))
-		if b == nil {
-			return nil, false
-		}
-		out = append(out, b)
-	}
-	return out, true
+// keys (swhca.LocalSegs); the segments are meaningful only when it
+// reports true.
+func localSegs(d *device, p *swhca.PD, sgl []verbs.SGE, need verbs.Access) ([][]byte, bool) {
+	return swhca.LocalSegs(d.mrByKey, p, sgl, need, nil)
 }
 
 // copySegs copies the bytes of src, in order, into the segments of dst
@@ -273,14 +136,4 @@ func gather(segs [][]byte) []byte {
 		b = append(b, s...)
 	}
 	return b
-}
-
-// userBytes is memory the caller passed by address with no key: an inline
-// payload, read at post time as a host's CPU reads it.
-func userBytes(addr uint64, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
 }

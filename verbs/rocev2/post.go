@@ -2,15 +2,13 @@ package rocev2
 
 import (
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 )
 
 var (
 	errPostState = verbs.NewError("ibv_post_send", verbs.ErrQPState, "the QP is not in RTS or ERR")
-	errRecvState = verbs.NewError("ibv_post_recv", verbs.ErrQPState, "the QP is in RESET")
-	errSQFull    = verbs.NewError("ibv_post_send", verbs.ErrNoMemory, "send queue full")
 	errRQFull    = verbs.NewError("ibv_post_recv", verbs.ErrNoMemory, "receive queue full")
-	errQPClosed  = verbs.NewError("ibv_post_send", verbs.ErrClosed, "QP")
-	errRecvOnSRQ = verbs.NewError("ibv_post_recv", verbs.ErrInvalidArgument, "the QP receives through an SRQ")
 )
 
 // PostSend checks each WR (verbs.Validate's rules, the send queue's room),
@@ -23,7 +21,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return 0, errQPClosed
+		return 0, swhca.ErrSendClosed
 	}
 	st := q.stateLocked()
 	if st != verbs.QPStateRTS && st != verbs.QPStateErr {
@@ -48,19 +46,19 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 	if err := q.limits.Check(i, wr); err != nil {
 		return err
 	}
-	var a *ah
+	var a *swhca.AH
 	if q.typ == verbs.QPTypeUD {
-		a, _ = wr.UD.AH.(*ah)
-		if a == nil || a.pd.ctx != q.ctx {
+		a, _ = wr.UD.AH.(*swhca.AH)
+		if a == nil || a.Owner() != q.ctx {
 			return &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR,
 				Rule: "the address handle is not one of this device's"}
 		}
-		if a.closed.Load() {
+		if a.Closed() {
 			return &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR, Rule: "the address handle is closed"}
 		}
 	}
 	if q.sqPosted-q.sqFreed.Load() >= uint64(q.caps.MaxSendWR) {
-		return errSQFull
+		return swhca.ErrSendQueueFull
 	}
 	q.sqPosted++
 	seq := q.sqPosted
@@ -76,7 +74,7 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 		// Copied now: the caller may reuse the buffer once PostSend
 		// returns, and the lkey is not checked.
 		for _, s := range wr.SGL {
-			data = append(data, userBytes(s.Addr, s.Length)...)
+			data = append(data, swhca.UserBytes(s.Addr, s.Length)...)
 		}
 	} else {
 		need := verbs.Access(0)
@@ -98,11 +96,11 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 			q.deliver(completion{WC: verbs.WC{WRID: wr.ID, Status: lerr, QPNum: q.qpn}, SendSeq: seq})
 			return nil
 		}
-		g := a.attr.GRH
+		g := a.Attr().GRH
 		q.ud.postSend(&udSend{id: wr.ID, data: data, imm: wr.Imm, hasImm: wr.Opcode == verbs.OpSendImm,
 			signaled: signaled, solicited: wr.Flags&verbs.SendSolicited != 0,
-			remote:    q.dev.p.routeUD(g.DGID, a.attr.DLID, wr.UD.RemoteQPN),
-			remoteQPN: wr.UD.RemoteQPN & mask24, remoteQKey: wr.UD.RemoteQKey, seq: seq})
+			remote:    q.dev.p.routeUD(g.DGID, a.Attr().DLID, wr.UD.RemoteQPN),
+			remoteQPN: wr.UD.RemoteQPN & wire.Mask24, remoteQKey: wr.UD.RemoteQKey, seq: seq})
 		return nil
 	}
 	w := &sendWQE{id: wr.ID, op: wr.Opcode, data: data, scatter: scatter, localErr: lerr, seq: seq,
@@ -137,14 +135,14 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return 0, errQPClosed
+		return 0, swhca.ErrSendClosed
 	}
 	if q.srq != nil {
-		return 0, errRecvOnSRQ
+		return 0, swhca.ErrRecvOnSRQ
 	}
 	st := q.stateLocked()
 	if st == verbs.QPStateReset {
-		return 0, errRecvState
+		return 0, swhca.ErrRecvInReset
 	}
 	lim := verbs.RecvLimits{MaxRecvSGE: q.caps.MaxRecvSGE}
 	for i := range wrs {
@@ -153,7 +151,7 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 			return i, err
 		}
 		if st == verbs.QPStateErr {
-			q.recvCQ.push(&verbs.WC{WRID: wr.ID, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
+			q.recvCQ.Push(&verbs.WC{WRID: wr.ID, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
 			continue
 		}
 		if q.rqHeld.Load() >= int64(q.caps.MaxRecvWR) {

@@ -3,10 +3,12 @@ package rocev2
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
 	"sync"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // Config sets up a Provider.
@@ -79,11 +81,7 @@ func (p *Provider) Name() string { return "rocev2" }
 
 // Devices lists the provider's devices.
 func (p *Provider) Devices() ([]verbs.Device, error) {
-	out := make([]verbs.Device, len(p.devices))
-	for i, d := range p.devices {
-		out[i] = d
-	}
-	return out, nil
+	return swhca.Devices(p.devices), nil
 }
 
 // Transport returns the transport of device i, for fault injection in
@@ -105,7 +103,7 @@ func (p *Provider) Close() error {
 	p.closed = true
 	p.mu.Unlock()
 	for _, d := range p.devices {
-		for _, c := range d.openContexts() {
+		for _, c := range d.contexts.List() {
 			c.Close()
 		}
 		d.t.Close()
@@ -127,8 +125,8 @@ func (p *Provider) newQPN(d *device) uint32 {
 	p.qpMu.Lock()
 	defer p.qpMu.Unlock()
 	for {
-		n := randomUint32() & mask24
-		if _, used := p.qpDev[n]; used || n <= 1 || n == mask24 {
+		n := randomUint32() & wire.Mask24
+		if _, used := p.qpDev[n]; used || n <= 1 || n == wire.Mask24 {
 			continue
 		}
 		p.qpDev[n] = d
@@ -152,7 +150,7 @@ func (p *Provider) route(dgid verbs.GID, dlid uint16, qpn uint32) (to netip.Addr
 		return netip.AddrPortFrom(a, dlid), false
 	}
 	p.qpMu.RLock()
-	d := p.qpDev[qpn&mask24]
+	d := p.qpDev[qpn&wire.Mask24]
 	p.qpMu.RUnlock()
 	if d != nil && d.gid == dgid {
 		return d.t.LocalAddr(), false
@@ -175,16 +173,14 @@ type device struct {
 	t    *Transport
 
 	mrMu sync.RWMutex
-	mrs  map[uint32]*mr // by key (lkey == rkey)
+	mrs  map[uint32]*swhca.MR // by key (lkey == rkey)
 
-	mu       sync.Mutex
-	contexts map[*context]struct{}
+	contexts swhca.ContextSet[*context]
 }
 
 func newDevice(p *Provider, i int, t *Transport) *device {
 	d := &device{p: p, idx: i, name: fmt.Sprintf("rocev2_%d", i), t: t,
-		gid: verbs.GIDFromAddr(t.LocalAddr().Addr()), mrs: make(map[uint32]*mr),
-		contexts: make(map[*context]struct{})}
+		gid: verbs.GIDFromAddr(t.LocalAddr().Addr()), mrs: make(map[uint32]*swhca.MR)}
 	// A GUID from the address and port, as an EUI-64 would come from a MAC.
 	g := d.gid
 	d.guid = binary.BigEndian.Uint64(g[8:]) ^ uint64(t.LocalAddr().Port())<<48 ^ uint64(i+1)
@@ -200,26 +196,8 @@ func (d *device) Open() (verbs.Context, error) {
 		return nil, verbs.NewError("ibv_open_device", verbs.ErrClosed, d.name)
 	}
 	c := newContext(d)
-	d.mu.Lock()
-	d.contexts[c] = struct{}{}
-	d.mu.Unlock()
+	d.contexts.Add(c)
 	return c, nil
-}
-
-func (d *device) openContexts() []*context {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]*context, 0, len(d.contexts))
-	for c := range d.contexts {
-		out = append(out, c)
-	}
-	return out
-}
-
-func (d *device) forget(c *context) {
-	d.mu.Lock()
-	delete(d.contexts, c)
-	d.mu.Unlock()
 }
 
 // newKey returns a fresh memory key, drawn at random so that neither a
@@ -234,7 +212,7 @@ func (d *device) newKey() uint32 {
 	}
 }
 
-func (d *device) mrByKey(k uint32) *mr {
+func (d *device) mrByKey(k uint32) *swhca.MR {
 	d.mrMu.RLock()
 	defer d.mrMu.RUnlock()
 	return d.mrs[k]

@@ -8,6 +8,7 @@ import (
 
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/rocev2"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 )
 
 // end is one side of an RC connection built through the verbs API.
@@ -108,9 +109,9 @@ func TestProviderRetransmitsDroppedWrite(t *testing.T) {
 	devs, _ := p.Devices()
 	a, b := newEnd(t, devs[0]), newEnd(t, devs[1])
 	connect(t, a, b)
-	hits := make(chan rocev2.Packet, 1)
-	p.Transport(0).Inject(rocev2.Fault{Action: rocev2.FaultDrop, Hit: func(pk rocev2.Packet) { hits <- pk },
-		Match: func(pk *rocev2.Packet) bool { return pk.BTH.Opcode == rocev2.RCWriteOnly }})
+	hits := make(chan wire.Packet, 1)
+	p.Transport(0).Inject(rocev2.Fault{Action: rocev2.FaultDrop, Hit: func(pk wire.Packet) { hits <- pk },
+		Match: func(pk *wire.Packet) bool { return pk.BTH.Opcode == wire.RCWriteOnly }})
 	data := []byte("dropped once, then retransmitted")
 	copy(a.mem, data)
 	if _, err := a.qp.PostSend([]verbs.SendWR{{ID: 7, Opcode: verbs.OpWrite, Flags: verbs.SendSignaled,

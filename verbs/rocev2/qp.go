@@ -1,10 +1,12 @@
 package rocev2
 
 import (
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"sync"
 	"sync/atomic"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // qp is a verbs QP over the transport: the state machine of ibv_modify_qp
@@ -14,17 +16,17 @@ import (
 // Lock order: mu, then the rcQP's or udQP's locks, then the CQs'. The
 // transport QP delivers completions (deliver) without taking mu.
 type qp struct {
-	pd     *pd
-	ctx    *context
-	dev    *device
 	qpn    uint32
 	typ    verbs.QPType
-	sendCQ *cq
-	recvCQ *cq
-	srq    *srq // nil: the QP has a receive queue of its own
-	sigAll bool
 	caps   verbs.QPCaps
 	limits verbs.SendLimits
+	sigAll bool
+	// The objects the QP uses (deps) and where it lives.
+	sendCQ, recvCQ *swhca.CQ
+	srq            *srq // nil: the QP has a receive queue of its own
+	pd             *swhca.PD
+	ctx            *context
+	dev            *device
 
 	mu     sync.Mutex
 	state  verbs.QPState
@@ -53,9 +55,8 @@ type qp struct {
 	postedWRs atomic.Uint64
 }
 
-func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
+func newQP(c *context, p *swhca.PD, spec verbs.QPSpec) (*qp, error) {
 	const op = "ibv_create_qp"
-	c := p.ctx
 	bad := func(detail string) (*qp, error) {
 		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, detail)
 	}
@@ -78,41 +79,35 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	if shared != nil {
 		caps.MaxRecvWR, caps.MaxRecvSGE = 1, 1 // unused: receives come from the SRQ
 	}
-	if caps.MaxSendWR < 1 || caps.MaxSendWR > maxQPWR || caps.MaxRecvWR < 1 || caps.MaxRecvWR > maxQPWR {
+	if caps.MaxSendWR < 1 || caps.MaxSendWR > swhca.MaxQPWR || caps.MaxRecvWR < 1 || caps.MaxRecvWR > swhca.MaxQPWR {
 		return bad("max_send_wr or max_recv_wr outside 1..16384")
 	}
-	if caps.MaxSendSGE < 0 || caps.MaxSendSGE > maxSGE || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > maxSGE ||
-		caps.MaxInlineData < 0 || caps.MaxInlineData > maxInline {
+	if caps.MaxSendSGE < 0 || caps.MaxSendSGE > swhca.MaxSGE || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > swhca.MaxSGE ||
+		caps.MaxInlineData < 0 || caps.MaxInlineData > swhca.MaxInline {
 		return bad("max_send_sge or max_recv_sge above 32, or max_inline_data above 512")
 	}
-	sq, ok1 := spec.SendCQ.(*cq)
-	rq, ok2 := spec.RecvCQ.(*cq)
-	if !ok1 || !ok2 || sq.ctx != c || rq.ctx != c {
+	sq, ok1 := spec.SendCQ.(*swhca.CQ)
+	rq, ok2 := spec.RecvCQ.(*swhca.CQ)
+	if !ok1 || !ok2 || sq.Owner() != c || rq.Owner() != c {
 		return bad("send or receive CQ missing or of another context")
 	}
 	q := &qp{pd: p, ctx: c, dev: c.dev, typ: spec.Type, sendCQ: sq, recvCQ: rq, srq: shared, sigAll: spec.SigAll}
-	q.caps = verbs.QPCaps{MaxSendWR: queueCapacity(caps.MaxSendWR), MaxRecvWR: queueCapacity(caps.MaxRecvWR),
+	q.caps = verbs.QPCaps{MaxSendWR: swhca.QueueCapacity(caps.MaxSendWR), MaxRecvWR: swhca.QueueCapacity(caps.MaxRecvWR),
 		MaxSendSGE: max(caps.MaxSendSGE, 1), MaxRecvSGE: max(caps.MaxRecvSGE, 1),
-		MaxInlineData: max(caps.MaxInlineData, minInline)}
+		MaxInlineData: max(caps.MaxInlineData, swhca.MinInline)}
 	if shared != nil {
 		q.caps.MaxRecvWR, q.caps.MaxRecvSGE = 0, 0
 	}
 	q.limits = verbs.SendLimits{Type: q.typ, MaxSendSGE: q.caps.MaxSendSGE, MaxInlineData: q.caps.MaxInlineData}
 	q.attr.Cap = q.caps
-	if err := c.add(op, q); err != nil {
+	if err := c.Registry().Add(op, q, swhca.RankQP, q.destroy); err != nil {
 		return nil, err
 	}
 	q.qpn = c.dev.p.newQPN(c.dev)
-	p.uses.hold()
-	sq.uses.hold()
-	rq.uses.hold()
-	if shared != nil {
-		shared.uses.hold()
-	}
+	q.deps().Hold()
 	return q, nil
 }
 
-func (q *qp) rank() int          { return rankQP }
 func (q *qp) QPN() uint32        { return q.qpn }
 func (q *qp) Type() verbs.QPType { return q.typ }
 
@@ -133,13 +128,13 @@ func (q *qp) deliver(c completion) {
 				break
 			}
 		}
-		q.sendCQ.push(&c.WC, false)
+		q.sendCQ.Push(&c.WC, false)
 		return
 	}
 	if q.srq == nil {
 		q.rqHeld.Add(-1)
 	}
-	q.recvCQ.push(&c.WC, c.Solicited)
+	q.recvCQ.Push(&c.WC, c.Solicited)
 }
 
 // onFail runs as the rcQP moves to ERR; a responder that found the
@@ -153,7 +148,7 @@ func (q *qp) onFail(status verbs.WCStatus, responder bool) {
 	if status == verbs.WCRemAccessErr {
 		ev = verbs.EventQPAccessErr
 	}
-	q.ctx.raise(verbs.AsyncEvent{Type: ev, QP: q})
+	q.ctx.Registry().Raise(verbs.AsyncEvent{Type: ev, QP: q})
 }
 
 // stateLocked is the state as a user sees it.
@@ -170,27 +165,18 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	const op = "ibv_modify_qp"
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
-		return verbs.NewError(op, verbs.ErrClosed, "QP")
-	}
 	cur := q.stateLocked()
-	next := cur
-	if mask&verbs.QPAttrState != 0 {
-		next = attr.State
-	}
-	if next > verbs.QPStateErr {
-		return verbs.Errorf(op, verbs.ErrInvalidArgument, "state %d", next)
-	}
-	if err := verbs.CheckModify(q.typ, cur, next, mask); err != nil {
+	next, err := swhca.NextState(q.closed, q.typ, cur, attr, mask)
+	if err != nil {
 		return err
 	}
 	if next == verbs.QPStateSQD || next == verbs.QPStateSQE {
 		return verbs.Errorf(op, verbs.ErrNotSupported, "rocev2 has no %s state", next)
 	}
-	if err := checkAttrValues(attr, mask); err != nil {
+	if err := swhca.CheckAttr(attr, mask, attrRules); err != nil {
 		return verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
 	}
-	applyAttr(&q.attr, attr, mask)
+	swhca.ApplyAttr(&q.attr, attr, mask)
 	if mask&verbs.QPAttrAccessFlags != 0 {
 		q.qpAccess.Store(uint32(attr.AccessFlags))
 	}
@@ -227,7 +213,7 @@ func (q *qp) startLocked() {
 	} else {
 		remote, anyPort := q.dev.p.route(a.AH.GRH.DGID, a.AH.DLID, a.DestQPN)
 		q.rc = newRCQP(q.dev.t, rcConfig{QPN: q.qpn, RemoteQPN: a.DestQPN, Remote: remote, RemoteAnyPort: anyPort,
-			MTU: min(a.PathMTU, q.dev.p.mtu).Bytes(), RQPSN: PSN(a.RQPSN & mask24), MinRNRTimer: a.MinRNRTimer,
+			MTU: min(a.PathMTU, q.dev.p.mtu).Bytes(), RQPSN: wire.PSN(a.RQPSN & wire.Mask24), MinRNRTimer: a.MinRNRTimer,
 			UC: q.typ == verbs.QPTypeUC, SRQ: shared, Memory: qpMemory{q}, LocalInv: q.localInvalidate, Clock: q.dev.p.clock, Deliver: q.deliver, OnFail: q.onFail})
 		for _, r := range q.early {
 			q.rc.postRecv(r)
@@ -241,10 +227,10 @@ func (q *qp) startLocked() {
 func (q *qp) startSendLocked(first bool) {
 	a := &q.attr
 	if q.ud != nil && first {
-		q.ud.setSQPSN(PSN(a.SQPSN & mask24))
+		q.ud.setSQPSN(wire.PSN(a.SQPSN & wire.Mask24))
 	}
 	if q.rc != nil {
-		q.rc.startRequester(first, PSN(a.SQPSN&mask24), verbs.AckTimeoutDuration(a.Timeout),
+		q.rc.startRequester(first, wire.PSN(a.SQPSN&wire.Mask24), verbs.AckTimeoutDuration(a.Timeout),
 			int(a.RetryCnt), int(a.RNRRetry), max(1, int(a.MaxRdAtomic)))
 	}
 }
@@ -288,52 +274,32 @@ func (q *qp) stopTransportLocked() {
 	}
 }
 
-func checkAttrValues(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
-	switch {
-	case mask&verbs.QPAttrPort != 0 && a.PortNum != portNum:
-		return avError("port_num must be 1")
-	case mask&verbs.QPAttrPKeyIndex != 0 && a.PKeyIndex != 0:
-		return avError("pkey_index must be 0 (the P_Key table has one entry)")
-	case mask&verbs.QPAttrPathMTU != 0 && a.PathMTU.Bytes() == 0:
-		return avError("path_mtu")
-	case mask&verbs.QPAttrTimeout != 0 && a.Timeout > 31,
-		mask&verbs.QPAttrRetryCnt != 0 && a.RetryCnt > 7,
-		mask&verbs.QPAttrRNRRetry != 0 && a.RNRRetry > 7,
-		mask&verbs.QPAttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
-		return avError("timeout, retry_cnt, rnr_retry or min_rnr_timer out of range")
-	case mask&verbs.QPAttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > atomicHistory,
-		mask&verbs.QPAttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > atomicHistory:
-		return avError("max_rd_atomic above 16")
-	case mask&verbs.QPAttrAccessFlags != 0 && a.AccessFlags&^(verbs.AccessLocalWrite|remoteAccess) != 0:
-		return avError("qp_access_flags")
-	}
-	if mask&verbs.QPAttrAV != 0 {
-		return checkAV(&a.AH)
-	}
-	return nil
+// attrRules are the device's limits on QP attributes: one port, and
+// read and atomic depths up to the responder's history.
+var attrRules = swhca.AttrRules{
+	Port: func(port uint8) error {
+		if port != portNum {
+			return swhca.AttrError("port_num must be 1")
+		}
+		return nil
+	},
+	RdAtomic: func(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
+		if mask&verbs.QPAttrMaxQPRdAtomic != 0 && a.MaxRdAtomic > atomicHistory ||
+			mask&verbs.QPAttrMaxDestRdAtomic != 0 && a.MaxDestRdAtomic > atomicHistory {
+			return swhca.AttrError("max_rd_atomic above 16")
+		}
+		return nil
+	},
+	AV: checkAV,
 }
 
-func applyAttr(t, a *verbs.QPAttr, mask verbs.QPAttrMask) {
-	set := func(bit verbs.QPAttrMask, f func()) {
-		if mask&bit != 0 {
-			f()
-		}
+// deps are the objects the QP holds while it lives.
+func (q *qp) deps() swhca.Deps {
+	d := swhca.Deps{PD: q.pd, SendCQ: q.sendCQ, RecvCQ: q.recvCQ}
+	if q.srq != nil {
+		d.SRQ = &q.srq.uses
 	}
-	set(verbs.QPAttrAccessFlags, func() { t.AccessFlags = a.AccessFlags })
-	set(verbs.QPAttrPKeyIndex, func() { t.PKeyIndex = a.PKeyIndex })
-	set(verbs.QPAttrPort, func() { t.PortNum = a.PortNum })
-	set(verbs.QPAttrQKey, func() { t.QKey = a.QKey })
-	set(verbs.QPAttrAV, func() { t.AH = a.AH })
-	set(verbs.QPAttrPathMTU, func() { t.PathMTU = a.PathMTU })
-	set(verbs.QPAttrTimeout, func() { t.Timeout = a.Timeout })
-	set(verbs.QPAttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
-	set(verbs.QPAttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
-	set(verbs.QPAttrRQPSN, func() { t.RQPSN = a.RQPSN })
-	set(verbs.QPAttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
-	set(verbs.QPAttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
-	set(verbs.QPAttrSQPSN, func() { t.SQPSN = a.SQPSN })
-	set(verbs.QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
-	set(verbs.QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
+	return d
 }
 
 func (q *qp) Query() (verbs.QPAttr, error) {
@@ -342,10 +308,7 @@ func (q *qp) Query() (verbs.QPAttr, error) {
 	if q.closed {
 		return verbs.QPAttr{}, verbs.NewError("ibv_query_qp", verbs.ErrClosed, "QP")
 	}
-	a := q.attr
-	a.State = q.stateLocked()
-	a.CurState, a.Cap = a.State, q.caps
-	return a, nil
+	return swhca.QueryAttr(q.attr, q.stateLocked(), q.caps), nil
 }
 
 func (q *qp) destroy() {
@@ -359,20 +322,11 @@ func (q *qp) destroy() {
 // Close destroys the QP. Outstanding WRs are dropped without completions,
 // as ibv_destroy_qp drops them.
 func (q *qp) Close() error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return nil
-	}
-	q.mu.Unlock()
-	q.destroy()
-	if q.ctx.remove(q) {
-		q.pd.uses.release()
-		q.sendCQ.uses.release()
-		q.recvCQ.uses.release()
-		if q.srq != nil {
-			q.srq.uses.release()
-		}
-	}
+	swhca.Close(&q.mu, &q.closed, q.destroy, q.ctx.Registry(), q, q.deps())
 	return nil
+}
+
+// createQP is PD.CreateQP over the transport.
+func (c *context) createQP(p *swhca.PD, spec verbs.QPSpec) (verbs.QP, error) {
+	return newQP(c, p, spec)
 }

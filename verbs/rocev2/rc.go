@@ -1,6 +1,7 @@
 package rocev2
 
 import (
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
 	"sync"
 	"time"
@@ -31,8 +32,8 @@ type rcConfig struct {
 	// of its address (rxe and NICs, which send from ports of their own).
 	Remote        netip.AddrPort
 	RemoteAnyPort bool
-	MTU           int // path MTU in bytes: 256, 512, 1024, 2048 or 4096
-	SQPSN, RQPSN  PSN // first PSN sent, first PSN expected
+	MTU           int      // path MTU in bytes: 256, 512, 1024, 2048 or 4096
+	SQPSN, RQPSN  wire.PSN // first PSN sent, first PSN expected
 	Timeout       time.Duration
 	RetryCnt      int // 0-7 retransmissions after a timeout or sequence NAK
 	RNRRetry      int // 0-6 retries after an RNR NAK; 7 is forever
@@ -65,7 +66,7 @@ type rcConfig struct {
 	OnFail func(status verbs.WCStatus, responder bool)
 	// observe, when set, sees each packet after the QP handled it (tests
 	// wait on it).
-	observe func(*Packet)
+	observe func(*wire.Packet)
 }
 
 // source is whose packets the QP takes.
@@ -87,7 +88,7 @@ const atomicHistory = 16
 
 type atomicResult struct {
 	valid bool
-	psn   PSN
+	psn   wire.PSN
 	rkey  uint32
 	va    uint64
 	orig  uint64
@@ -100,8 +101,8 @@ type atomicResult struct {
 // responder send memory again.
 type readResource struct {
 	valid bool
-	psn   PSN // its response's first PSN
-	npkts int // its response's packets
+	psn   wire.PSN // its response's first PSN
+	npkts int      // its response's packets
 	rkey  uint32
 	va    uint64
 	n     uint32 // bytes
@@ -109,7 +110,7 @@ type readResource struct {
 
 // covers reports whether a READ request at psn for n bytes at va asks for
 // the tail of r's response from psn on, or a part of it that starts there.
-func (r *readResource) covers(psn PSN, rkey uint32, va uint64, n uint32, mtu int) bool {
+func (r *readResource) covers(psn wire.PSN, rkey uint32, va uint64, n uint32, mtu int) bool {
 	k := psn.Diff(r.psn)
 	if !r.valid || rkey != r.rkey || k < 0 || k >= r.npkts {
 		return false
@@ -161,15 +162,15 @@ type sendWQE struct {
 	// lkey found when it was posted).
 	localErr verbs.WCStatus
 
-	psn      PSN // first PSN
-	npkts    int // PSNs it takes: its packets, or its read response's
-	readRecv int // response packets (READ or atomic) received in order
+	psn      wire.PSN // first PSN
+	npkts    int      // PSNs it takes: its packets, or its read response's
+	readRecv int      // response packets (READ or atomic) received in order
 	// reqFrom and reqTo are the response packets the last READ request
 	// asked for, [reqFrom, reqTo): a READ is asked for a window at a time.
 	reqFrom, reqTo int
 }
 
-func (w *sendWQE) lastPSN() PSN { return w.psn.Add(w.npkts - 1) }
+func (w *sendWQE) lastPSN() wire.PSN { return w.psn.Add(w.npkts - 1) }
 
 // responded reports whether w is done at the responder as far as the
 // requester can tell: a READ or an atomic needs its response, anything
@@ -221,20 +222,20 @@ type rcQP struct {
 	// completions gathered under mu are delivered, so that two goroutines
 	// that released mu one after the other deliver in that order.
 	deliverMu sync.Mutex
-	tx        Packet   // scratch for the packet being built
-	batching  bool     // send collects packets in pkts (batch)
-	pkts      []Packet // packets of the batch being built
-	timer     Timer    // the ACK timer or the RNR timer
-	tgen      uint64   // generation of timer, so a stale firing is ignored
+	tx        wire.Packet   // scratch for the packet being built
+	batching  bool          // send collects packets in pkts (batch)
+	pkts      []wire.Packet // packets of the batch being built
+	timer     Timer         // the ACK timer or the RNR timer
+	tgen      uint64        // generation of timer, so a stale firing is ignored
 
 	// Requester.
 	sq         []*sendWQE // posted and not completed, oldest first
 	next       int        // index in sq of the WQE sent next
 	nextPkt    int        // its packet (or, for a Read, response packet) index
-	sndPSN     PSN        // PSN of the next packet to send
-	tailPSN    PSN        // PSN the next posted WQE starts at
-	una        PSN        // oldest unacknowledged PSN
-	maxPSN     PSN        // one past the highest PSN ever sent
+	sndPSN     wire.PSN   // PSN of the next packet to send
+	tailPSN    wire.PSN   // PSN the next posted WQE starts at
+	una        wire.PSN   // oldest unacknowledged PSN
+	maxPSN     wire.PSN   // one past the highest PSN ever sent
 	retries    int
 	rnrRetries int
 	rnrWait    bool
@@ -248,7 +249,7 @@ type rcQP struct {
 
 	// Responder.
 	rq         []recvWQE
-	ePSN       PSN
+	ePSN       wire.PSN
 	msn        uint32
 	nakSent    bool // a NAK for ePSN went out; later packets are dropped silently
 	ackPending bool
@@ -335,7 +336,7 @@ func (q *rcQP) addWC(wc verbs.WC, seq uint64, solicited bool) {
 
 // startRequester sets what RTS brings on a QP created at RTR: the
 // requester's timers, and with first (RTR to RTS) the first send PSN.
-func (q *rcQP) startRequester(first bool, sqpsn PSN, timeout time.Duration, retry, rnrRetry, maxRdAtomic int) {
+func (q *rcQP) startRequester(first bool, sqpsn wire.PSN, timeout time.Duration, retry, rnrRetry, maxRdAtomic int) {
 	q.mu.Lock()
 	defer q.unlock()
 	q.cfg.Timeout, q.cfg.RetryCnt, q.cfg.RNRRetry = timeout, retry, rnrRetry
@@ -388,15 +389,15 @@ func (q *rcQP) postRecv(r recvWQE) error {
 }
 
 // Receive dispatches a packet to the requester or the responder.
-func (q *rcQP) Receive(_ netip.AddrPort, p *Packet) {
+func (q *rcQP) Receive(_ netip.AddrPort, p *wire.Packet) {
 	q.mu.Lock()
 	defer q.unlock()
 	if q.failed {
 		return
 	}
 	if q.cfg.UC {
-		if op := p.BTH.Opcode; op&opcodeServiceMask == serviceUC && op.IsRequest() {
-			p.BTH.Opcode = op &^ serviceUC
+		if op := p.BTH.Opcode; op&wire.ServiceMask == wire.ServiceUC && op.IsRequest() {
+			p.BTH.Opcode = op &^ wire.ServiceUC
 			q.ucReceive(p)
 		}
 	} else if p.BTH.Opcode.IsResponse() {
@@ -415,16 +416,16 @@ func (q *rcQP) Flush() {
 	defer q.unlock()
 	if q.ackPending && !q.failed {
 		q.ackPending = false
-		q.sendAck(ACK(CreditsInvalid), q.ePSN.Add(-1))
+		q.sendAck(wire.ACK(wire.CreditsInvalid), q.ePSN.Add(-1))
 	}
 }
 
-func (q *rcQP) send(p *Packet) {
+func (q *rcQP) send(p *wire.Packet) {
 	if q.cfg.UC {
-		p.BTH.Opcode |= serviceUC
+		p.BTH.Opcode |= wire.ServiceUC
 	}
 	p.BTH.DestQP = q.cfg.RemoteQPN
-	p.BTH.PKey = DefaultPKey
+	p.BTH.PKey = wire.DefaultPKey
 	if q.batching {
 		q.pkts = append(q.pkts, *p)
 		return
@@ -452,8 +453,8 @@ func (q *rcQP) flushBatch() {
 	}
 }
 
-func (q *rcQP) sendAck(s Syndrome, psn PSN) {
-	q.tx = Packet{BTH: BTH{Opcode: RCAcknowledge, PSN: psn}, AETH: AETH{Syndrome: s, MSN: q.msn}}
+func (q *rcQP) sendAck(s wire.Syndrome, psn wire.PSN) {
+	q.tx = wire.Packet{BTH: wire.BTH{Opcode: wire.RCAcknowledge, PSN: psn}, AETH: wire.AETH{Syndrome: s, MSN: q.msn}}
 	q.send(&q.tx)
 }
 

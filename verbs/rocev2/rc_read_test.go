@@ -3,6 +3,7 @@ package rocev2
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"testing"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -18,10 +19,12 @@ func TestRCMaxRdAtomic(t *testing.T) {
 	p.a.mu.Lock()
 	p.a.cfg.MaxRdAtomic = 1
 	p.a.mu.Unlock()
-	reqs := make(chan Packet, 8)
-	p.ta.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Hit: func(pk Packet) { reqs <- pk },
-		Match: func(pk *Packet) bool { return pk.BTH.Opcode == RCReadRequest || pk.BTH.Opcode == RCFetchAdd }})
-	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(RCReadResponseOnly), Hit: p.hit})
+	reqs := make(chan wire.Packet, 8)
+	p.ta.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Hit: func(pk wire.Packet) { reqs <- pk },
+		Match: func(pk *wire.Packet) bool {
+			return pk.BTH.Opcode == wire.RCReadRequest || pk.BTH.Opcode == wire.RCFetchAdd
+		}})
+	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(wire.RCReadResponseOnly), Hit: p.hit})
 	p.writeB(0, pattern(64, 3))
 	rd := make([]byte, 64)
 	old := make([]byte, 8)
@@ -29,7 +32,7 @@ func TestRCMaxRdAtomic(t *testing.T) {
 	p.post(t, &sendWQE{id: 2, op: verbs.OpAtomicFetchAdd, data: old, raddr: vaB + 128, rkey: rkeyB, swapAdd: 5})
 	// The requester sends on the poster's goroutine: whatever PostSend
 	// allowed has left by now.
-	if pk := next(t, reqs); pk.BTH.Opcode != RCReadRequest {
+	if pk := next(t, reqs); pk.BTH.Opcode != wire.RCReadRequest {
 		t.Fatalf("first request %v", &pk)
 	}
 	select {
@@ -57,15 +60,15 @@ func TestRCMaxRdAtomic(t *testing.T) {
 // with the right bytes.
 func TestRCStaleReadResponse(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	got := make(chan PSN, 16)
+	got := make(chan wire.PSN, 16)
 	p.a.mu.Lock()
-	p.a.cfg.observe = func(pk *Packet) { got <- pk.BTH.PSN }
+	p.a.cfg.observe = func(pk *wire.Packet) { got <- pk.BTH.PSN }
 	p.a.mu.Unlock()
 	p.writeB(0, pattern(700, 4))
-	s := PSN(0xfffffe)
+	s := wire.PSN(0xfffffe)
 	p.tb.Inject(Fault{Action: FaultDrop, Match: isPSN(s.Add(1)), Hit: p.hit})
-	p.tb.Inject(Fault{Action: FaultDrop, Hit: p.hit, Match: func(pk *Packet) bool {
-		return pk.BTH.Opcode == RCReadResponseOnly && pk.BTH.PSN == s.Add(1)
+	p.tb.Inject(Fault{Action: FaultDrop, Hit: p.hit, Match: func(pk *wire.Packet) bool {
+		return pk.BTH.Opcode == wire.RCReadResponseOnly && pk.BTH.PSN == s.Add(1)
 	}})
 	rd := make([]byte, 700)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpRead, data: rd, raddr: vaB, rkey: rkeyB})
@@ -74,7 +77,7 @@ func TestRCStaleReadResponse(t *testing.T) {
 	next(t, got) // its LAST, out of order
 	p.clock.Advance(testTimeout)
 	p.waitHit(t) // the second answer, an ONLY
-	stale := Packet{BTH: BTH{Opcode: RCReadResponseMiddle, DestQP: p.a.cfg.QPN, PSN: s.Add(1)}, Payload: make([]byte, 256)}
+	stale := wire.Packet{BTH: wire.BTH{Opcode: wire.RCReadResponseMiddle, DestQP: p.a.cfg.QPN, PSN: s.Add(1)}, Payload: make([]byte, 256)}
 	p.a.Receive(p.tb.LocalAddr(), &stale)
 	next(t, got)
 	noWC(t, p.wcA)
@@ -93,14 +96,14 @@ func TestRCStaleReadResponse(t *testing.T) {
 func TestRCWriteKeyRevokedMidMessage(t *testing.T) {
 	p := newPair(t, 256, 7, 7)
 	from := p.ta.LocalAddr()
-	first := Packet{BTH: BTH{Opcode: RCWriteFirst, DestQP: 0x22, PSN: 0xfffffe},
-		RETH: RETH{VA: vaB, RKey: rkeyB, DMALen: 768}, Payload: pattern(256, 1)}
+	first := wire.Packet{BTH: wire.BTH{Opcode: wire.RCWriteFirst, DestQP: 0x22, PSN: 0xfffffe},
+		RETH: wire.RETH{VA: vaB, RKey: rkeyB, DMALen: 768}, Payload: pattern(256, 1)}
 	p.b.Receive(from, &first)
 	mem := p.b.cfg.Memory.(*testMemory)
 	mem.mu.Lock()
 	delete(mem.keys, rkeyB)
 	mem.mu.Unlock()
-	middle := Packet{BTH: BTH{Opcode: RCWriteMiddle, DestQP: 0x22, PSN: 0xffffff}, Payload: pattern(256, 2)}
+	middle := wire.Packet{BTH: wire.BTH{Opcode: wire.RCWriteMiddle, DestQP: 0x22, PSN: 0xffffff}, Payload: pattern(256, 2)}
 	p.b.Receive(from, &middle)
 	p.b.mu.Lock()
 	failed := p.b.failed

@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"bytes"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ type slowLink struct {
 
 	mu    sync.Mutex // guards what the Hit functions append
 	fromA []timedPacket
-	fromB []Packet
+	fromB []wire.Packet
 
 	queue []timedPacket // on the link: each packet and when B gets it
 	free  time.Time     // when the link has delivered all it holds
@@ -32,19 +33,19 @@ type slowLink struct {
 
 type timedPacket struct {
 	at time.Time
-	p  Packet
+	p  wire.Packet
 }
 
 func newSlowLink(p *pair, per time.Duration) *slowLink {
 	l := &slowLink{p: p, per: per, free: p.clock.Now()}
-	p.ta.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk Packet) {
+	p.ta.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk wire.Packet) {
 		now := p.clock.Now() // the Hit runs under A's lock, never the clock's
 		l.mu.Lock()
 		l.fromA = append(l.fromA, timedPacket{now, pk})
 		l.sentA++
 		l.mu.Unlock()
 	}})
-	p.tb.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk Packet) {
+	p.tb.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk wire.Packet) {
 		l.mu.Lock()
 		l.fromB = append(l.fromB, pk)
 		l.mu.Unlock()
@@ -155,9 +156,9 @@ func TestRCSlowReceiver(t *testing.T) {
 func TestRCCoalescedAck(t *testing.T) {
 	const mtu, size = 1024, 16 << 10 // four WRITEs of 16 packets: 64, the window
 	p := newPair(t, mtu, 7, 7)
-	last := PSN(0xfffffe).Add(4*size/mtu - 1)
-	p.tb.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Match: func(pk *Packet) bool {
-		return pk.BTH.Opcode == RCAcknowledge && pk.BTH.PSN != last
+	last := wire.PSN(0xfffffe).Add(4*size/mtu - 1)
+	p.tb.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Match: func(pk *wire.Packet) bool {
+		return pk.BTH.Opcode == wire.RCAcknowledge && pk.BTH.PSN != last
 	}})
 	msg := pattern(4*size, 3)
 	for i := range 4 {
@@ -178,7 +179,7 @@ func TestRCCoalescedAck(t *testing.T) {
 func TestRCRetryCountResets(t *testing.T) {
 	const retry = 1
 	p := newPair(t, 256, retry, 7)
-	start := PSN(0xfffffe)
+	start := wire.PSN(0xfffffe)
 	for i := range 3 * retry {
 		p.ta.Inject(Fault{Action: FaultDrop, Match: isPSN(start.Add(i)), Hit: p.hit})
 	}

@@ -3,6 +3,7 @@ package rocev2
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"sync"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ type pair struct {
 	a, b     *rcQP
 	wcA, wcB chan verbs.WC
 	memB     []byte
-	hits     chan Packet
+	hits     chan wire.Packet
 }
 
 func newPair(t *testing.T, mtu, retry, rnrRetry int) *pair {
@@ -63,7 +64,7 @@ func newPair(t *testing.T, mtu, retry, rnrRetry int) *pair {
 func newPairClock(t *testing.T, manual *ManualClock, clock Clock, mtu, retry, rnrRetry int) *pair {
 	t.Helper()
 	p := &pair{clock: manual, wcA: make(chan verbs.WC, 256), wcB: make(chan verbs.WC, 256),
-		memB: make([]byte, 256<<10), hits: make(chan Packet, 256)}
+		memB: make([]byte, 256<<10), hits: make(chan wire.Packet, 256)}
 	p.ta, p.tb = listenPair(t, clock)
 	memA := &testMemory{keys: map[uint32]region{}}
 	memB := &testMemory{keys: map[uint32]region{rkeyB: {va: vaB, buf: p.memB, acc: verbs.AccessAllRemote}}}
@@ -80,17 +81,17 @@ func newPairClock(t *testing.T, manual *ManualClock, clock Clock, mtu, retry, rn
 }
 
 // hit is a Fault.Hit that reports the packet to the test.
-func (p *pair) hit(pk Packet) { p.hits <- pk }
+func (p *pair) hit(pk wire.Packet) { p.hits <- pk }
 
 // waitHit waits until a fault acted on a packet and returns it.
-func (p *pair) waitHit(t *testing.T) Packet {
+func (p *pair) waitHit(t *testing.T) wire.Packet {
 	t.Helper()
 	select {
 	case pk := <-p.hits:
 		return pk
 	case <-time.After(10 * time.Second):
 		t.Fatal("fault never hit")
-		return Packet{}
+		return wire.Packet{}
 	}
 }
 
@@ -179,9 +180,13 @@ func (p *pair) post(t *testing.T, w *sendWQE) {
 	}
 }
 
-func isOp(op Opcode) func(*Packet) bool { return func(p *Packet) bool { return p.BTH.Opcode == op } }
+func isOp(op wire.Opcode) func(*wire.Packet) bool {
+	return func(p *wire.Packet) bool { return p.BTH.Opcode == op }
+}
 
-func isPSN(psn PSN) func(*Packet) bool { return func(p *Packet) bool { return p.BTH.PSN == psn } }
+func isPSN(psn wire.PSN) func(*wire.Packet) bool {
+	return func(p *wire.Packet) bool { return p.BTH.PSN == psn }
+}
 
 // TestRCOperations runs SEND, SEND with immediate, WRITE, WRITE with
 // immediate and READ, each across several MTU-sized packets, and checks
@@ -230,8 +235,8 @@ func TestRCOperations(t *testing.T) {
 func TestRCAckCoalescing(t *testing.T) {
 	p := newPair(t, 256, 7, 7)
 	var mu sync.Mutex
-	var acks []Packet
-	p.tb.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Match: func(pk *Packet) bool {
+	var acks []wire.Packet
+	p.tb.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Match: func(pk *wire.Packet) bool {
 		mu.Lock()
 		acks = append(acks, *pk)
 		mu.Unlock()
@@ -240,9 +245,9 @@ func TestRCAckCoalescing(t *testing.T) {
 	for i := range 4 {
 		p.postRecv(t, uint64(i), 16)
 	}
-	psn := PSN(0xfffffe)
+	psn := wire.PSN(0xfffffe)
 	for i := range 4 {
-		pk := Packet{BTH: BTH{Opcode: RCSendOnly, DestQP: 0x22, PSN: psn.Add(i), AckReq: i != 1}, Payload: []byte{1}}
+		pk := wire.Packet{BTH: wire.BTH{Opcode: wire.RCSendOnly, DestQP: 0x22, PSN: psn.Add(i), AckReq: i != 1}, Payload: []byte{1}}
 		p.b.Receive(p.ta.LocalAddr(), &pk)
 	}
 	mu.Lock()
@@ -255,7 +260,7 @@ func TestRCAckCoalescing(t *testing.T) {
 	p.b.Flush()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(acks) != 1 || acks[0].BTH.Opcode != RCAcknowledge || acks[0].BTH.PSN != psn.Add(3) ||
+	if len(acks) != 1 || acks[0].BTH.Opcode != wire.RCAcknowledge || acks[0].BTH.PSN != psn.Add(3) ||
 		!acks[0].AETH.Syndrome.IsACK() || acks[0].AETH.MSN != 4 {
 		t.Fatalf("ACKs %v", acks)
 	}
@@ -264,7 +269,7 @@ func TestRCAckCoalescing(t *testing.T) {
 	}
 	// Without the ACK request bit, a burst's end sends nothing.
 	p.postRecv(t, 9, 16)
-	pk := Packet{BTH: BTH{Opcode: RCSendOnly, DestQP: 0x22, PSN: psn.Add(4)}, Payload: []byte{1}}
+	pk := wire.Packet{BTH: wire.BTH{Opcode: wire.RCSendOnly, DestQP: 0x22, PSN: psn.Add(4)}, Payload: []byte{1}}
 	mu.Unlock()
 	p.b.Receive(p.ta.LocalAddr(), &pk)
 	p.b.Flush()
@@ -278,7 +283,7 @@ func TestRCAckCoalescing(t *testing.T) {
 // until the ACK timeout passes, then that the retransmission delivers it.
 func TestRCRetransmitAfterTimeout(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	p.ta.Inject(Fault{Action: FaultDrop, Match: isOp(RCSendOnly), Hit: p.hit})
+	p.ta.Inject(Fault{Action: FaultDrop, Match: isOp(wire.RCSendOnly), Hit: p.hit})
 	r := p.postRecv(t, 100, 64)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: []byte("lost once")})
 	p.waitHit(t)
@@ -295,7 +300,7 @@ func TestRCRetransmitAfterTimeout(t *testing.T) {
 // its ICRC, and the timeout retransmits it.
 func TestRCCorruptRetransmitted(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	p.ta.Inject(Fault{Action: FaultCorrupt, Match: isOp(RCWriteOnly), Hit: p.hit})
+	p.ta.Inject(Fault{Action: FaultCorrupt, Match: isOp(wire.RCWriteOnly), Hit: p.hit})
 	p.post(t, &sendWQE{id: 1, op: verbs.OpWrite, data: []byte("abcd"), raddr: vaB, rkey: rkeyB})
 	p.waitHit(t)
 	// A second write queued behind proves the first was dropped: its
@@ -316,7 +321,7 @@ func TestRCCorruptRetransmitted(t *testing.T) {
 // again, and acknowledges it again.
 func TestRCLostACK(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(RCAcknowledge), Hit: p.hit})
+	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(wire.RCAcknowledge), Hit: p.hit})
 	p.postRecv(t, 100, 64)
 	p.postRecv(t, 101, 64)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: []byte("once")})
@@ -337,7 +342,7 @@ func TestRCLostACK(t *testing.T) {
 func TestRCRetryExceeded(t *testing.T) {
 	const retry = 2
 	p := newPair(t, 256, retry, 7)
-	p.ta.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Match: isOp(RCSendOnly), Hit: p.hit})
+	p.ta.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Match: isOp(wire.RCSendOnly), Hit: p.hit})
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: []byte("x")})
 	p.post(t, &sendWQE{id: 2, op: verbs.OpSend, data: []byte("y")})
 	p.waitHit(t) // 1
@@ -368,12 +373,12 @@ func TestRCRetryExceeded(t *testing.T) {
 // once (PSN sequence error) and the requester goes back to it.
 func TestRCSequenceNAK(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	start := PSN(0xfffffe)
+	start := wire.PSN(0xfffffe)
 	p.ta.Inject(Fault{Action: FaultDrop, Match: isPSN(start.Add(1)), Hit: p.hit})
-	naks := make(chan Packet, 16)
-	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: func(pk *Packet) bool {
-		return pk.BTH.Opcode == RCAcknowledge && pk.AETH.Syndrome.IsNAK()
-	}, Hit: func(pk Packet) { naks <- pk }})
+	naks := make(chan wire.Packet, 16)
+	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: func(pk *wire.Packet) bool {
+		return pk.BTH.Opcode == wire.RCAcknowledge && pk.AETH.Syndrome.IsNAK()
+	}, Hit: func(pk wire.Packet) { naks <- pk }})
 	r := p.postRecv(t, 100, 1024)
 	msg := pattern(1024, 3) // 4 packets, the second lost
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: msg})
@@ -383,7 +388,7 @@ func TestRCSequenceNAK(t *testing.T) {
 		t.Fatal("data wrong")
 	}
 	nak := next(t, naks)
-	if nak.AETH.Syndrome != NAK(NAKPSNSequenceError) || nak.BTH.PSN != start.Add(1) {
+	if nak.AETH.Syndrome != wire.NAK(wire.NAKPSNSequenceError) || nak.BTH.PSN != start.Add(1) {
 		t.Fatalf("NAK %v %#x", &nak, nak.AETH.Syndrome)
 	}
 	// Packets 3 and 4 both arrived out of sequence; only one NAK went out.
@@ -397,7 +402,7 @@ func TestRCSequenceNAK(t *testing.T) {
 // TestRCDuplicatePacket duplicates a SEND: the responder delivers it once.
 func TestRCDuplicatePacket(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	p.ta.Inject(Fault{Action: FaultDuplicate, Match: isOp(RCSendOnly)})
+	p.ta.Inject(Fault{Action: FaultDuplicate, Match: isOp(wire.RCSendOnly)})
 	p.postRecv(t, 100, 64)
 	p.postRecv(t, 101, 64)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: []byte("a")})
@@ -413,7 +418,7 @@ func TestRCDuplicatePacket(t *testing.T) {
 // duplicates.
 func TestRCReorder(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	start := PSN(0xfffffe)
+	start := wire.PSN(0xfffffe)
 	p.ta.Inject(Fault{Action: FaultReorder, Match: isPSN(start.Add(1))})
 	msg := pattern(768, 9)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpWrite, data: msg, raddr: vaB, rkey: rkeyB})
@@ -428,18 +433,18 @@ func TestRCReorder(t *testing.T) {
 // is there.
 func TestRCRNR(t *testing.T) {
 	p := newPair(t, 256, 3, 2)
-	rnrs := make(chan Packet, 16)
-	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: func(pk *Packet) bool {
-		return pk.BTH.Opcode == RCAcknowledge && pk.AETH.Syndrome.IsRNRNAK()
-	}, Hit: func(pk Packet) { rnrs <- pk }})
+	rnrs := make(chan wire.Packet, 16)
+	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: func(pk *wire.Packet) bool {
+		return pk.BTH.Opcode == wire.RCAcknowledge && pk.AETH.Syndrome.IsRNRNAK()
+	}, Hit: func(pk wire.Packet) { rnrs <- pk }})
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: []byte("wait")})
 	if pk := next(t, rnrs); pk.AETH.Syndrome.Value() != testRNRCode {
 		t.Fatalf("RNR timer %d", pk.AETH.Syndrome.Value())
 	}
-	p.clock.WaitTimer(RNRTimer(testRNRCode)) // the requester's RNR timer
+	p.clock.WaitTimer(wire.RNRTimer(testRNRCode)) // the requester's RNR timer
 	p.postRecv(t, 100, 64)
 	noWC(t, p.wcA)
-	p.clock.Advance(RNRTimer(testRNRCode))
+	p.clock.Advance(wire.RNRTimer(testRNRCode))
 	expectWC(t, p.wcA, 1, verbs.WCSuccess)
 	expectWC(t, p.wcB, 100, verbs.WCSuccess)
 }
@@ -448,13 +453,13 @@ func TestRCRNR(t *testing.T) {
 // with RNR_RETRY_EXC_ERR.
 func TestRCRNRRetryExceeded(t *testing.T) {
 	p := newPair(t, 256, 3, 1)
-	rnrs := make(chan Packet, 16)
-	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: isOp(RCAcknowledge),
-		Hit: func(pk Packet) { rnrs <- pk }})
+	rnrs := make(chan wire.Packet, 16)
+	p.tb.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: isOp(wire.RCAcknowledge),
+		Hit: func(pk wire.Packet) { rnrs <- pk }})
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: []byte("never")})
 	next(t, rnrs)
-	p.clock.WaitTimer(RNRTimer(testRNRCode))
-	p.clock.Advance(RNRTimer(testRNRCode))
+	p.clock.WaitTimer(wire.RNRTimer(testRNRCode))
+	p.clock.Advance(wire.RNRTimer(testRNRCode))
 	next(t, rnrs)
 	expectWC(t, p.wcA, 1, verbs.WCRNRRetryExcErr)
 }
@@ -466,15 +471,15 @@ func TestRCRNRRetryExceeded(t *testing.T) {
 // saved request.
 func TestRCReadResponseLost(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	got := make(chan PSN, 16)
+	got := make(chan wire.PSN, 16)
 	p.a.mu.Lock()
-	p.a.cfg.observe = func(pk *Packet) { got <- pk.BTH.PSN }
+	p.a.cfg.observe = func(pk *wire.Packet) { got <- pk.BTH.PSN }
 	p.a.mu.Unlock()
 	p.writeB(0, pattern(1024, 5))
-	start := PSN(0xfffffe)
+	start := wire.PSN(0xfffffe)
 	p.tb.Inject(Fault{Action: FaultDrop, Match: isPSN(start.Add(1)), Hit: p.hit})
-	rereq := make(chan Packet, 4)
-	p.ta.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: isOp(RCReadRequest), Hit: func(pk Packet) { rereq <- pk }})
+	rereq := make(chan wire.Packet, 4)
+	p.ta.Inject(Fault{Action: FaultObserve, Count: 1 << 30, Match: isOp(wire.RCReadRequest), Hit: func(pk wire.Packet) { rereq <- pk }})
 	rd := make([]byte, 1024)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpRead, data: rd, raddr: vaB, rkey: rkeyB})
 	next(t, rereq)
@@ -505,7 +510,7 @@ func TestRCRemoteAccessError(t *testing.T) {
 	// The WRITE is lost once, so the SEND is queued before the NAK can
 	// come: the SEND arrives out of sequence, its NAK makes A go back, and
 	// the retransmitted WRITE meets the bad rkey.
-	p.ta.Inject(Fault{Action: FaultDrop, Match: isOp(RCWriteOnly)})
+	p.ta.Inject(Fault{Action: FaultDrop, Match: isOp(wire.RCWriteOnly)})
 	p.post(t, &sendWQE{id: 1, op: verbs.OpWrite, data: []byte("x"), raddr: vaB, rkey: rkeyB + 1})
 	p.post(t, &sendWQE{id: 2, op: verbs.OpSend, data: []byte("y")})
 	expectWC(t, p.wcA, 1, verbs.WCRemAccessErr)
@@ -529,9 +534,9 @@ func TestRCInvalidRequest(t *testing.T) {
 // them instead of resending them.
 func TestRCAckSkipsResent(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	sent := make(chan Packet, 16)
-	p.ta.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk Packet) { sent <- pk }})
-	start := PSN(0xfffffe)
+	sent := make(chan wire.Packet, 16)
+	p.ta.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk wire.Packet) { sent <- pk }})
+	start := wire.PSN(0xfffffe)
 	for id := range uint64(3) {
 		p.post(t, &sendWQE{id: id + 1, op: verbs.OpSend, data: []byte{byte(id)}})
 		next(t, sent)
@@ -540,7 +545,7 @@ func TestRCAckSkipsResent(t *testing.T) {
 	p.a.mu.Lock()
 	p.a.seek(start)
 	p.a.mu.Unlock()
-	ack := Packet{BTH: BTH{Opcode: RCAcknowledge, DestQP: 0x11, PSN: start.Add(1)}, AETH: AETH{Syndrome: ACK(CreditsInvalid)}}
+	ack := wire.Packet{BTH: wire.BTH{Opcode: wire.RCAcknowledge, DestQP: 0x11, PSN: start.Add(1)}, AETH: wire.AETH{Syndrome: wire.ACK(wire.CreditsInvalid)}}
 	p.a.Receive(p.tb.LocalAddr(), &ack)
 	expectWC(t, p.wcA, 1, verbs.WCSuccess)
 	expectWC(t, p.wcA, 2, verbs.WCSuccess)
@@ -580,29 +585,29 @@ func TestRCLargeTransfers(t *testing.T) {
 // TestRCOpcodeSequence feeds a responder packets out of their message
 // order: each is an invalid request that moves it to ERR.
 func TestRCOpcodeSequence(t *testing.T) {
-	start := PSN(0xfffffe)
+	start := wire.PSN(0xfffffe)
 	for _, c := range []struct {
 		name string
-		ops  []Opcode
+		ops  []wire.Opcode
 	}{
-		{"middle first", []Opcode{RCSendMiddle}},
-		{"last first", []Opcode{RCWriteLast}},
-		{"first twice", []Opcode{RCSendFirst, RCSendFirst}},
-		{"send inside write", []Opcode{RCWriteFirst, RCSendLast}},
-		{"write inside send", []Opcode{RCSendFirst, RCWriteMiddle}},
+		{"middle first", []wire.Opcode{wire.RCSendMiddle}},
+		{"last first", []wire.Opcode{wire.RCWriteLast}},
+		{"first twice", []wire.Opcode{wire.RCSendFirst, wire.RCSendFirst}},
+		{"send inside write", []wire.Opcode{wire.RCWriteFirst, wire.RCSendLast}},
+		{"write inside send", []wire.Opcode{wire.RCSendFirst, wire.RCWriteMiddle}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPair(t, 256, 3, 7)
-			naks := make(chan Packet, 4)
-			p.tb.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk Packet) { naks <- pk }})
+			naks := make(chan wire.Packet, 4)
+			p.tb.Inject(Fault{Action: FaultDrop, Count: 1 << 30, Hit: func(pk wire.Packet) { naks <- pk }})
 			p.postRecv(t, 100, 1024)
 			for i, op := range c.ops {
-				pk := Packet{BTH: BTH{Opcode: op, DestQP: 0x22, PSN: start.Add(i)}, Payload: make([]byte, 256),
-					RETH: RETH{VA: vaB, RKey: rkeyB, DMALen: 1024}}
+				pk := wire.Packet{BTH: wire.BTH{Opcode: op, DestQP: 0x22, PSN: start.Add(i)}, Payload: make([]byte, 256),
+					RETH: wire.RETH{VA: vaB, RKey: rkeyB, DMALen: 1024}}
 				p.b.Receive(p.ta.LocalAddr(), &pk)
 			}
 			nak := next(t, naks)
-			if nak.AETH.Syndrome != NAK(NAKInvalidRequest) || nak.BTH.PSN != start.Add(len(c.ops)-1) {
+			if nak.AETH.Syndrome != wire.NAK(wire.NAKInvalidRequest) || nak.BTH.PSN != start.Add(len(c.ops)-1) {
 				t.Fatalf("response %v syndrome %#x", &nak, nak.AETH.Syndrome)
 			}
 			if wc := waitWC(t, p.wcB); wc.WRID != 100 || wc.Status == verbs.WCSuccess {
@@ -651,7 +656,7 @@ func TestRCAtomics(t *testing.T) {
 // word changes once and the requester gets the first original value.
 func TestRCAtomicReplay(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(RCAtomicAcknowledge), Hit: p.hit})
+	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(wire.RCAtomicAcknowledge), Hit: p.hit})
 	orig := make([]byte, 8)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpAtomicFetchAdd, data: orig, raddr: vaB, rkey: rkeyB, swapAdd: 5})
 	p.waitHit(t)
@@ -671,7 +676,7 @@ func TestRCAtomicReplay(t *testing.T) {
 // for it again.
 func TestRCAtomicAfterAck(t *testing.T) {
 	p := newPair(t, 256, 3, 7)
-	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(RCAtomicAcknowledge), Hit: p.hit})
+	p.tb.Inject(Fault{Action: FaultDrop, Match: isOp(wire.RCAtomicAcknowledge), Hit: p.hit})
 	p.postRecv(t, 100, 8)
 	orig := make([]byte, 8)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpAtomicCmpSwp, data: orig, raddr: vaB + 8, rkey: rkeyB, compare: 0, swapAdd: 9})

@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"encoding/binary"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -99,7 +100,7 @@ func (q *rcQP) sendWindow() int { return min(q.window, q.cwnd) }
 // the path, so as many may take their place), but at most doubles it: an
 // ACK for packets sent before a timeout acknowledges more than the window
 // that followed it let out.
-func (q *rcQP) advance(una PSN) {
+func (q *rcQP) advance(una wire.PSN) {
 	n := una.Diff(q.una)
 	q.cwnd = min(q.window, q.cwnd+min(n, q.cwnd))
 	q.una = una
@@ -128,45 +129,45 @@ func (q *rcQP) sendData(w *sendWQE, k int) {
 	end := min(off+mtu, len(w.data))
 	first, last := k == 0, k == w.npkts-1
 	p := &q.tx
-	*p = Packet{BTH: BTH{PSN: w.psn.Add(k)}, Payload: w.data[off:end]}
+	*p = wire.Packet{BTH: wire.BTH{PSN: w.psn.Add(k)}, Payload: w.data[off:end]}
 	imm := w.op == verbs.OpSendImm || w.op == verbs.OpWriteImm
 	if w.op.IsSend() {
 		inv := w.op == verbs.OpSendInv
 		p.IETH.RKey = w.inv
 		switch {
 		case first && last && inv:
-			p.BTH.Opcode = RCSendOnlyInvalidate
+			p.BTH.Opcode = wire.RCSendOnlyInvalidate
 		case last && inv:
-			p.BTH.Opcode = RCSendLastInvalidate
+			p.BTH.Opcode = wire.RCSendLastInvalidate
 		case first && last && imm:
-			p.BTH.Opcode = RCSendOnlyImm
+			p.BTH.Opcode = wire.RCSendOnlyImm
 		case first && last:
-			p.BTH.Opcode = RCSendOnly
+			p.BTH.Opcode = wire.RCSendOnly
 		case first:
-			p.BTH.Opcode = RCSendFirst
+			p.BTH.Opcode = wire.RCSendFirst
 		case last && imm:
-			p.BTH.Opcode = RCSendLastImm
+			p.BTH.Opcode = wire.RCSendLastImm
 		case last:
-			p.BTH.Opcode = RCSendLast
+			p.BTH.Opcode = wire.RCSendLast
 		default:
-			p.BTH.Opcode = RCSendMiddle
+			p.BTH.Opcode = wire.RCSendMiddle
 		}
 	} else {
 		switch {
 		case first && last && imm:
-			p.BTH.Opcode = RCWriteOnlyImm
+			p.BTH.Opcode = wire.RCWriteOnlyImm
 		case first && last:
-			p.BTH.Opcode = RCWriteOnly
+			p.BTH.Opcode = wire.RCWriteOnly
 		case first:
-			p.BTH.Opcode = RCWriteFirst
+			p.BTH.Opcode = wire.RCWriteFirst
 		case last && imm:
-			p.BTH.Opcode = RCWriteLastImm
+			p.BTH.Opcode = wire.RCWriteLastImm
 		case last:
-			p.BTH.Opcode = RCWriteLast
+			p.BTH.Opcode = wire.RCWriteLast
 		default:
-			p.BTH.Opcode = RCWriteMiddle
+			p.BTH.Opcode = wire.RCWriteMiddle
 		}
-		p.RETH = RETH{VA: w.raddr, RKey: w.rkey, DMALen: uint32(len(w.data))}
+		p.RETH = wire.RETH{VA: w.raddr, RKey: w.rkey, DMALen: uint32(len(w.data))}
 	}
 	p.ImmDt.Imm = w.imm
 	p.BTH.Solicited = last && w.solicited
@@ -190,20 +191,20 @@ func (q *rcQP) sendRead(w *sendWQE, k int) int {
 	off := k * q.cfg.MTU
 	end := min(len(w.data), (k+c)*q.cfg.MTU)
 	w.reqFrom, w.reqTo = k, k+c
-	q.tx = Packet{BTH: BTH{Opcode: RCReadRequest, PSN: w.psn.Add(k), AckReq: true},
-		RETH: RETH{VA: w.raddr + uint64(off), RKey: w.rkey, DMALen: uint32(end - off)}}
+	q.tx = wire.Packet{BTH: wire.BTH{Opcode: wire.RCReadRequest, PSN: w.psn.Add(k), AckReq: true},
+		RETH: wire.RETH{VA: w.raddr + uint64(off), RKey: w.rkey, DMALen: uint32(end - off)}}
 	q.send(&q.tx)
 	return c
 }
 
 // sendAtomic sends a CMP_AND_SWP or FETCH_AND_ADD request.
 func (q *rcQP) sendAtomic(w *sendWQE) {
-	op := RCFetchAdd
+	op := wire.RCFetchAdd
 	if w.op == verbs.OpAtomicCmpSwp {
-		op = RCCompareSwap
+		op = wire.RCCompareSwap
 	}
-	q.tx = Packet{BTH: BTH{Opcode: op, PSN: w.psn, AckReq: true},
-		AtomicETH: AtomicETH{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swapAdd, Compare: w.compare}}
+	q.tx = wire.Packet{BTH: wire.BTH{Opcode: op, PSN: w.psn, AckReq: true},
+		AtomicETH: wire.AtomicETH{VA: w.raddr, RKey: w.rkey, SwapAdd: w.swapAdd, Compare: w.compare}}
 	q.send(&q.tx)
 }
 
@@ -229,7 +230,7 @@ func (q *rcQP) ackTimeout() {
 }
 
 // retry spends one transport retry and goes back to psn.
-func (q *rcQP) retry(psn PSN) {
+func (q *rcQP) retry(psn wire.PSN) {
 	if q.retries == 0 {
 		q.fail(verbs.WCRetryExcErr)
 		return
@@ -239,7 +240,7 @@ func (q *rcQP) retry(psn PSN) {
 }
 
 // goBack restarts transmission at psn (go-back-N).
-func (q *rcQP) goBack(psn PSN) {
+func (q *rcQP) goBack(psn wire.PSN) {
 	q.seek(psn)
 	q.stopTimer()
 	q.pump()
@@ -247,7 +248,7 @@ func (q *rcQP) goBack(psn PSN) {
 
 // seek moves the send position to psn: the packet of the WQE that holds
 // it, or the end of the queue.
-func (q *rcQP) seek(psn PSN) {
+func (q *rcQP) seek(psn wire.PSN) {
 	q.next, q.nextPkt, q.sndPSN = len(q.sq), 0, psn
 	for i, w := range q.sq {
 		if psn.Before(w.psn) || psn.After(w.lastPSN()) {
@@ -264,7 +265,7 @@ func (q *rcQP) seek(psn PSN) {
 
 // acknowledge completes the WQEs that every packet up to psn (included)
 // finishes. It reports whether anything completed.
-func (q *rcQP) acknowledge(psn PSN) bool {
+func (q *rcQP) acknowledge(psn wire.PSN) bool {
 	progress := false
 	una := psn.Next()
 	for len(q.sq) > 0 {
@@ -318,23 +319,23 @@ func (q *rcQP) acknowledge(psn PSN) bool {
 }
 
 // outstanding reports whether psn was sent and is not yet acknowledged.
-func (q *rcQP) outstanding(psn PSN) bool {
+func (q *rcQP) outstanding(psn wire.PSN) bool {
 	return !psn.Before(q.una) && psn.Before(q.maxPSN)
 }
 
 // requesterReceive handles an ACK, a NAK or a read response.
-func (q *rcQP) requesterReceive(p *Packet) {
+func (q *rcQP) requesterReceive(p *wire.Packet) {
 	psn := p.BTH.PSN
 	op := p.BTH.Opcode
 	if op.IsReadResponse() {
 		q.readResponse(p)
 		return
 	}
-	if op == RCAtomicAcknowledge {
+	if op == wire.RCAtomicAcknowledge {
 		q.atomicResponse(p)
 		return
 	}
-	if op != RCAcknowledge {
+	if op != wire.RCAcknowledge {
 		return
 	}
 	s := p.AETH.Syndrome
@@ -365,7 +366,7 @@ func (q *rcQP) requesterReceive(p *Packet) {
 			q.rnrRetries--
 		}
 		q.rnrWait = true
-		q.armTimer(RNRTimer(s.Value()), func() {
+		q.armTimer(wire.RNRTimer(s.Value()), func() {
 			q.rnrWait = false
 			q.goBack(psn)
 		})
@@ -375,14 +376,14 @@ func (q *rcQP) requesterReceive(p *Packet) {
 		}
 		q.acknowledge(psn.Add(-1))
 		switch s.Value() {
-		case NAKPSNSequenceError:
+		case wire.NAKPSNSequenceError:
 			// A packet was lost: halve the window, as the path had no room
 			// for all of it.
 			q.cwnd = max(1, q.sendWindow()/2)
 			q.retry(psn)
-		case NAKInvalidRequest:
+		case wire.NAKInvalidRequest:
 			q.fail(verbs.WCRemInvReqErr)
-		case NAKRemoteAccessError:
+		case wire.NAKRemoteAccessError:
 			q.fail(verbs.WCRemAccessErr)
 		default:
 			q.fail(verbs.WCRemOpErr)
@@ -393,7 +394,7 @@ func (q *rcQP) requesterReceive(p *Packet) {
 // readResponse places a read response packet. Packets out of order are
 // dropped; the ACK timeout retransmits the request from the first missing
 // one.
-func (q *rcQP) readResponse(p *Packet) {
+func (q *rcQP) readResponse(p *wire.Packet) {
 	psn := p.BTH.PSN
 	if !q.outstanding(psn) {
 		return
@@ -442,7 +443,7 @@ func (q *rcQP) readResponse(p *Packet) {
 
 // atomicResponse stores an atomic's original remote value, in host byte
 // order as libibverbs returns it, and completes the atomic.
-func (q *rcQP) atomicResponse(p *Packet) {
+func (q *rcQP) atomicResponse(p *wire.Packet) {
 	psn := p.BTH.PSN
 	if !q.outstanding(psn) || !p.AETH.Syndrome.IsACK() {
 		return

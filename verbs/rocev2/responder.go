@@ -1,6 +1,7 @@
 package rocev2
 
 import (
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"sync/atomic"
 	"unsafe"
 
@@ -12,22 +13,22 @@ import (
 // until the expected PSN comes; behind, it is a duplicate: a READ or an
 // atomic is answered again from the saved request it repeats, or dropped
 // when it repeats none; anything else is acknowledged again.
-func (q *rcQP) responderReceive(p *Packet) {
+func (q *rcQP) responderReceive(p *wire.Packet) {
 	psn := p.BTH.PSN
 	d := psn.Diff(q.ePSN)
 	switch {
 	case d > 0:
 		if !q.nakSent {
 			q.nakSent = true
-			q.sendAck(NAK(NAKPSNSequenceError), q.ePSN)
+			q.sendAck(wire.NAK(wire.NAKPSNSequenceError), q.ePSN)
 		}
 		return
 	case d < 0:
-		if op := p.BTH.Opcode; op == RCCompareSwap || op == RCFetchAdd {
+		if op := p.BTH.Opcode; op == wire.RCCompareSwap || op == wire.RCFetchAdd {
 			q.replayAtomic(p)
 			return
 		}
-		if p.BTH.Opcode == RCReadRequest {
+		if p.BTH.Opcode == wire.RCReadRequest {
 			q.replayRead(p)
 			return
 		}
@@ -46,24 +47,24 @@ func (q *rcQP) responderReceive(p *Packet) {
 // execute carries out the request at ePSN. It reports whether the packet
 // was consumed; a false return has sent a NAK, or it was a READ, which
 // moves ePSN itself.
-func (q *rcQP) execute(p *Packet) bool {
+func (q *rcQP) execute(p *wire.Packet) bool {
 	op := p.BTH.Opcode
 	var immRecv recvWQE // the receive a WRITE with immediate completes
 	haveImm := false
 	if op.IsFirst() == q.cur.active || (q.cur.active && op.IsSend() != q.cur.send) {
 		// A FIRST or ONLY inside a message, a MIDDLE or LAST outside one,
 		// or one of another operation than the message's.
-		q.reject(p, NAKInvalidRequest)
+		q.reject(p, wire.NAKInvalidRequest)
 		return false
 	}
 	switch {
-	case op == RCReadRequest:
+	case op == wire.RCReadRequest:
 		mem, ok := q.readable(p)
 		if !ok {
-			q.reject(p, NAKRemoteAccessError)
+			q.reject(p, wire.NAKRemoteAccessError)
 			return false
 		}
-		q.msn = (q.msn + 1) & mask24
+		q.msn = (q.msn + 1) & wire.Mask24
 		q.nakSent = false
 		n := q.sendReadResponse(p.BTH.PSN, mem)
 		q.reads[q.readN%atomicHistory] = readResource{valid: true, psn: p.BTH.PSN, npkts: n,
@@ -71,7 +72,7 @@ func (q *rcQP) execute(p *Packet) bool {
 		q.readN++
 		q.ePSN = q.ePSN.Add(n)
 		return false
-	case op == RCCompareSwap || op == RCFetchAdd:
+	case op == wire.RCCompareSwap || op == wire.RCFetchAdd:
 		return q.executeAtomic(p)
 	case op.IsSend():
 		if op.IsFirst() {
@@ -101,7 +102,7 @@ func (q *rcQP) execute(p *Packet) bool {
 				if haveImm {
 					q.untakeRecv(immRecv)
 				}
-				q.reject(p, NAKRemoteAccessError)
+				q.reject(p, wire.NAKRemoteAccessError)
 				return false
 			}
 			q.cur.active, q.cur.send, q.cur.off, q.cur.buf = true, false, 0, mem
@@ -113,12 +114,12 @@ func (q *rcQP) execute(p *Packet) bool {
 				if haveImm {
 					q.untakeRecv(immRecv)
 				}
-				q.reject(p, NAKRemoteAccessError)
+				q.reject(p, wire.NAKRemoteAccessError)
 				return false
 			}
 		}
 	default:
-		q.reject(p, NAKInvalidRequest)
+		q.reject(p, wire.NAKInvalidRequest)
 		return false
 	}
 	n := q.cur.off + len(p.Payload)
@@ -133,7 +134,7 @@ func (q *rcQP) execute(p *Packet) bool {
 		if haveImm {
 			q.untakeRecv(immRecv)
 		}
-		q.reject(p, NAKInvalidRequest)
+		q.reject(p, wire.NAKInvalidRequest)
 		return false
 	}
 	copy(q.cur.buf[q.cur.off:], p.Payload)
@@ -142,7 +143,7 @@ func (q *rcQP) execute(p *Packet) bool {
 		return true
 	}
 	q.cur.active = false
-	q.msn = (q.msn + 1) & mask24
+	q.msn = (q.msn + 1) & wire.Mask24
 	wc := verbs.WC{Status: verbs.WCSuccess, QPNum: q.cfg.QPN, SrcQP: q.cfg.RemoteQPN, ByteLen: uint32(q.cur.off)}
 	switch {
 	case q.cur.send:
@@ -150,13 +151,13 @@ func (q *rcQP) execute(p *Packet) bool {
 		if q.cur.rwqe.scatter != nil {
 			copySegs(q.cur.rwqe.scatter, q.cur.buf[:q.cur.off])
 		}
-		if op == RCSendLastInvalidate || op == RCSendOnlyInvalidate {
+		if op == wire.RCSendLastInvalidate || op == wire.RCSendOnlyInvalidate {
 			inv, ok := q.cfg.Memory.(invalidator)
 			if !ok || !inv.Invalidate(p.IETH.RKey) {
 				// An rkey the QP may not invalidate: the receive fails and
 				// the requester gets a remote access error.
 				q.addWC(verbs.WC{WRID: wc.WRID, Status: verbs.WCLocProtErr, QPNum: q.cfg.QPN}, 0, false)
-				q.reject(p, NAKRemoteAccessError)
+				q.reject(p, wire.NAKRemoteAccessError)
 				return false
 			}
 			wc.Imm, wc.Flags = p.IETH.RKey, verbs.WCFlagWithInv
@@ -198,18 +199,18 @@ func (q *rcQP) untakeRecv(r recvWQE) {
 
 // noReceive answers a SEND (or WRITE with immediate) that finds no
 // receive posted: an RNR NAK on RC; on UC the message is dropped.
-func (q *rcQP) noReceive(p *Packet) {
+func (q *rcQP) noReceive(p *wire.Packet) {
 	if q.cfg.UC {
 		q.ucDrop(p.BTH.Opcode)
 		return
 	}
 	q.nakSent = true
-	q.sendAck(RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
+	q.sendAck(wire.RNRNAK(q.cfg.MinRNRTimer), p.BTH.PSN)
 }
 
 // reject answers a request the responder cannot execute: a NAK that ends
 // the connection on RC; on UC, which has no NAK, the message is dropped.
-func (q *rcQP) reject(p *Packet, code uint8) {
+func (q *rcQP) reject(p *wire.Packet, code uint8) {
 	if q.cfg.UC {
 		q.ucDrop(p.BTH.Opcode)
 		return
@@ -220,9 +221,9 @@ func (q *rcQP) reject(p *Packet, code uint8) {
 // nakFatal sends a NAK that ends the connection and moves the responder to
 // ERR, flushing its own outstanding work.
 func (q *rcQP) nakFatal(code uint8) {
-	q.sendAck(NAK(code), q.ePSN)
+	q.sendAck(wire.NAK(code), q.ePSN)
 	status := verbs.WCRemInvReqErr
-	if code == NAKRemoteAccessError {
+	if code == wire.NAKRemoteAccessError {
 		status = verbs.WCRemAccessErr
 	}
 	q.failAs(status, true)
@@ -232,7 +233,7 @@ func (q *rcQP) nakFatal(code uint8) {
 // repeats (all of it or its tail, as a requester resuming after a lost
 // response packet asks), with the memory as it is now and if the rkey
 // still grants it; one that repeats no saved request gets no answer.
-func (q *rcQP) replayRead(p *Packet) {
+func (q *rcQP) replayRead(p *wire.Packet) {
 	for i := range q.reads {
 		if q.reads[i].covers(p.BTH.PSN, p.RETH.RKey, p.RETH.VA, p.RETH.DMALen, q.cfg.MTU) {
 			if mem, ok := q.readable(p); ok {
@@ -245,30 +246,30 @@ func (q *rcQP) replayRead(p *Packet) {
 
 // readable returns the memory a READ request asks for, if its rkey grants
 // it.
-func (q *rcQP) readable(p *Packet) ([]byte, bool) {
+func (q *rcQP) readable(p *wire.Packet) ([]byte, bool) {
 	return q.cfg.Memory.Remote(p.RETH.RKey, p.RETH.VA, int(p.RETH.DMALen), verbs.AccessRemoteRead)
 }
 
 // sendReadResponse sends mem as the response to the READ at psn and
 // returns how many PSNs it took.
-func (q *rcQP) sendReadResponse(psn PSN, mem []byte) int {
+func (q *rcQP) sendReadResponse(psn wire.PSN, mem []byte) int {
 	mtu := q.cfg.MTU
 	n := max(1, (len(mem)+mtu-1)/mtu)
 	defer q.batch()()
 	for k := range n {
 		off := k * mtu
 		p := &q.tx
-		*p = Packet{BTH: BTH{PSN: psn.Add(k)}, Payload: mem[off:min(off+mtu, len(mem))],
-			AETH: AETH{Syndrome: ACK(CreditsInvalid), MSN: q.msn}}
+		*p = wire.Packet{BTH: wire.BTH{PSN: psn.Add(k)}, Payload: mem[off:min(off+mtu, len(mem))],
+			AETH: wire.AETH{Syndrome: wire.ACK(wire.CreditsInvalid), MSN: q.msn}}
 		switch {
 		case n == 1:
-			p.BTH.Opcode = RCReadResponseOnly
+			p.BTH.Opcode = wire.RCReadResponseOnly
 		case k == 0:
-			p.BTH.Opcode = RCReadResponseFirst
+			p.BTH.Opcode = wire.RCReadResponseFirst
 		case k == n-1:
-			p.BTH.Opcode = RCReadResponseLast
+			p.BTH.Opcode = wire.RCReadResponseLast
 		default:
-			p.BTH.Opcode = RCReadResponseMiddle
+			p.BTH.Opcode = wire.RCReadResponseMiddle
 		}
 		q.send(p)
 	}
@@ -280,20 +281,20 @@ func (q *rcQP) sendReadResponse(psn PSN, mem []byte) int {
 // (the CPU's atomics, so other QPs and local users that use atomics too),
 // in the responder's host byte order, and answers with the original
 // value. It always returns false: it moves ePSN itself.
-func (q *rcQP) executeAtomic(p *Packet) bool {
+func (q *rcQP) executeAtomic(p *wire.Packet) bool {
 	h := &p.AtomicETH
 	mem, ok := q.cfg.Memory.Remote(h.RKey, h.VA, 8, verbs.AccessRemoteAtomic)
 	if !ok {
-		q.nakFatal(NAKRemoteAccessError)
+		q.nakFatal(wire.NAKRemoteAccessError)
 		return false
 	}
 	if h.VA%8 != 0 || uintptr(unsafe.Pointer(&mem[0]))%8 != 0 {
-		q.nakFatal(NAKInvalidRequest)
+		q.nakFatal(wire.NAKInvalidRequest)
 		return false
 	}
 	word := (*uint64)(unsafe.Pointer(&mem[0]))
 	var orig uint64
-	if p.BTH.Opcode == RCFetchAdd {
+	if p.BTH.Opcode == wire.RCFetchAdd {
 		orig = atomic.AddUint64(word, h.SwapAdd) - h.SwapAdd
 	} else {
 		for {
@@ -305,7 +306,7 @@ func (q *rcQP) executeAtomic(p *Packet) bool {
 	}
 	q.atomics[q.atomicN%atomicHistory] = atomicResult{valid: true, psn: p.BTH.PSN, rkey: h.RKey, va: h.VA, orig: orig}
 	q.atomicN++
-	q.msn = (q.msn + 1) & mask24
+	q.msn = (q.msn + 1) & wire.Mask24
 	q.nakSent = false
 	q.ePSN = q.ePSN.Next()
 	q.sendAtomicAck(p.BTH.PSN, orig)
@@ -316,7 +317,7 @@ func (q *rcQP) executeAtomic(p *Packet) bool {
 // execution: the same PSN, key and address. One too old to be remembered,
 // or that repeats no atomic executed, gets no answer: executing it again
 // could change memory twice.
-func (q *rcQP) replayAtomic(p *Packet) {
+func (q *rcQP) replayAtomic(p *wire.Packet) {
 	psn, h := p.BTH.PSN, &p.AtomicETH
 	for _, r := range q.atomics {
 		if r.valid && r.psn == psn && r.rkey == h.RKey && r.va == h.VA {
@@ -326,9 +327,9 @@ func (q *rcQP) replayAtomic(p *Packet) {
 	}
 }
 
-func (q *rcQP) sendAtomicAck(psn PSN, orig uint64) {
-	q.tx = Packet{BTH: BTH{Opcode: RCAtomicAcknowledge, PSN: psn},
-		AETH:         AETH{Syndrome: ACK(CreditsInvalid), MSN: q.msn},
-		AtomicAckETH: AtomicAckETH{OrigRemData: orig}}
+func (q *rcQP) sendAtomicAck(psn wire.PSN, orig uint64) {
+	q.tx = wire.Packet{BTH: wire.BTH{Opcode: wire.RCAtomicAcknowledge, PSN: psn},
+		AETH:         wire.AETH{Syndrome: wire.ACK(wire.CreditsInvalid), MSN: q.msn},
+		AtomicAckETH: wire.AtomicAckETH{OrigRemData: orig}}
 	q.send(&q.tx)
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/runtime"
-	"github.com/verbsrt/verbsrt/verbs/rocev2"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 )
 
 // TestRuntimeOverRoCEv2 runs two runtimes of one process over the
@@ -121,16 +121,16 @@ func TestRuntimeHearsOnlyItsPeer(t *testing.T) {
 	from := conn.LocalAddr().(*net.UDPAddr).AddrPort()
 	to := p.Transport(1).LocalAddr()
 	before := p.Transport(1).Stats().NotPeer
-	forged := []rocev2.Packet{
-		{BTH: rocev2.BTH{Opcode: rocev2.RCSendOnly, PSN: psn}, Payload: make([]byte, 8)},
-		{BTH: rocev2.BTH{Opcode: rocev2.RCSendOnly, PSN: psn}, Payload: []byte("garbage header and more")},
-		{BTH: rocev2.BTH{Opcode: rocev2.RCWriteOnly, PSN: psn}, RETH: rocev2.RETH{RKey: 0x1234}},
-		{BTH: rocev2.BTH{Opcode: rocev2.RCWriteOnly, PSN: psn}, RETH: rocev2.RETH{RKey: 0x1234, DMALen: 4}, Payload: []byte("evil")},
+	forged := []wire.Packet{
+		{BTH: wire.BTH{Opcode: wire.RCSendOnly, PSN: psn}, Payload: make([]byte, 8)},
+		{BTH: wire.BTH{Opcode: wire.RCSendOnly, PSN: psn}, Payload: []byte("garbage header and more")},
+		{BTH: wire.BTH{Opcode: wire.RCWriteOnly, PSN: psn}, RETH: wire.RETH{RKey: 0x1234}},
+		{BTH: wire.BTH{Opcode: wire.RCWriteOnly, PSN: psn}, RETH: wire.RETH{RKey: 0x1234, DMALen: 4}, Payload: []byte("evil")},
 	}
 	for i := range forged {
 		pk := &forged[i]
-		pk.BTH.DestQP, pk.BTH.PKey = qpn, rocev2.DefaultPKey
-		b, err := pk.Append(nil, &rocev2.IPHeader{Src: from.Addr(), Dst: to.Addr(), SrcPort: from.Port(), DstPort: to.Port()})
+		pk.BTH.DestQP, pk.BTH.PKey = qpn, wire.DefaultPKey
+		b, err := pk.Append(nil, &wire.IPHeader{Src: from.Addr(), Dst: to.Addr(), SrcPort: from.Port(), DstPort: to.Port()})
 		if err != nil {
 			t.Fatal(err)
 		}

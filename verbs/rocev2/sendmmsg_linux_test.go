@@ -2,7 +2,10 @@
 
 package rocev2
 
-import "testing"
+import (
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
+	"testing"
+)
 
 // TestSendmmsgWritesAll checks that sendmmsg itself writes a whole batch
 // in order, so writeMany's one-by-one fallback is not what the batch
@@ -14,7 +17,7 @@ func TestSendmmsgWritesAll(t *testing.T) {
 	h := a.header(a.LocalAddr(), b.LocalAddr())
 	var out []outPacket
 	for i := range 3 {
-		p, err := sendOnly(PSN(10+i), 7).Append(nil, &h)
+		p, err := sendOnly(wire.PSN(10+i), 7).Append(nil, &h)
 		if err != nil {
 			t.Fatal(err)
 		}

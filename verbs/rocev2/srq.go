@@ -4,48 +4,39 @@ import (
 	"sync"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
-
-// maxSRQWR is the most receives an SRQ holds.
-const maxSRQWR = 1 << 14
 
 // srq is a basic shared receive queue: the responders of the QPs that use
 // it take its receive WQEs (recvSource) under their own locks, then its
 // mu. XRC SRQs are not supported.
 type srq struct {
-	pd     *pd
-	ctx    *context
-	uses   usage // QPs receiving through it
-	maxWR  int
-	maxSGE int
+	pd   *swhca.PD
+	ctx  *context
+	uses swhca.Usage // QPs receiving through it
 
 	mu     sync.Mutex
+	size   swhca.SRQSize // its limit is guarded by mu
 	q      []recvWQE
-	limit  int // srq_limit: armed when > 0
 	closed bool
 }
 
-func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
+func newSRQ(c *context, p *swhca.PD, spec verbs.SRQSpec) (*srq, error) {
 	const op = "ibv_create_srq"
 	if spec.Type != verbs.SRQTypeBasic {
 		return nil, verbs.NewError(op, verbs.ErrNotSupported, "rocev2 has no XRC SRQs")
 	}
-	if spec.MaxWR < 1 || spec.MaxWR > maxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > maxSGE {
-		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "max_wr %d max_sge %d", spec.MaxWR, spec.MaxSGE)
-	}
-	s := &srq{pd: p, ctx: p.ctx, maxWR: queueCapacity(spec.MaxWR), maxSGE: max(spec.MaxSGE, 1)}
-	if spec.Limit < 0 || spec.Limit > s.maxWR {
-		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", spec.Limit, s.maxWR)
-	}
-	s.limit = spec.Limit
-	if err := p.ctx.add(op, s); err != nil {
+	size, err := swhca.NewSRQSize(spec)
+	if err != nil {
 		return nil, err
 	}
-	p.uses.hold()
+	s := &srq{pd: p, ctx: c, size: size}
+	if err := c.Registry().Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
+		return nil, err
+	}
+	p.Uses().Hold()
 	return s, nil
 }
-
-func (s *srq) rank() int { return rankSRQ }
 
 // PostRecv posts receive WRs with the contract of QP.PostRecv.
 func (s *srq) PostRecv(wrs []verbs.RecvWR) (int, error) {
@@ -55,12 +46,12 @@ func (s *srq) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	if s.closed {
 		return 0, verbs.NewError(op, verbs.ErrClosed, "SRQ")
 	}
-	lim := verbs.RecvLimits{MaxRecvSGE: s.maxSGE}
+	lim := verbs.RecvLimits{MaxRecvSGE: s.size.MaxSGE}
 	for i := range wrs {
 		if err := lim.Check(i, &wrs[i]); err != nil {
 			return i, err
 		}
-		if len(s.q) >= s.maxWR {
+		if len(s.q) >= s.size.MaxWR {
 			return i, verbs.NewError(op, verbs.ErrNoMemory, "SRQ full")
 		}
 		s.q = append(s.q, resolveRecv(s.ctx.dev, s.pd, &wrs[i]))
@@ -80,13 +71,10 @@ func (s *srq) take() (recvWQE, bool) {
 	r := s.q[0]
 	s.q[0] = recvWQE{}
 	s.q = s.q[1:]
-	fire := s.limit > 0 && len(s.q) < s.limit
-	if fire {
-		s.limit = 0
-	}
+	fire := s.size.Consumed(len(s.q))
 	s.mu.Unlock()
 	if fire {
-		s.ctx.raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
+		s.ctx.Registry().Raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
 	}
 	return r, true
 }
@@ -101,28 +89,15 @@ func (s *srq) putBack(r recvWQE) {
 
 // Modify sets srq_limit; resizing (max_wr) is not supported.
 func (s *srq) Modify(attr verbs.SRQAttr, mask verbs.SRQAttrMask) error {
-	const op = "ibv_modify_srq"
-	if mask&^(verbs.SRQAttrMaxWR|verbs.SRQAttrLimit) != 0 {
-		return verbs.Errorf(op, verbs.ErrInvalidArgument, "mask %#x", uint32(mask))
-	}
-	if mask&verbs.SRQAttrMaxWR != 0 {
-		return verbs.NewError(op, verbs.ErrNotSupported, "resizing an SRQ")
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if mask&verbs.SRQAttrLimit != 0 {
-		if attr.Limit < 0 || attr.Limit > s.maxWR {
-			return verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", attr.Limit, s.maxWR)
-		}
-		s.limit = attr.Limit
-	}
-	return nil
+	return s.size.Modify(attr, mask)
 }
 
 func (s *srq) Query() (verbs.SRQAttr, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return verbs.SRQAttr{MaxWR: s.maxWR, MaxSGE: s.maxSGE, Limit: s.limit}, nil
+	return s.size.Attr(), nil
 }
 
 // SRQN returns ErrNotSupported: a basic SRQ has no number.
@@ -138,19 +113,10 @@ func (s *srq) destroy() {
 }
 
 func (s *srq) Close() error {
-	if s.uses.busy() {
-		return errBusy("ibv_destroy_srq", "SRQ")
+	if s.uses.Busy() {
+		return swhca.ErrBusy("ibv_destroy_srq", "SRQ")
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	s.destroy()
-	if s.ctx.remove(s) {
-		s.pd.uses.release()
-	}
+	swhca.Close(&s.mu, &s.closed, s.destroy, s.ctx.Registry(), s, swhca.Deps{PD: s.pd})
 	return nil
 }
 
@@ -158,7 +124,7 @@ func (s *srq) Close() error {
 // directly, several through one buffer scattered when the message
 // completes. An SGE whose lkey does not resolve leaves a buffer of no
 // bytes, so the message meant for it fails with a length error.
-func resolveRecv(d *device, p *pd, wr *verbs.RecvWR) recvWQE {
+func resolveRecv(d *device, p *swhca.PD, wr *verbs.RecvWR) recvWQE {
 	r := recvWQE{id: wr.ID}
 	segs, ok := localSegs(d, p, wr.SGL, verbs.AccessLocalWrite)
 	switch {
@@ -174,4 +140,9 @@ func resolveRecv(d *device, p *pd, wr *verbs.RecvWR) recvWQE {
 		r.buf, r.scatter = make([]byte, n), segs
 	}
 	return r
+}
+
+// createSRQ is PD.CreateSRQ over the transport.
+func (c *context) createSRQ(p *swhca.PD, spec verbs.SRQSpec) (verbs.SRQ, error) {
+	return newSRQ(c, p, spec)
 }

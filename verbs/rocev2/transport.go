@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net"
 	"net/netip"
 	"slices"
@@ -24,7 +25,7 @@ type Receiver interface {
 	// the transport's receive goroutine or in an empty CQ poll of the
 	// transport's device, one packet at a time and in the order the
 	// socket received them.
-	Receive(from netip.AddrPort, p *Packet)
+	Receive(from netip.AddrPort, p *wire.Packet)
 	// Flush runs after the packets the socket held have all been
 	// received, for each Receiver that got one of them: the place to send
 	// one coalesced ACK for all of them.
@@ -69,7 +70,7 @@ type Transport struct {
 	// Receiver's own lock, then mu.
 	rxMu    sync.Mutex
 	rd      reader        // its buffer guarded by rxMu where pollSocket reads (unix)
-	rxPkt   Packet        // guarded by rxMu: the packet being handled
+	rxPkt   wire.Packet   // guarded by rxMu: the packet being handled
 	touched []Receiver    // guarded by rxMu: got packets since the last flush
 	idle    atomic.Uint64 // pollSocket's calls, to read on every pollEvery-th
 	rxStop  atomic.Bool   // the receive goroutine ends at its next wake-up (tests)
@@ -151,7 +152,7 @@ func Listen(cfg TransportConfig) (*Transport, error) {
 }
 
 // maxPacket is the largest UDP payload the transport sends or receives.
-const maxPacket = headerBTH + headerRETH + headerImmDt + MaxPayload + ICRCLen + 64
+const maxPacket = wire.BTHLen + wire.RETHLen + wire.ImmDtLen + wire.MaxPayload + wire.ICRCLen + 64
 
 // LocalAddr is the address and port peers send to.
 func (t *Transport) LocalAddr() netip.AddrPort { return t.local }
@@ -190,14 +191,14 @@ type registered struct {
 // are dropped and counted (Stats.NotPeer).
 func (t *Transport) Register(qpn uint32, r Receiver, src Source) {
 	t.mu.Lock()
-	t.receivers[qpn&mask24] = registered{r: r, from: src}
+	t.receivers[qpn&wire.Mask24] = registered{r: r, from: src}
 	t.mu.Unlock()
 }
 
 // Unregister stops routing packets to qpn.
 func (t *Transport) Unregister(qpn uint32) {
 	t.mu.Lock()
-	delete(t.receivers, qpn&mask24)
+	delete(t.receivers, qpn&wire.Mask24)
 	t.mu.Unlock()
 }
 
@@ -236,13 +237,13 @@ func (t *Transport) Close() error {
 	return err
 }
 
-func (t *Transport) header(from, to netip.AddrPort) IPHeader {
-	return IPHeader{Src: from.Addr(), Dst: to.Addr(), SrcPort: from.Port(), DstPort: to.Port()}
+func (t *Transport) header(from, to netip.AddrPort) wire.IPHeader {
+	return wire.IPHeader{Src: from.Addr(), Dst: to.Addr(), SrcPort: from.Port(), DstPort: to.Port()}
 }
 
 // Send encodes p, seals its ICRC for the path from this transport to
 // `to`, and sends it, unless an injected fault says otherwise.
-func (t *Transport) Send(to netip.AddrPort, p *Packet) error {
+func (t *Transport) Send(to netip.AddrPort, p *wire.Packet) error {
 	bp := t.bufs.Get().(*[]byte)
 	defer t.bufs.Put(bp)
 	h := t.header(t.local, to)
@@ -258,7 +259,7 @@ func (t *Transport) Send(to netip.AddrPort, p *Packet) error {
 // each, with as few system calls as the platform allows: one sendmmsg on
 // Linux (amd64, arm64) for the whole batch, what the fault rules leave of
 // it included.
-func (t *Transport) SendBatch(to netip.AddrPort, ps []Packet) error {
+func (t *Transport) SendBatch(to netip.AddrPort, ps []wire.Packet) error {
 	if len(ps) == 1 {
 		return t.Send(to, &ps[0])
 	}
@@ -380,11 +381,11 @@ func (t *Transport) drain(max int) (empty bool, err error) {
 // carry a BTH and an ICRC, a registered destination QP, a source the QP
 // admits, then the ICRC and the decoder. t.rxMu must be held.
 func (t *Transport) handle(b []byte, from netip.AddrPort) {
-	if len(b) < headerBTH+ICRCLen {
+	if len(b) < wire.BTHLen+wire.ICRCLen {
 		t.stats.runt.Add(1)
 		return
 	}
-	qpn := binary.BigEndian.Uint32(b[4:]) & mask24
+	qpn := binary.BigEndian.Uint32(b[4:]) & wire.Mask24
 	t.mu.Lock()
 	reg, ok := t.receivers[qpn]
 	t.mu.Unlock()
@@ -397,7 +398,7 @@ func (t *Transport) handle(b []byte, from netip.AddrPort) {
 		return
 	}
 	h := t.header(from, t.local)
-	if err := CheckICRC(b, &h); err != nil {
+	if err := wire.CheckICRC(b, &h); err != nil {
 		t.stats.badICRC.Add(1)
 		return
 	}

@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"errors"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
 	"slices"
 	"sync"
@@ -12,7 +13,7 @@ import (
 // recorder is a Receiver that queues what it receives.
 type recorder struct {
 	mu      sync.Mutex
-	pkts    []Packet
+	pkts    []wire.Packet
 	flushes int
 	ch      chan struct{}
 	flushed chan struct{}
@@ -22,7 +23,7 @@ func newRecorder() *recorder {
 	return &recorder{ch: make(chan struct{}, 1024), flushed: make(chan struct{}, 1024)}
 }
 
-func (r *recorder) Receive(_ netip.AddrPort, p *Packet) {
+func (r *recorder) Receive(_ netip.AddrPort, p *wire.Packet) {
 	c := *p
 	c.Payload = append([]byte(nil), p.Payload...)
 	r.mu.Lock()
@@ -51,10 +52,10 @@ func (r *recorder) wait(t *testing.T, n int) {
 	}
 }
 
-func (r *recorder) psns() []PSN {
+func (r *recorder) psns() []wire.PSN {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var s []PSN
+	var s []wire.PSN
 	for _, p := range r.pkts {
 		s = append(s, p.BTH.PSN)
 	}
@@ -77,8 +78,8 @@ func listenPair(t testing.TB, clock Clock) (a, b *Transport) {
 	return a, b
 }
 
-func sendOnly(psn PSN, qpn uint32) *Packet {
-	return &Packet{BTH: BTH{Opcode: RCSendOnly, PKey: DefaultPKey, DestQP: qpn, PSN: psn}, Payload: []byte{byte(psn), 2, 3}}
+func sendOnly(psn wire.PSN, qpn uint32) *wire.Packet {
+	return &wire.Packet{BTH: wire.BTH{Opcode: wire.RCSendOnly, PKey: wire.DefaultPKey, DestQP: qpn, PSN: psn}, Payload: []byte{byte(psn), 2, 3}}
 }
 
 func TestListenRefuses(t *testing.T) {
@@ -96,7 +97,7 @@ func TestTransportDelivers(t *testing.T) {
 	r := newRecorder()
 	b.Register(7, r, AnySource)
 	for i := range 3 {
-		if err := a.Send(b.LocalAddr(), sendOnly(PSN(i), 7)); err != nil {
+		if err := a.Send(b.LocalAddr(), sendOnly(wire.PSN(i), 7)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -128,16 +129,18 @@ func TestFaults(t *testing.T) {
 	a, b := listenPair(t, clock)
 	r := newRecorder()
 	b.Register(1, r, AnySource)
-	is := func(psn PSN) func(*Packet) bool { return func(p *Packet) bool { return p.BTH.PSN == psn } }
-	hits := make(chan Packet, 8)
-	hit := func(p Packet) { hits <- p }
+	is := func(psn wire.PSN) func(*wire.Packet) bool {
+		return func(p *wire.Packet) bool { return p.BTH.PSN == psn }
+	}
+	hits := make(chan wire.Packet, 8)
+	hit := func(p wire.Packet) { hits <- p }
 
 	a.Inject(Fault{Action: FaultDrop, Match: is(1), Hit: hit})
 	a.Inject(Fault{Action: FaultDuplicate, Match: is(2)})
 	a.Inject(Fault{Action: FaultReorder, Match: is(3)})
 	a.Inject(Fault{Action: FaultCorrupt, Match: is(5)})
 	a.Inject(Fault{Action: FaultDelay, Match: is(6), Delay: time.Millisecond})
-	for psn := range PSN(8) {
+	for psn := range wire.PSN(8) {
 		a.Send(b.LocalAddr(), sendOnly(psn, 1))
 	}
 	if p := next(t, hits); p.BTH.PSN != 1 {
@@ -147,7 +150,7 @@ func TestFaults(t *testing.T) {
 	// sender's system call, so one sender's packets keep their order.
 	// 0, 2, 2, 4, 3, 7 arrive; 1 is lost, 5 fails its ICRC, 6 waits.
 	r.wait(t, 6)
-	want := []PSN{0, 2, 2, 4, 3, 7}
+	want := []wire.PSN{0, 2, 2, 4, 3, 7}
 	if got := r.psns(); !equalPSNs(got, want) {
 		t.Fatalf("arrived %v, want %v", got, want)
 	}
@@ -164,7 +167,7 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-func equalPSNs(a, b []PSN) bool {
+func equalPSNs(a, b []wire.PSN) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -185,7 +188,7 @@ type gated struct {
 	once    sync.Once
 }
 
-func (g *gated) Receive(from netip.AddrPort, p *Packet) {
+func (g *gated) Receive(from netip.AddrPort, p *wire.Packet) {
 	g.once.Do(func() {
 		close(g.entered)
 		<-g.gate
@@ -205,7 +208,7 @@ func TestTransportFlushesOncePerBurst(t *testing.T) {
 	// Loopback queues each datagram in the receiving socket before the
 	// sender's system call returns.
 	for i := 1; i < 5; i++ {
-		a.Send(b.LocalAddr(), sendOnly(PSN(i), 7))
+		a.Send(b.LocalAddr(), sendOnly(wire.PSN(i), 7))
 	}
 	close(g.gate)
 	select {
@@ -231,15 +234,15 @@ func TestTransportSendBatch(t *testing.T) {
 	b.Register(7, r, AnySource)
 	a.Inject(Fault{Action: FaultDrop, Match: isPSN(1)})
 	a.Inject(Fault{Action: FaultDuplicate, Match: isPSN(3)})
-	ps := make([]Packet, 5)
+	ps := make([]wire.Packet, 5)
 	for i := range ps {
-		ps[i] = *sendOnly(PSN(i), 7)
+		ps[i] = *sendOnly(wire.PSN(i), 7)
 	}
 	if err := a.SendBatch(b.LocalAddr(), ps); err != nil {
 		t.Fatal(err)
 	}
 	r.wait(t, 5)
-	if got := r.psns(); !slices.Equal(got, []PSN{0, 2, 3, 3, 4}) {
+	if got := r.psns(); !slices.Equal(got, []wire.PSN{0, 2, 3, 3, 4}) {
 		t.Fatalf("received PSNs %v, want [0 2 3 3 4]", got)
 	}
 	if s := a.Stats(); s.Sent != 5 || s.Faulted != 2 {

@@ -1,13 +1,15 @@
 package rocev2
 
+import "github.com/verbsrt/verbsrt/verbs/rocev2/wire"
+
 // ucReceive handles a request packet on a UC QP (IBA 9.8.3), its opcode
 // already mapped to the RC one: nothing is acknowledged, a packet out of
 // sequence ends the message in progress, and the responder picks up at the
 // next FIRST or ONLY packet. A message the responder cannot take (no
 // receive, no right to the memory) is dropped whole, silently.
-func (q *rcQP) ucReceive(p *Packet) {
+func (q *rcQP) ucReceive(p *wire.Packet) {
 	op := p.BTH.Opcode
-	if op == RCReadRequest || op == RCCompareSwap || op == RCFetchAdd {
+	if op == wire.RCReadRequest || op == wire.RCCompareSwap || op == wire.RCFetchAdd {
 		return // not UC operations
 	}
 	if p.BTH.PSN != q.ePSN {
@@ -41,7 +43,7 @@ func (q *rcQP) ucAbort() {
 }
 
 // ucDrop drops the message the packet of opcode op belongs to.
-func (q *rcQP) ucDrop(op Opcode) {
+func (q *rcQP) ucDrop(op wire.Opcode) {
 	q.ucAbort()
 	q.cur.drop = !op.IsLast()
 }

@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"bytes"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"testing"
 
 	"github.com/verbsrt/verbsrt/verbs"
@@ -25,7 +26,7 @@ func newUCPair(t *testing.T, mtu int) *pair {
 // has no ACK to wait for).
 func TestUCLostPacketDropsMessage(t *testing.T) {
 	p := newUCPair(t, 256)
-	p.ta.Inject(Fault{Action: FaultDrop, Match: isOp(RCSendMiddle | serviceUC), Hit: p.hit})
+	p.ta.Inject(Fault{Action: FaultDrop, Match: isOp(wire.RCSendMiddle | wire.ServiceUC), Hit: p.hit})
 	buf := p.postRecv(t, 100, 1024)
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: pattern(700, 1)})
 	expectWC(t, p.wcA, 1, verbs.WCSuccess)
@@ -53,7 +54,7 @@ func TestUCNoReceiveDropped(t *testing.T) {
 	p := newUCPair(t, 256)
 	seen := make(chan struct{}, 8)
 	p.b.mu.Lock()
-	p.b.cfg.observe = func(*Packet) { seen <- struct{}{} }
+	p.b.cfg.observe = func(*wire.Packet) { seen <- struct{}{} }
 	p.b.mu.Unlock()
 	p.post(t, &sendWQE{id: 1, op: verbs.OpSend, data: pattern(400, 1)}) // 2 packets
 	p.post(t, &sendWQE{id: 2, op: verbs.OpWrite, data: pattern(10, 2), raddr: vaB, rkey: rkeyB + 1})

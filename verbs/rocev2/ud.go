@@ -2,6 +2,7 @@ package rocev2
 
 import (
 	"encoding/binary"
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
 	"sync"
 
@@ -17,7 +18,7 @@ type udConfig struct {
 	QPN      uint32
 	QKey     uint32
 	MTU      int
-	SQPSN    PSN
+	SQPSN    wire.PSN
 	Complete func(verbs.WC)
 	// Deliver, when set, receives every completion instead of Complete
 	// (see rcConfig.Deliver).
@@ -29,7 +30,7 @@ type udConfig struct {
 	SRQ recvSource
 	// observe, when set, sees each packet after the QP handled it (tests
 	// wait on it).
-	observe func(*Packet)
+	observe func(*wire.Packet)
 }
 
 // udSend is one UD send work request.
@@ -59,10 +60,10 @@ type udQP struct {
 
 	mu     sync.Mutex
 	failed bool // in ERR: a receive was too short for its datagram
-	psn    PSN
+	psn    wire.PSN
 	rq     []recvWQE
 	out    []completion
-	tx     Packet
+	tx     wire.Packet
 	// deliverMu keeps completions in order (see rcQP.deliverMu).
 	deliverMu sync.Mutex
 }
@@ -101,7 +102,7 @@ func (q *udQP) unlock() {
 }
 
 // setSQPSN sets the first PSN RTS gives the QP.
-func (q *udQP) setSQPSN(psn PSN) {
+func (q *udQP) setSQPSN(psn wire.PSN) {
 	q.mu.Lock()
 	q.psn = psn
 	q.mu.Unlock()
@@ -144,12 +145,12 @@ func (q *udQP) postSend(w *udSend) {
 		if qkey&0x8000_0000 != 0 {
 			qkey = q.cfg.QKey // a Q_Key with the high bit set means the QP's own (IBA 10.2.5)
 		}
-		op := UDSendOnly
+		op := wire.UDSendOnly
 		if w.hasImm {
-			op = UDSendOnlyImm
+			op = wire.UDSendOnlyImm
 		}
-		q.tx = Packet{BTH: BTH{Opcode: op, Solicited: w.solicited, PKey: DefaultPKey, DestQP: w.remoteQPN, PSN: q.psn},
-			DETH: DETH{QKey: qkey, SrcQP: q.cfg.QPN}, ImmDt: ImmDt{Imm: w.imm}, Payload: w.data}
+		q.tx = wire.Packet{BTH: wire.BTH{Opcode: op, Solicited: w.solicited, PKey: wire.DefaultPKey, DestQP: w.remoteQPN, PSN: q.psn},
+			DETH: wire.DETH{QKey: qkey, SrcQP: q.cfg.QPN}, ImmDt: wire.ImmDt{Imm: w.imm}, Payload: w.data}
 		q.psn = q.psn.Next()
 		q.t.Send(w.remote, &q.tx)
 	}
@@ -160,9 +161,9 @@ func (q *udQP) postSend(w *udSend) {
 }
 
 // Receive places a datagram after its GRH in the next receive buffer.
-func (q *udQP) Receive(from netip.AddrPort, p *Packet) {
+func (q *udQP) Receive(from netip.AddrPort, p *wire.Packet) {
 	op := p.BTH.Opcode
-	if op != UDSendOnly && op != UDSendOnlyImm {
+	if op != wire.UDSendOnly && op != wire.UDSendOnlyImm {
 		return
 	}
 	q.mu.Lock()
@@ -206,7 +207,7 @@ func (q *udQP) Receive(from netip.AddrPort, p *Packet) {
 	}
 	wc := verbs.WC{WRID: r.id, Status: verbs.WCSuccess, Opcode: verbs.WCRecv, ByteLen: uint32(n),
 		QPNum: q.cfg.QPN, SrcQP: p.DETH.SrcQP, Flags: verbs.WCFlagGRH, PKeyIndex: 0}
-	if op == UDSendOnlyImm {
+	if op == wire.UDSendOnlyImm {
 		wc.Imm, wc.Flags = p.ImmDt.Imm, wc.Flags|verbs.WCFlagWithImm
 	}
 	q.out = append(q.out, completion{WC: wc, Solicited: p.BTH.Solicited})
@@ -222,7 +223,7 @@ func (q *udQP) Flush() {}
 func putGRH(g []byte, src, dst netip.Addr, udpPayload int) {
 	clear(g)
 	g[0] = 6 << 4
-	binary.BigEndian.PutUint16(g[4:], uint16(udpHeaderLen+udpPayload))
+	binary.BigEndian.PutUint16(g[4:], uint16(wire.UDPHeaderLen+udpPayload))
 	g[6] = 17
 	s, d := src.As16(), dst.As16()
 	copy(g[8:24], s[:])

@@ -1,6 +1,7 @@
 package rocev2
 
 import (
+	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestUDDrops(t *testing.T) {
 	p := newUDPair(t)
 	seen := make(chan struct{}, 16)
 	p.b.mu.Lock()
-	p.b.cfg.observe = func(*Packet) { seen <- struct{}{} }
+	p.b.cfg.observe = func(*wire.Packet) { seen <- struct{}{} }
 	p.b.mu.Unlock()
 	recv := func(id uint64) []byte {
 		buf := make([]byte, GRHLen+64)

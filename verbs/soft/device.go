@@ -5,20 +5,13 @@ import (
 	"sync/atomic"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
-// Device limits. They follow rxe where SEMANTICS of the real stack showed
-// them (max_sge 32, inline up to 512 bytes, at least 64 granted) and are
-// otherwise chosen to be generous but finite.
+// Device limits beyond swhca's: the read and atomic depth, the first QPN
+// (as rxe numbers them), the GRH a UD receive carries.
 const (
-	maxQPWR       = 1 << 14
-	maxSGE        = 32
-	maxInline     = 512
-	minInline     = 64
-	maxCQE        = 1 << 20
-	maxSRQWR      = 1 << 14
 	maxRdAtomic   = 16
-	maxObjects    = 1 << 16
 	firstQPN      = 0x11 // QPNs 0 and 1 are the special QPs; rxe starts at 17 too
 	grhLen        = 40
 	defaultHopLim = 64
@@ -38,12 +31,11 @@ type device struct {
 	nextKey  atomic.Uint32
 	nextSRQN atomic.Uint32
 
-	qps  cowMap[*qp]  // by QPN: where packets are delivered
-	mrs  cowMap[*mr]  // by key (lkey == rkey)
-	srqs cowMap[*srq] // XRC SRQs by SRQ number
+	qps  cowMap[*qp]       // by QPN: where packets are delivered
+	mrs  cowMap[*swhca.MR] // by key (lkey == rkey)
+	srqs cowMap[*srq]      // XRC SRQs by SRQ number
 
-	mu       sync.Mutex
-	contexts map[*context]struct{}
+	contexts swhca.ContextSet[*context]
 }
 
 func newDevice(p *Provider, i int, m DeviceModel) (*device, error) {
@@ -52,8 +44,7 @@ func newDevice(p *Provider, i int, m DeviceModel) (*device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &device{p: p, idx: i, name: deviceName(i), guid: guid, pci: m.PCIAddress, ports: ports,
-		contexts: make(map[*context]struct{})}
+	d := &device{p: p, idx: i, name: deviceName(i), guid: guid, pci: m.PCIAddress, ports: ports}
 	if d.rdAtom, err = rdAtomic(i, "MaxQPRdAtom", m.MaxQPRdAtom); err != nil {
 		return nil, err
 	}
@@ -78,26 +69,14 @@ func (d *device) Open() (verbs.Context, error) {
 		return nil, verbs.NewError("ibv_open_device", verbs.ErrClosed, d.name)
 	}
 	c := newContext(d)
-	d.mu.Lock()
-	d.contexts[c] = struct{}{}
-	d.mu.Unlock()
+	d.contexts.Add(c)
 	return c, nil
 }
 
-func (d *device) openContexts() []*context {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]*context, 0, len(d.contexts))
-	for c := range d.contexts {
-		out = append(out, c)
-	}
-	return out
-}
-
-func (d *device) forget(c *context) {
-	d.mu.Lock()
-	delete(d.contexts, c)
-	d.mu.Unlock()
+// mrByKey is the MR key names, or nil.
+func (d *device) mrByKey(key uint32) *swhca.MR {
+	m, _ := d.mrs.get(key)
+	return m
 }
 
 // newKey returns a fresh memory key: an index in the upper 24 bits and a
@@ -116,22 +95,22 @@ func (d *device) attr() verbs.DeviceAttr {
 		PageSizeCap:  4096,
 		VendorID:     0,
 		VendorPartID: 0,
-		MaxQP:        maxObjects,
-		MaxQPWR:      maxQPWR,
+		MaxQP:        swhca.MaxObjects,
+		MaxQPWR:      swhca.MaxQPWR,
 		DeviceCapFlags: verbs.DeviceRCRNRNAKGen | verbs.DeviceXRC | verbs.DeviceMemMgtExtensions |
 			verbs.DevicePortActiveEvent | verbs.DeviceSysImageGUID | verbs.DeviceCurrQPStateMod,
-		MaxSGE:          maxSGE,
-		MaxSGERd:        maxSGE,
-		MaxCQ:           maxObjects,
-		MaxCQE:          maxCQE,
-		MaxMR:           maxObjects,
-		MaxPD:           maxObjects,
+		MaxSGE:          swhca.MaxSGE,
+		MaxSGERd:        swhca.MaxSGE,
+		MaxCQ:           swhca.MaxObjects,
+		MaxCQE:          swhca.MaxCQE,
+		MaxMR:           swhca.MaxObjects,
+		MaxPD:           swhca.MaxObjects,
 		MaxQPRdAtom:     d.rdAtom,
 		MaxQPInitRdAtom: d.initRdAtom,
-		MaxSRQ:          maxObjects,
-		MaxSRQWR:        maxSRQWR,
-		MaxSRQSGE:       maxSGE,
-		MaxAH:           maxObjects,
+		MaxSRQ:          swhca.MaxObjects,
+		MaxSRQWR:        swhca.MaxSRQWR,
+		MaxSRQSGE:       swhca.MaxSGE,
+		MaxAH:           swhca.MaxObjects,
 		AtomicCap:       verbs.AtomicHCA,
 		PhysPortCnt:     len(d.ports),
 	}

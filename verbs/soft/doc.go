@@ -1,5 +1,8 @@
 // Package soft is verbsrt's software RDMA provider: a pure-Go HCA that runs
 // anywhere, with no NIC and no privileges. It is the default provider.
+// The HCA's objects it shares with rocev2 (the context's registry, CQs,
+// PDs, MRs and AHs, the QP attribute rules) are package swhca's; this
+// package is the engine that executes work requests in memory.
 //
 // New(Config{Devices: n}) builds a fabric of n devices, soft0 ... soft(n-1),
 // that reach each other. QPs are addressed by (GID, QPN) as on a RoCE

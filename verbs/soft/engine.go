@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // processBudget is how many WQEs of one QP the engine executes before it
@@ -59,11 +60,11 @@ type engine struct {
 
 func newEngine(c *context) *engine {
 	e := &engine{ctx: c, inline: c.dev.p.inline, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
-	e.cur.sgl = make([]verbs.SGE, 0, maxSGE)
-	e.cur.inline = make([]byte, 0, maxInline)
-	e.src = make([][]byte, 0, maxSGE+1)
-	e.dst = make([][]byte, 0, maxSGE+1)
-	e.rwqe.sgl = make([]verbs.SGE, maxSGE)
+	e.cur.sgl = make([]verbs.SGE, 0, swhca.MaxSGE)
+	e.cur.inline = make([]byte, 0, swhca.MaxInline)
+	e.src = make([][]byte, 0, swhca.MaxSGE+1)
+	e.dst = make([][]byte, 0, swhca.MaxSGE+1)
+	e.rwqe.sgl = make([]verbs.SGE, swhca.MaxSGE)
 	return e
 }
 
@@ -274,7 +275,7 @@ func (e *engine) settleLocked(q *qp, w *sendWQE, res result) {
 	idx := q.sqHead
 	q.sqHead++
 	if res.kind == failed {
-		q.sendCQ.push(&verbs.WC{WRID: w.id, Status: res.status, QPNum: q.qpn}, false)
+		q.sendCQ.Push(&verbs.WC{WRID: w.id, Status: res.status, QPNum: q.qpn}, false)
 		q.sqFreed = idx + 1
 		q.toErrorLocked()
 		return
@@ -284,7 +285,7 @@ func (e *engine) settleLocked(q *qp, w *sendWQE, res result) {
 		if w.op.HasImm() {
 			wc.Flags = verbs.WCFlagWithImm // rxe sets it on the sender's WC too (SEMANTICS 16a)
 		}
-		q.sendCQ.push(&wc, false)
+		q.sendCQ.Push(&wc, false)
 		q.sqFreed = idx + 1
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // FaultKind selects an injected fault.
@@ -75,7 +76,7 @@ func Inject(qpv verbs.QP, f Fault) error {
 		q.faults.rnrN = n
 	case FaultQPError:
 		q.toErrorLocked()
-		q.ctx.raise(verbs.AsyncEvent{Type: verbs.EventQPFatal, QP: q})
+		q.ctx.Registry().Raise(verbs.AsyncEvent{Type: verbs.EventQPFatal, QP: q})
 	default:
 		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a QP", f.Kind)
 	}
@@ -104,15 +105,18 @@ func EndDelay(qpv verbs.QP) error {
 // InjectCQ arms a fault on a CQ of the soft provider (FaultCQOverrun,
 // FaultPollError).
 func InjectCQ(cqv verbs.CQ, f Fault) error {
-	q, isSoft := cqv.(*cq)
-	if !isSoft {
+	q, isHCA := cqv.(*swhca.CQ)
+	if !isHCA {
+		return errNotSoft
+	}
+	if _, isSoft := q.Owner().(*context); !isSoft {
 		return errNotSoft
 	}
 	switch f.Kind {
 	case FaultCQOverrun:
-		q.forcedOverruns.Add(int64(max(f.Count, 1)))
+		q.InjectOverruns(int64(max(f.Count, 1)))
 	case FaultPollError:
-		q.forcedPollErrors.Add(int64(max(f.Count, 1)))
+		q.InjectPollErrors(int64(max(f.Count, 1)))
 	default:
 		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a CQ", f.Kind)
 	}
@@ -134,6 +138,6 @@ func InjectContext(cv verbs.Context, f Fault) error {
 	if f.Kind != FaultEventsLost {
 		return verbs.Errorf("inject", verbs.ErrInvalidArgument, "fault kind %d on a context", f.Kind)
 	}
-	c.endEvents(errEventsLost)
+	c.Registry().EndEvents(errEventsLost)
 	return nil
 }

@@ -142,7 +142,7 @@ func (d *device) PCIAddress() string { return d.pci }
 
 // QueryGIDTable implements verbs.GIDTabler.
 func (c *context) QueryGIDTable(port uint8) ([]verbs.GIDEntry, error) {
-	if err := c.check("ibv_query_gid_table"); err != nil {
+	if err := c.Registry().Check("ibv_query_gid_table"); err != nil {
 		return nil, err
 	}
 	pt := c.dev.portN(port)

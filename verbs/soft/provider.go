@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // Config sets up a soft provider.
@@ -90,11 +91,7 @@ func (p *Provider) Name() string { return "soft" }
 
 // Devices lists the provider's devices.
 func (p *Provider) Devices() ([]verbs.Device, error) {
-	out := make([]verbs.Device, len(p.devices))
-	for i, d := range p.devices {
-		out[i] = d
-	}
-	return out, nil
+	return swhca.Devices(p.devices), nil
 }
 
 // Device returns the device named name (e.g. "soft0").
@@ -113,7 +110,7 @@ func (p *Provider) Close() error {
 	p.closed = true
 	p.mu.Unlock()
 	for _, d := range p.devices {
-		for _, c := range d.openContexts() {
+		for _, c := range d.contexts.List() {
 			c.Close()
 		}
 	}
@@ -145,7 +142,7 @@ func deviceName(i int) string { return fmt.Sprintf("soft%d", i) }
 // so no later WQE can find it.
 func (p *Provider) quiesce() {
 	for _, d := range p.devices {
-		for _, c := range d.openContexts() {
+		for _, c := range d.contexts.List() {
 			c.eng.execMu.Lock()
 			//lint:ignore SA2001 the empty critical section is the barrier
 			c.eng.execMu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // sendWQE is a posted send WR as the engine sees it. Slots and their SGE
@@ -21,7 +22,7 @@ type sendWQE struct {
 	invRKey    uint32
 	rdma       verbs.RDMA
 	atomic     verbs.Atomic
-	ah         *ah
+	ah         *swhca.AH
 	remoteQPN  uint32
 	remoteQKey uint32
 	remoteSRQN uint32
@@ -36,13 +37,13 @@ type sendWQE struct {
 }
 
 type qp struct {
-	pd     *pd
+	pd     *swhca.PD
 	ctx    *context
 	dev    *device
 	qpn    uint32
 	typ    verbs.QPType
-	sendCQ *cq
-	recvCQ *cq
+	sendCQ *swhca.CQ
+	recvCQ *swhca.CQ
 	srq    *srq
 	xrcd   *xrcd
 	sigAll bool
@@ -78,9 +79,8 @@ type qp struct {
 	postedWRs atomic.Uint64
 }
 
-func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
+func newQP(c *context, p *swhca.PD, spec verbs.QPSpec) (*qp, error) {
 	const op = "ibv_create_qp"
-	c := p.ctx
 	q := &qp{pd: p, ctx: c, dev: c.dev, typ: spec.Type, sigAll: spec.SigAll}
 	bad := func(detail string) (*qp, error) {
 		return nil, verbs.NewError(op, verbs.ErrInvalidArgument, detail)
@@ -96,20 +96,20 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	hasRQ := spec.Type != verbs.QPTypeXRCSend && spec.Type != verbs.QPTypeXRCRecv
 	caps := spec.Caps
 	if hasSQ {
-		if caps.MaxSendWR < 1 || caps.MaxSendWR > maxQPWR {
+		if caps.MaxSendWR < 1 || caps.MaxSendWR > swhca.MaxQPWR {
 			return bad("max_send_wr outside 1..16384")
 		}
-		if caps.MaxSendSGE < 0 || caps.MaxSendSGE > maxSGE || caps.MaxInlineData < 0 || caps.MaxInlineData > maxInline {
+		if caps.MaxSendSGE < 0 || caps.MaxSendSGE > swhca.MaxSGE || caps.MaxInlineData < 0 || caps.MaxInlineData > swhca.MaxInline {
 			return bad("max_send_sge above 32 or max_inline_data above 512")
 		}
-		sq, ok := spec.SendCQ.(*cq)
-		if !ok || sq.ctx != c {
+		sq, ok := spec.SendCQ.(*swhca.CQ)
+		if !ok || sq.Owner() != c {
 			return bad("send CQ missing or of another context")
 		}
 		q.sendCQ = sq
-		q.caps.MaxSendWR = queueCapacity(caps.MaxSendWR)
+		q.caps.MaxSendWR = swhca.QueueCapacity(caps.MaxSendWR)
 		q.caps.MaxSendSGE = max(caps.MaxSendSGE, 1)
-		q.caps.MaxInlineData = max(caps.MaxInlineData, minInline)
+		q.caps.MaxInlineData = max(caps.MaxInlineData, swhca.MinInline)
 	}
 	if spec.SRQ != nil {
 		s, ok := spec.SRQ.(*srq)
@@ -129,16 +129,16 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 		}
 		q.xrcd = x
 	case hasRQ:
-		rc, ok := spec.RecvCQ.(*cq)
-		if !ok || rc.ctx != c {
+		rc, ok := spec.RecvCQ.(*swhca.CQ)
+		if !ok || rc.Owner() != c {
 			return bad("receive CQ missing or of another context")
 		}
 		q.recvCQ = rc
 		if q.srq == nil {
-			if caps.MaxRecvWR < 1 || caps.MaxRecvWR > maxQPWR || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > maxSGE {
+			if caps.MaxRecvWR < 1 || caps.MaxRecvWR > swhca.MaxQPWR || caps.MaxRecvSGE < 0 || caps.MaxRecvSGE > swhca.MaxSGE {
 				return bad("max_recv_wr outside 1..16384 or max_recv_sge above 32")
 			}
-			q.caps.MaxRecvWR = queueCapacity(caps.MaxRecvWR)
+			q.caps.MaxRecvWR = swhca.QueueCapacity(caps.MaxRecvWR)
 			q.caps.MaxRecvSGE = max(caps.MaxRecvSGE, 1)
 			q.rq = newRecvQueue(q.caps.MaxRecvWR, q.caps.MaxRecvSGE)
 		}
@@ -148,40 +148,27 @@ func newQP(p *pd, spec verbs.QPSpec) (*qp, error) {
 	q.timer = time.AfterFunc(time.Hour, q.timerFired)
 	q.timer.Stop()
 
-	if err := c.add(op, q); err != nil {
+	if err := c.Registry().Add(op, q, swhca.RankQP, q.destroy); err != nil {
 		return nil, err
 	}
 	q.qpn = c.dev.nextQPN.Add(1)
-	p.uses.hold()
-	q.holdDeps(1)
+	q.deps().Hold()
 	c.dev.qps.put(q.qpn, q)
 	return q, nil
 }
 
-// holdDeps adds d to the usage counts of what the QP uses.
-func (q *qp) holdDeps(d int64) {
-	for _, u := range []*usage{cqUses(q.sendCQ), cqUses(q.recvCQ), srqUses(q.srq)} {
-		if u != nil {
-			u.n.Add(d)
-		}
-	}
+// deps are the objects the QP holds while it lives.
+func (q *qp) deps() swhca.Deps {
+	return swhca.Deps{PD: q.pd, SendCQ: q.sendCQ, RecvCQ: q.recvCQ, SRQ: srqUses(q.srq)}
 }
 
-func cqUses(c *cq) *usage {
-	if c == nil {
-		return nil
-	}
-	return &c.uses
-}
-
-func srqUses(s *srq) *usage {
+func srqUses(s *srq) *swhca.Usage {
 	if s == nil {
 		return nil
 	}
 	return &s.uses
 }
 
-func (q *qp) rank() int          { return rankQP }
 func (q *qp) QPN() uint32        { return q.qpn }
 func (q *qp) Type() verbs.QPType { return q.typ }
 func (q *qp) PostCalls() uint64  { return q.postCalls.Load() }
@@ -194,10 +181,6 @@ func (q *qp) stallFor(d time.Duration) {
 
 var (
 	errPostState   = verbs.NewError("ibv_post_send", verbs.ErrQPState, "the QP is not in RTS, SQD, SQE or ERR")
-	errRecvState   = verbs.NewError("ibv_post_recv", verbs.ErrQPState, "the QP is in RESET")
-	errSQFull      = verbs.NewError("ibv_post_send", verbs.ErrNoMemory, "send queue full")
-	errQPClosed    = verbs.NewError("ibv_post_send", verbs.ErrClosed, "QP")
-	errRecvOnSRQ   = verbs.NewError("ibv_post_recv", verbs.ErrInvalidArgument, "the QP receives through an SRQ")
 	errNoRecvQueue = verbs.NewError("ibv_post_recv", verbs.ErrInvalidArgument, "XRC QPs have no receive queue")
 )
 
@@ -227,7 +210,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) (int, error) {
 
 func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 	if q.closed {
-		return 0, errQPClosed
+		return 0, swhca.ErrSendClosed
 	}
 	switch q.state {
 	case verbs.QPStateRTS, verbs.QPStateSQD, verbs.QPStateSQE, verbs.QPStateErr:
@@ -241,7 +224,7 @@ func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 		}
 		if q.sqTail-q.sqFreed >= uint64(len(q.sq)) {
 			if len(q.sq) >= q.caps.MaxSendWR {
-				return i, errSQFull
+				return i, swhca.ErrSendQueueFull
 			}
 			q.growSQ()
 		}
@@ -251,12 +234,12 @@ func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 		w.imm, w.invRKey = wr.Imm, wr.InvalidateRKey
 		w.rdma, w.atomic = wr.RDMA, wr.Atomic
 		w.remoteQPN, w.remoteQKey, w.remoteSRQN = wr.UD.RemoteQPN, wr.UD.RemoteQKey, wr.RemoteSRQN
-		w.ah, _ = wr.UD.AH.(*ah)
-		if q.typ == verbs.QPTypeUD && (w.ah == nil || w.ah.pd.ctx != q.ctx) {
+		w.ah, _ = wr.UD.AH.(*swhca.AH)
+		if q.typ == verbs.QPTypeUD && (w.ah == nil || w.ah.Owner() != q.ctx) {
 			return i, &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR,
 				Rule: "the address handle is not one of this device's"}
 		}
-		if q.typ == verbs.QPTypeUD && w.ah.closed.Load() {
+		if q.typ == verbs.QPTypeUD && w.ah.Closed() {
 			// As on the ibv provider; the engine would still find the
 			// address in w.ah, but a device would not.
 			return i, &verbs.WRError{Index: i, WRID: wr.ID, Err: verbs.ErrInvalidWR,
@@ -270,7 +253,7 @@ func (q *qp) postSendLocked(wrs []verbs.SendWR) (int, error) {
 			// The data is copied now: the caller may reuse the buffer as
 			// soon as PostSend returns, and the L_Key is not checked.
 			for _, s := range wr.SGL {
-				w.inline = append(w.inline, userBytes(s.Addr, s.Length)...)
+				w.inline = append(w.inline, swhca.UserBytes(s.Addr, s.Length)...)
 			}
 		}
 		q.sqTail++
@@ -314,13 +297,13 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	defer q.mu.Unlock()
 	switch {
 	case q.closed:
-		return 0, errQPClosed
+		return 0, swhca.ErrSendClosed
 	case q.srq != nil:
-		return 0, errRecvOnSRQ
+		return 0, swhca.ErrRecvOnSRQ
 	case q.recvCQ == nil:
 		return 0, errNoRecvQueue
 	case q.state == verbs.QPStateReset:
-		return 0, errRecvState
+		return 0, swhca.ErrRecvInReset
 	}
 	n, err := q.rq.post(wrs)
 	if q.state == verbs.QPStateErr {
@@ -334,7 +317,7 @@ func (q *qp) PostRecv(wrs []verbs.RecvWR) (int, error) {
 func (q *qp) flushSendLocked() {
 	for ; q.sqHead != q.sqTail; q.sqHead++ {
 		w := &q.sq[q.sqHead%uint64(len(q.sq))]
-		q.sendCQ.push(&verbs.WC{WRID: w.id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
+		q.sendCQ.Push(&verbs.WC{WRID: w.id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
 	}
 	q.sqFreed = q.sqTail
 	q.stalled = false
@@ -343,7 +326,7 @@ func (q *qp) flushSendLocked() {
 
 func (q *qp) flushRecvLocked() {
 	q.rq.drain(func(id uint64) {
-		q.recvCQ.push(&verbs.WC{WRID: id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
+		q.recvCQ.Push(&verbs.WC{WRID: id, Status: verbs.WCWRFlushErr, QPNum: q.qpn}, false)
 	})
 }
 
@@ -368,23 +351,14 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	const op = "ibv_modify_qp"
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
-		return verbs.NewError(op, verbs.ErrClosed, "QP")
-	}
-	cur, next := q.state, q.state
-	if mask&verbs.QPAttrState != 0 {
-		next = attr.State
-	}
-	if next > verbs.QPStateErr {
-		return verbs.Errorf(op, verbs.ErrInvalidArgument, "state %d", next)
-	}
-	if err := verbs.CheckModify(q.typ, cur, next, mask); err != nil {
+	next, err := swhca.NextState(q.closed, q.typ, q.state, attr, mask)
+	if err != nil {
 		return err
 	}
-	if err := q.checkAttrValues(attr, mask); err != nil {
+	if err := swhca.CheckAttr(attr, mask, attrRules(q.dev)); err != nil {
 		return verbs.NewError(op, verbs.ErrInvalidArgument, err.Error())
 	}
-	q.applyAttr(attr, mask)
+	swhca.ApplyAttr(&q.attr, attr, mask)
 	switch next {
 	case verbs.QPStateReset:
 		q.state = next
@@ -406,55 +380,27 @@ func (q *qp) Modify(attr *verbs.QPAttr, mask verbs.QPAttrMask) error {
 	return nil
 }
 
-func (q *qp) checkAttrValues(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
-	switch {
-	case mask&verbs.QPAttrPort != 0 && q.dev.portN(a.PortNum) == nil:
-		return avError("port_num: no such port")
-	case mask&verbs.QPAttrPKeyIndex != 0 && a.PKeyIndex != 0:
-		return avError("pkey_index must be 0 (the P_Key table has one entry)")
-	case mask&verbs.QPAttrPathMTU != 0 && (a.PathMTU.Bytes() == 0 || a.PathMTU > verbs.MTU4096):
-		return avError("path_mtu")
-	case mask&verbs.QPAttrTimeout != 0 && a.Timeout > 31,
-		mask&verbs.QPAttrRetryCnt != 0 && a.RetryCnt > 7,
-		mask&verbs.QPAttrRNRRetry != 0 && a.RNRRetry > 7,
-		mask&verbs.QPAttrMinRNRTimer != 0 && a.MinRNRTimer > 31:
-		return avError("timeout, retry_cnt, rnr_retry or min_rnr_timer out of range")
-	case mask&verbs.QPAttrMaxQPRdAtomic != 0 && int(a.MaxRdAtomic) > q.dev.initRdAtom:
-		return avError(fmt.Sprintf("max_rd_atomic %d above the device's max_qp_init_rd_atom %d", a.MaxRdAtomic, q.dev.initRdAtom))
-	case mask&verbs.QPAttrMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > q.dev.rdAtom:
-		return avError(fmt.Sprintf("max_dest_rd_atomic %d above the device's max_qp_rd_atom %d", a.MaxDestRdAtomic, q.dev.rdAtom))
-	case mask&verbs.QPAttrAccessFlags != 0 &&
-		a.AccessFlags&^(verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead|verbs.AccessRemoteAtomic) != 0:
-		return avError("qp_access_flags")
+// attrRules are the device's limits on QP attributes: its ports and its
+// read and atomic depths.
+func attrRules(d *device) swhca.AttrRules {
+	return swhca.AttrRules{
+		Port: func(port uint8) error {
+			if d.portN(port) == nil {
+				return swhca.AttrError("port_num: no such port")
+			}
+			return nil
+		},
+		RdAtomic: func(a *verbs.QPAttr, mask verbs.QPAttrMask) error {
+			switch {
+			case mask&verbs.QPAttrMaxQPRdAtomic != 0 && int(a.MaxRdAtomic) > d.initRdAtom:
+				return swhca.AttrError(fmt.Sprintf("max_rd_atomic %d above the device's max_qp_init_rd_atom %d", a.MaxRdAtomic, d.initRdAtom))
+			case mask&verbs.QPAttrMaxDestRdAtomic != 0 && int(a.MaxDestRdAtomic) > d.rdAtom:
+				return swhca.AttrError(fmt.Sprintf("max_dest_rd_atomic %d above the device's max_qp_rd_atom %d", a.MaxDestRdAtomic, d.rdAtom))
+			}
+			return nil
+		},
+		AV: func(a *verbs.AHAttr) error { return checkAV(d, a) },
 	}
-	if mask&verbs.QPAttrAV != 0 {
-		return checkAV(q.dev, &a.AH)
-	}
-	return nil
-}
-
-func (q *qp) applyAttr(a *verbs.QPAttr, mask verbs.QPAttrMask) {
-	t := &q.attr
-	set := func(bit verbs.QPAttrMask, f func()) {
-		if mask&bit != 0 {
-			f()
-		}
-	}
-	set(verbs.QPAttrAccessFlags, func() { t.AccessFlags = a.AccessFlags })
-	set(verbs.QPAttrPKeyIndex, func() { t.PKeyIndex = a.PKeyIndex })
-	set(verbs.QPAttrPort, func() { t.PortNum = a.PortNum })
-	set(verbs.QPAttrQKey, func() { t.QKey = a.QKey })
-	set(verbs.QPAttrAV, func() { t.AH = a.AH })
-	set(verbs.QPAttrPathMTU, func() { t.PathMTU = a.PathMTU })
-	set(verbs.QPAttrTimeout, func() { t.Timeout = a.Timeout })
-	set(verbs.QPAttrRetryCnt, func() { t.RetryCnt = a.RetryCnt })
-	set(verbs.QPAttrRNRRetry, func() { t.RNRRetry = a.RNRRetry })
-	set(verbs.QPAttrRQPSN, func() { t.RQPSN = a.RQPSN })
-	set(verbs.QPAttrMaxQPRdAtomic, func() { t.MaxRdAtomic = a.MaxRdAtomic })
-	set(verbs.QPAttrMinRNRTimer, func() { t.MinRNRTimer = a.MinRNRTimer })
-	set(verbs.QPAttrSQPSN, func() { t.SQPSN = a.SQPSN })
-	set(verbs.QPAttrMaxDestRdAtomic, func() { t.MaxDestRdAtomic = a.MaxDestRdAtomic })
-	set(verbs.QPAttrDestQPN, func() { t.DestQPN = a.DestQPN })
 }
 
 func (q *qp) Query() (verbs.QPAttr, error) {
@@ -463,9 +409,7 @@ func (q *qp) Query() (verbs.QPAttr, error) {
 	if q.closed {
 		return verbs.QPAttr{}, verbs.NewError("ibv_query_qp", verbs.ErrClosed, "QP")
 	}
-	a := q.attr
-	a.State, a.CurState, a.Cap = q.state, q.state, q.caps
-	return a, nil
+	return swhca.QueryAttr(q.attr, q.state, q.caps), nil
 }
 
 func (q *qp) destroy() {
@@ -480,16 +424,11 @@ func (q *qp) destroy() {
 // Close destroys the QP. Outstanding WRs are dropped without completions,
 // as ibv_destroy_qp drops them.
 func (q *qp) Close() error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return nil
-	}
-	q.mu.Unlock()
-	q.destroy()
-	if q.ctx.remove(q) {
-		q.pd.uses.release()
-		q.holdDeps(-1)
-	}
+	swhca.Close(&q.mu, &q.closed, q.destroy, q.ctx.Registry(), q, q.deps())
 	return nil
+}
+
+// createQP is PD.CreateQP on the soft engine.
+func (c *context) createQP(p *swhca.PD, spec verbs.QPSpec) (verbs.QP, error) {
+	return newQP(c, p, spec)
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // recvWQE is a posted receive. Its SGE storage is allocated with its slot.
@@ -96,36 +97,32 @@ func (q *recvQueue) drain(fn func(id uint64)) {
 }
 
 type srq struct {
-	pd   *pd
+	pd   *swhca.PD
 	ctx  *context
 	xrcd *xrcd
-	cq   *cq // XRC SRQs: where their receives complete
+	cq   *swhca.CQ // XRC SRQs: where their receives complete
 	srqn uint32
-	uses usage
+	uses swhca.Usage
 
 	mu     sync.Mutex
 	rq     recvQueue
-	limit  int
+	size   swhca.SRQSize // its limit is guarded by mu
 	closed bool
 }
 
-func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
+func newSRQ(c *context, p *swhca.PD, spec verbs.SRQSpec) (*srq, error) {
 	const op = "ibv_create_srq"
-	c := p.ctx
-	if spec.MaxWR < 1 || spec.MaxWR > maxSRQWR || spec.MaxSGE < 0 || spec.MaxSGE > maxSGE {
-		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "max_wr %d max_sge %d", spec.MaxWR, spec.MaxSGE)
+	size, err := swhca.NewSRQSize(spec)
+	if err != nil {
+		return nil, err
 	}
-	s := &srq{pd: p, ctx: c, rq: newRecvQueue(queueCapacity(spec.MaxWR), max(spec.MaxSGE, 1))}
-	if spec.Limit > s.rq.capacity || spec.Limit < 0 {
-		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", spec.Limit, s.rq.capacity)
-	}
-	s.limit = spec.Limit
+	s := &srq{pd: p, ctx: c, size: size, rq: newRecvQueue(size.MaxWR, size.MaxSGE)}
 	switch spec.Type {
 	case verbs.SRQTypeBasic:
 	case verbs.SRQTypeXRC:
 		x, ok := spec.XRCD.(*xrcd)
-		q, okCQ := spec.CQ.(*cq)
-		if !ok || !okCQ || x.ctx != c || q.ctx != c {
+		q, okCQ := spec.CQ.(*swhca.CQ)
+		if !ok || !okCQ || x.ctx != c || q.Owner() != c {
 			return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "XRC SRQs need an XRCD and a CQ of this context")
 		}
 		s.xrcd, s.cq = x, q
@@ -133,18 +130,16 @@ func newSRQ(p *pd, spec verbs.SRQSpec) (*srq, error) {
 	default:
 		return nil, verbs.Errorf(op, verbs.ErrNotSupported, "SRQ type %d", spec.Type)
 	}
-	if err := c.add(op, s); err != nil {
+	if err := c.Registry().Add(op, s, swhca.RankSRQ, s.destroy); err != nil {
 		return nil, err
 	}
-	p.uses.hold()
+	p.Uses().Hold()
 	if s.cq != nil {
-		s.cq.uses.hold()
+		s.cq.Uses().Hold()
 		c.dev.srqs.put(s.srqn, s)
 	}
 	return s, nil
 }
-
-func (s *srq) rank() int { return rankSRQ }
 
 func (s *srq) PostRecv(wrs []verbs.RecvWR) (int, error) {
 	s.mu.Lock()
@@ -164,40 +159,28 @@ func (s *srq) consume(dst *recvWQE) bool {
 		s.mu.Unlock()
 		return false
 	}
-	fire := s.limit > 0 && s.rq.len() < s.limit
-	if fire {
-		s.limit = 0
-	}
+	fire := s.size.Consumed(s.rq.len())
 	s.mu.Unlock()
 	if fire {
-		s.ctx.raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
+		s.ctx.Registry().Raise(verbs.AsyncEvent{Type: verbs.EventSRQLimitReached, SRQ: s})
 	}
 	return true
 }
 
+// Modify sets srq_limit; resizing (max_wr) is not supported.
 func (s *srq) Modify(attr verbs.SRQAttr, mask verbs.SRQAttrMask) error {
-	const op = "ibv_modify_srq"
-	if mask&^(verbs.SRQAttrMaxWR|verbs.SRQAttrLimit) != 0 {
-		return verbs.Errorf(op, verbs.ErrInvalidArgument, "mask %#x", uint32(mask))
-	}
-	if mask&verbs.SRQAttrMaxWR != 0 {
-		return verbs.NewError(op, verbs.ErrNotSupported, "resizing an SRQ")
-	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if mask&verbs.SRQAttrLimit != 0 {
-		if attr.Limit < 0 || attr.Limit > s.rq.capacity {
-			return verbs.Errorf(op, verbs.ErrInvalidArgument, "srq_limit %d > max_wr %d", attr.Limit, s.rq.capacity)
-		}
-		s.limit = attr.Limit
-	}
-	return nil
+	err := s.size.Modify(attr, mask)
+	s.mu.Unlock()
+	return err
 }
 
+// Query reports the SRQ's size and limit.
 func (s *srq) Query() (verbs.SRQAttr, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return verbs.SRQAttr{MaxWR: s.rq.capacity, MaxSGE: s.rq.maxSGE, Limit: s.limit}, nil
+	a := s.size.Attr()
+	s.mu.Unlock()
+	return a, nil
 }
 
 func (s *srq) SRQN() (uint32, error) {
@@ -217,21 +200,14 @@ func (s *srq) destroy() {
 }
 
 func (s *srq) Close() error {
-	if s.uses.busy() {
-		return errBusy("ibv_destroy_srq", "SRQ")
+	if s.uses.Busy() {
+		return swhca.ErrBusy("ibv_destroy_srq", "SRQ")
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.mu.Unlock()
-	s.destroy()
-	if s.ctx.remove(s) {
-		s.pd.uses.release()
-		if s.cq != nil {
-			s.cq.uses.release()
-		}
-	}
+	swhca.Close(&s.mu, &s.closed, s.destroy, s.ctx.Registry(), s, swhca.Deps{PD: s.pd, RecvCQ: s.cq})
 	return nil
+}
+
+// createSRQ is PD.CreateSRQ on the soft engine.
+func (c *context) createSRQ(p *swhca.PD, spec verbs.SRQSpec) (verbs.SRQ, error) {
+	return newSRQ(c, p, spec)
 }

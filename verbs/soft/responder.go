@@ -4,6 +4,7 @@ import (
 	"cmp"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // connectedPeer finds the QP the connected QP q sends to: the device its
@@ -123,7 +124,7 @@ func (e *engine) respond(q, r *qp, w *sendWQE) result {
 		return ok()
 
 	default: // the SEND family
-		var inv *mr
+		var inv *swhca.MR
 		if w.op == verbs.OpSendInv {
 			if inv = r.invalidatable(w.invRKey); inv == nil {
 				if reliable {
@@ -147,7 +148,7 @@ func (e *engine) respond(q, r *qp, w *sendWQE) result {
 		}
 		copySegs(e.dst, e.src)
 		if inv != nil {
-			inv.valid.Store(false)
+			inv.Invalidate()
 		}
 		e.completeRecv(q, r, w, verbs.WCRecv, uint32(w.length))
 		return ok()
@@ -166,7 +167,7 @@ func (e *engine) remoteAccessError(r *qp, reliable bool) result {
 // recvError completes the receive e.rwqe with local status and moves the
 // responder to ERR; the requester sees remote.
 func (e *engine) recvError(r *qp, local, remote verbs.WCStatus, reliable bool) result {
-	r.recvCQFor().push(&verbs.WC{WRID: e.rwqe.id, Status: local, QPNum: r.qpn}, false)
+	r.recvCQFor().Push(&verbs.WC{WRID: e.rwqe.id, Status: local, QPNum: r.qpn}, false)
 	r.toErrorLocked()
 	if reliable {
 		return fail(remote)
@@ -218,7 +219,7 @@ func (e *engine) completeRecv(q, r *qp, w *sendWQE, op verbs.WCOpcode, n uint32)
 	wc := verbs.WC{WRID: e.rwqe.id, Opcode: op, ByteLen: n, QPNum: r.qpn, SrcQP: q.qpn,
 		Flags: verbs.WCFlagGRH} // rxe sets GRH on RC and UC receives too (RoCE packets carry one)
 	if av := &e.attr.AH; q.typ == verbs.QPTypeUD {
-		av = &w.ah.attr
+		av = w.ah.Attr()
 		if !av.IsGlobal {
 			wc.Flags, wc.SLID = 0, q.dev.portN(avPort(av)).lid
 		}
@@ -237,11 +238,11 @@ func (e *engine) completeRecv(q, r *qp, w *sendWQE, op verbs.WCOpcode, n uint32)
 	if e.rsrq != nil && e.rsrq.cq != nil {
 		cq = e.rsrq.cq
 	}
-	cq.push(&wc, w.flags&verbs.SendSolicited != 0)
+	cq.Push(&wc, w.flags&verbs.SendSolicited != 0)
 }
 
 // recvCQFor returns the CQ where r's current receive completes.
-func (r *qp) recvCQFor() *cq {
+func (r *qp) recvCQFor() *swhca.CQ {
 	if r.recvCQ != nil {
 		return r.recvCQ
 	}
@@ -257,19 +258,19 @@ func (r *qp) recvCQFor() *cq {
 // inside the MR.
 func (r *qp) remoteMR(rkey uint32, addr, n uint64, need verbs.Access) []byte {
 	m, found := r.dev.mrs.get(rkey)
-	if !found || !m.valid.Load() || m.access&need == 0 || r.attr.AccessFlags&need == 0 {
+	if !found || m.Invalid() || m.Access()&need == 0 || r.attr.AccessFlags&need == 0 {
 		return nil
 	}
-	if m.pd != r.pd && (r.typ != verbs.QPTypeXRCRecv || m.pd.ctx != r.ctx) {
+	if m.PD() != r.pd && (r.typ != verbs.QPTypeXRCRecv || m.PD().Owner() != r.ctx) {
 		return nil
 	}
-	return m.slice(addr, n)
+	return m.Slice(addr, n)
 }
 
 // invalidatable finds the MR a SEND_WITH_INV names at responder r.
-func (r *qp) invalidatable(key uint32) *mr {
+func (r *qp) invalidatable(key uint32) *swhca.MR {
 	m, found := r.dev.mrs.get(key)
-	if !found || m.pd.ctx != r.ctx || !m.valid.Load() {
+	if !found || m.PD().Owner() != r.ctx || m.Invalid() {
 		return nil
 	}
 	return m
@@ -277,10 +278,10 @@ func (r *qp) invalidatable(key uint32) *mr {
 
 func (e *engine) localInvalidate(q *qp, key uint32) result {
 	m, found := q.dev.mrs.get(key)
-	if !found || m.pd != q.pd || !m.valid.Load() {
+	if !found || m.PD() != q.pd || m.Invalid() {
 		return fail(verbs.WCMWBindErr)
 	}
-	m.valid.Store(false)
+	m.Invalidate()
 	return ok()
 }
 
@@ -288,7 +289,7 @@ func (e *engine) localInvalidate(q *qp, key uint32) result {
 // destination, Q_Key mismatch, larger than the MTU, no receive posted. The
 // sender completes successfully in every case (SEMANTICS 13).
 func (e *engine) deliverUD(q *qp, w *sendWQE) {
-	a := &w.ah.attr
+	a := w.ah.Attr()
 	d, port := e.ctx.dev.p.route(a)
 	if d == nil {
 		return

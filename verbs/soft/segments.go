@@ -4,28 +4,13 @@ import (
 	"unsafe"
 
 	"github.com/verbsrt/verbsrt/verbs"
+	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // localSegs resolves a local gather or scatter list through the device's
-// keys, appending the registered bytes to out. Every key must belong to q's
-// PD, be valid, grant need and cover its range.
+// keys, appending the registered bytes to out (swhca.LocalSegs).
 func localSegs(q *qp, sgl []verbs.SGE, need verbs.Access, out [][]byte) ([][]byte, bool) {
-	for i := range sgl {
-		s := &sgl[i]
-		if s.Length == 0 {
-			continue
-		}
-		m, found := q.dev.mrs.get(s.LKey)
-		if !found || m.pd != q.pd || !m.valid.Load() || m.access&need != need {
-			return out, false
-		}
-		b := m.slice(s.Addr, uint64(s.Length))
-		if b == nil {
-			return out, false
-		}
-		out = append(out, b)
-	}
-	return out, true
+	return swhca.LocalSegs(q.dev.mrByKey, q.pd, sgl, need, out)
 }
 
 func segsLen(segs [][]byte) uint64 {
@@ -76,14 +61,4 @@ func atomic64(b []byte, op verbs.Opcode, compareAdd, swap uint64) uint64 {
 			return old
 		}
 	}
-}
-
-// userBytes is memory the caller passed by address with no key: an inline
-// payload, read at post time like the CPU of a real host reads it.
-func userBytes(addr uint64, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
 }

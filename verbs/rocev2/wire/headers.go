@@ -1,4 +1,4 @@
-package rocev2
+package wire
 
 import (
 	"encoding/binary"
@@ -36,9 +36,9 @@ func (h *BTH) put(b []byte) {
 	b[0] = byte(h.Opcode)
 	b[1] = bit(h.Solicited, 7) | bit(h.MigReq, 6) | (h.PadCount&3)<<4 | h.TVer&0xf
 	binary.BigEndian.PutUint16(b[2:], h.PKey)
-	binary.BigEndian.PutUint32(b[4:], h.DestQP&mask24)
+	binary.BigEndian.PutUint32(b[4:], h.DestQP&Mask24)
 	b[4] = bit(h.FECN, 7) | bit(h.BECN, 6)
-	binary.BigEndian.PutUint32(b[8:], uint32(h.PSN)&mask24)
+	binary.BigEndian.PutUint32(b[8:], uint32(h.PSN)&Mask24)
 	b[8] = bit(h.AckReq, 7)
 }
 
@@ -51,9 +51,9 @@ func (h *BTH) get(b []byte) {
 	h.PKey = binary.BigEndian.Uint16(b[2:])
 	h.FECN = b[4]&0x80 != 0
 	h.BECN = b[4]&0x40 != 0
-	h.DestQP = binary.BigEndian.Uint32(b[4:]) & mask24
+	h.DestQP = binary.BigEndian.Uint32(b[4:]) & Mask24
 	h.AckReq = b[8]&0x80 != 0
-	h.PSN = PSN(binary.BigEndian.Uint32(b[8:]) & mask24)
+	h.PSN = PSN(binary.BigEndian.Uint32(b[8:]) & Mask24)
 }
 
 // RETH is the RDMA extended transport header (IBA 9.3.3.3): the remote
@@ -84,13 +84,13 @@ type AETH struct {
 }
 
 func (h *AETH) put(b []byte) {
-	binary.BigEndian.PutUint32(b, h.MSN&mask24)
+	binary.BigEndian.PutUint32(b, h.MSN&Mask24)
 	b[0] = byte(h.Syndrome)
 }
 
 func (h *AETH) get(b []byte) {
 	h.Syndrome = Syndrome(b[0])
-	h.MSN = binary.BigEndian.Uint32(b) & mask24
+	h.MSN = binary.BigEndian.Uint32(b) & Mask24
 }
 
 // Syndrome is the AETH syndrome (IBA 9.7.5.2.1, table 42): bits 6-5 say
@@ -205,12 +205,12 @@ type DETH struct {
 
 func (h *DETH) put(b []byte) {
 	binary.BigEndian.PutUint32(b, h.QKey)
-	binary.BigEndian.PutUint32(b[4:], h.SrcQP&mask24)
+	binary.BigEndian.PutUint32(b[4:], h.SrcQP&Mask24)
 }
 
 func (h *DETH) get(b []byte) {
 	h.QKey = binary.BigEndian.Uint32(b)
-	h.SrcQP = binary.BigEndian.Uint32(b[4:]) & mask24
+	h.SrcQP = binary.BigEndian.Uint32(b[4:]) & Mask24
 }
 
 func bit(v bool, n uint) byte {

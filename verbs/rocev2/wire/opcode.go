@@ -1,4 +1,4 @@
-package rocev2
+package wire
 
 import "fmt"
 
@@ -9,42 +9,51 @@ type Opcode uint8
 
 // RC opcodes (service 000).
 const (
-	RCSendFirst             Opcode = 0x00
-	RCSendMiddle            Opcode = 0x01
-	RCSendLast              Opcode = 0x02
-	RCSendLastImm           Opcode = 0x03
-	RCSendOnly              Opcode = 0x04
-	RCSendOnlyImm           Opcode = 0x05
-	RCWriteFirst            Opcode = 0x06
-	RCWriteMiddle           Opcode = 0x07
-	RCWriteLast             Opcode = 0x08
-	RCWriteLastImm          Opcode = 0x09
-	RCWriteOnly             Opcode = 0x0a
-	RCWriteOnlyImm          Opcode = 0x0b
-	RCReadRequest           Opcode = 0x0c
-	RCReadResponseFirst     Opcode = 0x0d
-	RCReadResponseMiddle    Opcode = 0x0e
-	RCReadResponseLast      Opcode = 0x0f
-	RCReadResponseOnly      Opcode = 0x10
-	RCAcknowledge           Opcode = 0x11
-	RCAtomicAcknowledge     Opcode = 0x12
-	RCCompareSwap           Opcode = 0x13
-	RCFetchAdd              Opcode = 0x14
-	RCSendLastInvalidate    Opcode = 0x16
-	RCSendOnlyInvalidate    Opcode = 0x17
-	UDSendOnly              Opcode = 0x64
-	UDSendOnlyImm           Opcode = 0x65
-	CNP                     Opcode = 0x81 // RoCE v2 congestion notification (Annex A17.9.3)
-	opcodeServiceMask       Opcode = 0xe0
-	serviceUC, serviceUD    Opcode = 0x20, 0x60
-	serviceCNP              Opcode = 0x80
-	maxOpcodeTable                 = 256
-	headerBTH, headerRETH          = 12, 16
-	headerAETH, headerImmDt        = 4, 4
-	headerAtomicETH                = 28
-	headerAtomicAckETH             = 8
-	headerDETH, headerIETH         = 8, 4
-	cnpPaddingLen                  = 16
+	RCSendFirst          Opcode = 0x00
+	RCSendMiddle         Opcode = 0x01
+	RCSendLast           Opcode = 0x02
+	RCSendLastImm        Opcode = 0x03
+	RCSendOnly           Opcode = 0x04
+	RCSendOnlyImm        Opcode = 0x05
+	RCWriteFirst         Opcode = 0x06
+	RCWriteMiddle        Opcode = 0x07
+	RCWriteLast          Opcode = 0x08
+	RCWriteLastImm       Opcode = 0x09
+	RCWriteOnly          Opcode = 0x0a
+	RCWriteOnlyImm       Opcode = 0x0b
+	RCReadRequest        Opcode = 0x0c
+	RCReadResponseFirst  Opcode = 0x0d
+	RCReadResponseMiddle Opcode = 0x0e
+	RCReadResponseLast   Opcode = 0x0f
+	RCReadResponseOnly   Opcode = 0x10
+	RCAcknowledge        Opcode = 0x11
+	RCAtomicAcknowledge  Opcode = 0x12
+	RCCompareSwap        Opcode = 0x13
+	RCFetchAdd           Opcode = 0x14
+	RCSendLastInvalidate Opcode = 0x16
+	RCSendOnlyInvalidate Opcode = 0x17
+	UDSendOnly           Opcode = 0x64
+	UDSendOnlyImm        Opcode = 0x65
+	CNP                  Opcode = 0x81 // RoCE v2 congestion notification (Annex A17.9.3)
+	maxOpcodeTable              = 256
+	cnpPaddingLen               = 16
+)
+
+// The transport service of an opcode: ServiceMask selects it, the others
+// are its values besides RC's 0.
+const (
+	ServiceMask          Opcode = 0xe0
+	ServiceUC, ServiceUD Opcode = 0x20, 0x60
+	ServiceCNP           Opcode = 0x80
+)
+
+// Header lengths in bytes (IBA 9.2-9.4).
+const (
+	BTHLen, RETHLen   = 12, 16
+	AETHLen, ImmDtLen = 4, 4
+	AtomicETHLen      = 28
+	AtomicAckETHLen   = 8
+	DETHLen, IETHLen  = 8, 4
 )
 
 // Header flags: which extension headers an opcode carries, and where in a
@@ -84,27 +93,27 @@ type opInfo struct {
 var opTable = func() [maxOpcodeTable]opInfo {
 	var t [maxOpcodeTable]opInfo
 	set := func(o Opcode, name string, f opFlags) {
-		n := headerBTH
+		n := BTHLen
 		if f&hasDETH != 0 {
-			n += headerDETH
+			n += DETHLen
 		}
 		if f&hasRETH != 0 {
-			n += headerRETH
+			n += RETHLen
 		}
 		if f&hasAtomicETH != 0 {
-			n += headerAtomicETH
+			n += AtomicETHLen
 		}
 		if f&hasAETH != 0 {
-			n += headerAETH
+			n += AETHLen
 		}
 		if f&hasAtomicAckETH != 0 {
-			n += headerAtomicAckETH
+			n += AtomicAckETHLen
 		}
 		if f&hasImmDt != 0 {
-			n += headerImmDt
+			n += ImmDtLen
 		}
 		if f&hasIETH != 0 {
-			n += headerIETH
+			n += IETHLen
 		}
 		t[o] = opInfo{name: name, flags: f | opValid, hdrLen: n}
 	}
@@ -137,8 +146,8 @@ var opTable = func() [maxOpcodeTable]opInfo {
 	set(UDSendOnlyImm, "UD_SEND_ONLY_WITH_IMMEDIATE", req|pay|only|hasDETH|hasImmDt)
 	// UC has the SEND and WRITE opcodes of RC under service 001.
 	for o := RCSendFirst; o <= RCWriteOnlyImm; o++ {
-		t[o|serviceUC] = t[o]
-		t[o|serviceUC].name = "UC" + t[o].name[2:]
+		t[o|ServiceUC] = t[o]
+		t[o|ServiceUC].name = "UC" + t[o].name[2:]
 	}
 	// A CNP carries 16 reserved bytes after the BTH, which the codec
 	// treats as payload.

@@ -1,4 +1,4 @@
-package rocev2
+package wire
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"net/netip"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -295,7 +296,7 @@ func TestRoundTrip(t *testing.T) {
 			if n > 0 && !o.HasPayload() {
 				continue
 			}
-			in := Packet{BTH: BTH{Opcode: o, Solicited: op&1 == 0, PKey: 0x8001, DestQP: uint32(op) << 8, AckReq: true, PSN: PSN(op) * 65599 & mask24},
+			in := Packet{BTH: BTH{Opcode: o, Solicited: op&1 == 0, PKey: 0x8001, DestQP: uint32(op) << 8, AckReq: true, PSN: PSN(op) * 65599 & Mask24},
 				RETH: RETH{VA: 1, RKey: 2, DMALen: 3}, AETH: AETH{Syndrome: NAK(3), MSN: 4},
 				ImmDt: ImmDt{5}, IETH: IETH{6}, AtomicETH: AtomicETH{7, 8, 9, 10},
 				AtomicAckETH: AtomicAckETH{11}, DETH: DETH{12, 13}, Payload: bytes.Repeat([]byte{byte(op)}, n)}
@@ -374,7 +375,9 @@ func TestDecodeErrors(t *testing.T) {
 }
 
 // FuzzDecode feeds arbitrary bytes to the decoder: it must return an error
-// or a packet that encodes back to the same bytes, never panic.
+// or a packet that encodes back to the same bytes and decodes again to the
+// same packet, never panic; the ICRC check must accept exactly the packets
+// whose ICRC SealICRC would write.
 func FuzzDecode(f *testing.F) {
 	h := IPHeader{Src: netip.MustParseAddr("::1"), Dst: netip.MustParseAddr("::1"), SrcPort: 4791, DstPort: 4791}
 	for _, p := range []Packet{
@@ -388,11 +391,21 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) >= BTHLen+ICRCLen {
+			sealed := append([]byte(nil), b...)
+			SealICRC(sealed, &h)
+			if err := CheckICRC(sealed, &h); err != nil {
+				t.Fatalf("sealed packet fails its ICRC check: %v", err)
+			}
+			tail := len(b) - ICRCLen
+			if bad := errors.Is(CheckICRC(b, &h), ErrICRC); bad == bytes.Equal(b[tail:], sealed[tail:]) {
+				t.Fatalf("ICRC check says mismatch=%v for ICRC % x, sealed % x", bad, b[tail:], sealed[tail:])
+			}
+		}
 		var p Packet
 		if err := p.Decode(b); err != nil {
 			return
 		}
-		_ = CheckICRC(b, &h)
 		out, err := p.Append(nil, nil)
 		if err != nil {
 			t.Fatalf("decoded packet does not encode: %v", err)
@@ -400,6 +413,20 @@ func FuzzDecode(f *testing.F) {
 		// Reserved bits and pad bytes are not kept; the rest is.
 		if len(out) != len(b) || out[0] != b[0] || !bytes.Equal(out[9:12], b[9:12]) {
 			t.Fatalf("re-encoded % x\nfrom       % x", out, b)
+		}
+		var again Packet
+		if err := again.Decode(out); err != nil {
+			t.Fatalf("re-encoded packet does not decode: %v", err)
+		}
+		if !reflect.DeepEqual(again, p) {
+			t.Fatalf("decoded %+v\nre-decoded %+v", p, again)
+		}
+		sealed, err := p.Append(nil, &h)
+		if err != nil {
+			t.Fatalf("decoded packet does not encode with an ICRC: %v", err)
+		}
+		if err := CheckICRC(sealed, &h); err != nil {
+			t.Fatalf("encoded packet fails its ICRC check: %v", err)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package rocev2
+package wire
 
 import (
 	"encoding/binary"
@@ -76,35 +76,35 @@ func (p *Packet) Append(dst []byte, h *IPHeader) ([]byte, error) {
 	clear(b)
 	p.BTH.PadCount = uint8(padded(len(p.Payload)) - len(p.Payload))
 	p.BTH.put(b)
-	off := headerBTH
+	off := BTHLen
 	f := opTable[op].flags
 	if f&hasDETH != 0 {
 		p.DETH.put(b[off:])
-		off += headerDETH
+		off += DETHLen
 	}
 	if f&hasRETH != 0 {
 		p.RETH.put(b[off:])
-		off += headerRETH
+		off += RETHLen
 	}
 	if f&hasAtomicETH != 0 {
 		p.AtomicETH.put(b[off:])
-		off += headerAtomicETH
+		off += AtomicETHLen
 	}
 	if f&hasAETH != 0 {
 		p.AETH.put(b[off:])
-		off += headerAETH
+		off += AETHLen
 	}
 	if f&hasAtomicAckETH != 0 {
 		binary.BigEndian.PutUint64(b[off:], p.AtomicAckETH.OrigRemData)
-		off += headerAtomicAckETH
+		off += AtomicAckETHLen
 	}
 	if f&hasImmDt != 0 {
 		binary.BigEndian.PutUint32(b[off:], p.ImmDt.Imm)
-		off += headerImmDt
+		off += ImmDtLen
 	}
 	if f&hasIETH != 0 {
 		binary.BigEndian.PutUint32(b[off:], p.IETH.RKey)
-		off += headerIETH
+		off += IETHLen
 	}
 	copy(b[off:], p.Payload)
 	if h != nil {
@@ -116,7 +116,7 @@ func (p *Packet) Append(dst []byte, h *IPHeader) ([]byte, error) {
 // SealICRC computes and writes the ICRC of an encoded packet b (whose
 // last four bytes are the ICRC's place) for the headers h.
 func SealICRC(b []byte, h *IPHeader) {
-	if len(b) < headerBTH+ICRCLen {
+	if len(b) < BTHLen+ICRCLen {
 		return
 	}
 	PutICRC(b[len(b)-ICRCLen:], ICRC(h, b[:len(b)-ICRCLen]))
@@ -125,7 +125,7 @@ func SealICRC(b []byte, h *IPHeader) {
 // CheckICRC reports whether the ICRC of the encoded packet b matches the
 // headers h; an error wrapping ErrICRC or ErrShort if not.
 func CheckICRC(b []byte, h *IPHeader) error {
-	if len(b) < headerBTH+ICRCLen {
+	if len(b) < BTHLen+ICRCLen {
 		return fmt.Errorf("%w: %d bytes", ErrShort, len(b))
 	}
 	want := ICRC(h, b[:len(b)-ICRCLen])
@@ -149,7 +149,7 @@ func grow(b []byte, n int) []byte {
 // headers the packet came with). p.Payload aliases b.
 func (p *Packet) Decode(b []byte) error {
 	*p = Packet{}
-	if len(b) < headerBTH+ICRCLen {
+	if len(b) < BTHLen+ICRCLen {
 		return fmt.Errorf("%w: %d bytes", ErrShort, len(b))
 	}
 	p.BTH.get(b)
@@ -179,35 +179,35 @@ func (p *Packet) Decode(b []byte) error {
 	if payload-pad > MaxPayload {
 		return fmt.Errorf("%w: payload %d bytes > %d", ErrHeader, payload-pad, MaxPayload)
 	}
-	off := headerBTH
+	off := BTHLen
 	f := info.flags
 	if f&hasDETH != 0 {
 		p.DETH.get(b[off:])
-		off += headerDETH
+		off += DETHLen
 	}
 	if f&hasRETH != 0 {
 		p.RETH.get(b[off:])
-		off += headerRETH
+		off += RETHLen
 	}
 	if f&hasAtomicETH != 0 {
 		p.AtomicETH.get(b[off:])
-		off += headerAtomicETH
+		off += AtomicETHLen
 	}
 	if f&hasAETH != 0 {
 		p.AETH.get(b[off:])
-		off += headerAETH
+		off += AETHLen
 	}
 	if f&hasAtomicAckETH != 0 {
 		p.AtomicAckETH.OrigRemData = binary.BigEndian.Uint64(b[off:])
-		off += headerAtomicAckETH
+		off += AtomicAckETHLen
 	}
 	if f&hasImmDt != 0 {
 		p.ImmDt.Imm = binary.BigEndian.Uint32(b[off:])
-		off += headerImmDt
+		off += ImmDtLen
 	}
 	if f&hasIETH != 0 {
 		p.IETH.RKey = binary.BigEndian.Uint32(b[off:])
-		off += headerIETH
+		off += IETHLen
 	}
 	p.Payload = b[off : off+payload-pad : off+payload-pad]
 	return nil

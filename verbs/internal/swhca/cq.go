@@ -1,4 +1,4 @@
-package soft
+package swhca
 
 import (
 	ctxpkg "context"
@@ -15,27 +15,32 @@ const (
 	notifySolicited
 )
 
-// queueCapacity rounds a requested queue size the way rxe does: the ring has
-// 2^n slots with one kept empty, so the usable size is 2^n - 1 >= req.
-func queueCapacity(req int) int {
-	c := 1
+// QueueCapacity rounds a requested queue size the way rxe does: the ring
+// has 2^n slots with one kept empty, so the usable size is 2^n - 1 >= req.
+func QueueCapacity(req int) int {
+	c := 2
 	for c-1 < req {
 		c <<= 1
-	}
-	if c < 2 {
-		c = 2
 	}
 	return c - 1
 }
 
-type cq struct {
-	ctx *context
-	ch  *compChannel
+// cqStart is the room a CQ gets for its first completion (grow).
+const cqStart = 4
+
+// CQ is a completion queue: a ring an engine pushes into and Poll drains.
+// Safe for concurrent use.
+type CQ struct {
+	reg *Registry
+	ch  *CompChannel
+	// onEmpty, when set, runs when a Poll finds the CQ empty, before it
+	// looks again: an engine that makes progress in the poller's time.
+	onEmpty func()
 
 	mu sync.Mutex
 	// cqe is the CQ's size (ibv_cq.cqe, as rxe rounds it); ring has room
 	// for the most completions it has held at once, doubled as needed up
-	// to cqe (push): a CQ that is polled as it fills never allocates room
+	// to cqe (Push): a CQ that is polled as it fills never allocates room
 	// for cqe of them.
 	cqe    int
 	ring   []verbs.WC
@@ -48,7 +53,7 @@ type cq struct {
 	// spins on an empty CQ must not take the lock the engine pushes under.
 	ready atomic.Int64
 
-	uses usage // QPs and SRQs completing here
+	uses Usage // QPs and SRQs completing here
 	// forcedOverruns makes the next pushes behave as if the CQ were full
 	// (fault injection).
 	forcedOverruns atomic.Int64
@@ -59,30 +64,51 @@ type cq struct {
 	lost atomic.Uint64
 }
 
-func newCQ(c *context, spec verbs.CQSpec) (*cq, error) {
+// CreateCQ is ibv_create_cq on the context of reg: spec.CQE within
+// 1..maxCQE, the channel one of the same context. onEmpty may be nil.
+func CreateCQ(reg *Registry, spec verbs.CQSpec, maxCQE int, onEmpty func()) (*CQ, error) {
 	const op = "ibv_create_cq"
 	if spec.CQE < 1 || spec.CQE > maxCQE {
 		return nil, verbs.Errorf(op, verbs.ErrInvalidArgument, "cqe %d outside 1..%d", spec.CQE, maxCQE)
 	}
-	q := &cq{ctx: c, cqe: queueCapacity(spec.CQE)}
+	q := &CQ{reg: reg, cqe: QueueCapacity(spec.CQE), onEmpty: onEmpty}
 	if spec.Channel != nil {
-		ch, ok := spec.Channel.(*compChannel)
-		if !ok || ch.ctx != c {
+		ch, ok := spec.Channel.(*CompChannel)
+		if !ok || ch.reg != reg {
 			return nil, verbs.NewError(op, verbs.ErrInvalidArgument, "completion channel of another context or provider")
 		}
 		q.ch = ch
-		ch.uses.hold()
+		ch.uses.Hold()
+	}
+	if err := reg.Add(op, q, RankCQ, q.destroy); err != nil {
+		return nil, err
 	}
 	return q, nil
 }
 
-func (q *cq) rank() int { return rankCQ }
-func (q *cq) CQE() int  { return q.cqe }
+// Owner is the context the CQ belongs to (Registry.Owner).
+func (q *CQ) Owner() any { return q.reg.owner }
 
-// push appends a completion. A full CQ loses it and raises IBV_EVENT_CQ_ERR,
-// one event per lost completion, as rxe does (SEMANTICS 10a); the CQ stays
-// usable.
-func (q *cq) push(wc *verbs.WC, solicited bool) {
+// Uses counts the QPs and SRQs completing on the CQ.
+func (q *CQ) Uses() *Usage { return &q.uses }
+
+// CQE is the CQ's size.
+func (q *CQ) CQE() int { return q.cqe }
+
+// Lost counts the completions overruns dropped.
+func (q *CQ) Lost() uint64 { return q.lost.Load() }
+
+// InjectOverruns makes the next n pushes lose their completion as on a
+// full CQ.
+func (q *CQ) InjectOverruns(n int64) { q.forcedOverruns.Add(n) }
+
+// InjectPollErrors makes the next n Polls that find completions fail.
+func (q *CQ) InjectPollErrors(n int64) { q.forcedPollErrors.Add(n) }
+
+// Push appends a completion. A full CQ loses it and raises
+// IBV_EVENT_CQ_ERR, one event per lost completion, as rxe does (SEMANTICS
+// 10a); the CQ stays usable.
+func (q *CQ) Push(wc *verbs.WC, solicited bool) {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -91,7 +117,7 @@ func (q *cq) push(wc *verbs.WC, solicited bool) {
 	if q.count == q.cqe || q.forcedOverruns.Load() > 0 && q.forcedOverruns.Add(-1) >= 0 {
 		q.mu.Unlock()
 		q.lost.Add(1)
-		q.ctx.raise(verbs.AsyncEvent{Type: verbs.EventCQErr, CQ: q})
+		q.reg.Raise(verbs.AsyncEvent{Type: verbs.EventCQErr, CQ: q})
 		return
 	}
 	if q.count == len(q.ring) {
@@ -115,12 +141,9 @@ func (q *cq) push(wc *verbs.WC, solicited bool) {
 	}
 }
 
-// cqStart is the room a CQ gets for its first completion (grow).
-const cqStart = 4
-
 // grow doubles the ring's room, up to cqe, keeping the completions in
 // order from its start.
-func (q *cq) grow() {
+func (q *CQ) grow() {
 	ring := make([]verbs.WC, min(max(2*len(q.ring), cqStart), q.cqe))
 	for i := range q.count {
 		ring[i] = q.ring[(q.head+i)%len(q.ring)]
@@ -129,9 +152,15 @@ func (q *cq) grow() {
 }
 
 // Poll copies out up to len(wcs) completions, oldest first.
-func (q *cq) Poll(wcs []verbs.WC) (int, error) {
+func (q *CQ) Poll(wcs []verbs.WC) (int, error) {
 	if q.ready.Load() == 0 {
-		return 0, nil
+		if q.onEmpty == nil {
+			return 0, nil
+		}
+		q.onEmpty()
+		if q.ready.Load() == 0 {
+			return 0, nil
+		}
 	}
 	// After the empty fast path, which spinning pollers take: an injected
 	// failure costs them nothing, and it fails a Poll with a completion to
@@ -162,7 +191,9 @@ var (
 	errPollFault = verbs.NewError("ibv_poll_cq", verbs.ErrPollFailed, "fault injected")
 )
 
-func (q *cq) ReqNotify(solicitedOnly bool) error {
+// ReqNotify arms the CQ: the next completion, or with solicitedOnly the
+// next solicited or failed one, signals the CQ's channel.
+func (q *CQ) ReqNotify(solicitedOnly bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -177,18 +208,19 @@ func (q *cq) ReqNotify(solicitedOnly bool) error {
 	return nil
 }
 
-// AckEvents is a no-op: the soft CQ keeps no event count to drain.
-func (q *cq) AckEvents(int) {}
+// AckEvents is a no-op: the CQ keeps no event count to drain.
+func (q *CQ) AckEvents(int) {}
 
-func (q *cq) destroy() {
+func (q *CQ) destroy() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
 }
 
-func (q *cq) Close() error {
-	if q.uses.busy() {
-		return errBusy("ibv_destroy_cq", "CQ")
+// Close destroys the CQ; ErrBusy while a QP or SRQ completes on it.
+func (q *CQ) Close() error {
+	if q.uses.Busy() {
+		return ErrBusy("ibv_destroy_cq", "CQ")
 	}
 	q.mu.Lock()
 	if q.closed {
@@ -197,32 +229,35 @@ func (q *cq) Close() error {
 	}
 	q.closed = true
 	q.mu.Unlock()
-	if q.ctx.remove(q) && q.ch != nil {
-		q.ch.uses.release()
+	if q.reg.Remove(q) && q.ch != nil {
+		q.ch.uses.Release()
 	}
 	return nil
 }
 
-// compChannel delivers CQ events. The engine never blocks on it: signal
-// queues the CQ and pokes a one-slot channel.
-type compChannel struct {
-	ctx  *context
-	uses usage
+// CompChannel delivers CQ events. An engine never blocks on it: signal
+// queues the CQ and pokes a one-slot channel. Safe for concurrent use.
+type CompChannel struct {
+	reg  *Registry
+	uses Usage
 
 	mu     sync.Mutex
-	queue  []*cq
+	queue  []*CQ
 	wake   chan struct{}
 	done   chan struct{}
 	closed bool
 }
 
-func newCompChannel(c *context) *compChannel {
-	return &compChannel{ctx: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// CreateCompChannel is ibv_create_comp_channel on the context of reg.
+func CreateCompChannel(reg *Registry) (*CompChannel, error) {
+	ch := &CompChannel{reg: reg, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := reg.Add("ibv_create_comp_channel", ch, RankChannel, ch.destroy); err != nil {
+		return nil, err
+	}
+	return ch, nil
 }
 
-func (ch *compChannel) rank() int { return rankChannel }
-
-func (ch *compChannel) signal(q *cq) {
+func (ch *CompChannel) signal(q *CQ) {
 	ch.mu.Lock()
 	if ch.closed {
 		ch.mu.Unlock()
@@ -236,9 +271,9 @@ func (ch *compChannel) signal(q *cq) {
 	}
 }
 
-// GetCQEvent waits for the next CQ event or for ctx to end (then it returns
-// ctx.Err()).
-func (ch *compChannel) GetCQEvent(ctx ctxpkg.Context) (verbs.CQ, error) {
+// GetCQEvent waits for the next CQ event, the channel's close or the end
+// of ctx (then it returns ctx.Err()).
+func (ch *CompChannel) GetCQEvent(ctx ctxpkg.Context) (verbs.CQ, error) {
 	for {
 		ch.mu.Lock()
 		if ch.closed {
@@ -265,7 +300,7 @@ func (ch *compChannel) GetCQEvent(ctx ctxpkg.Context) (verbs.CQ, error) {
 	}
 }
 
-func (ch *compChannel) destroy() {
+func (ch *CompChannel) destroy() {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if !ch.closed {
@@ -274,11 +309,12 @@ func (ch *compChannel) destroy() {
 	}
 }
 
-func (ch *compChannel) Close() error {
-	if ch.uses.busy() {
-		return errBusy("ibv_destroy_comp_channel", "completion channel")
+// Close destroys the channel; ErrBusy while a CQ reports to it.
+func (ch *CompChannel) Close() error {
+	if ch.uses.Busy() {
+		return ErrBusy("ibv_destroy_comp_channel", "completion channel")
 	}
 	ch.destroy()
-	ch.ctx.remove(ch)
+	ch.reg.Remove(ch)
 	return nil
 }

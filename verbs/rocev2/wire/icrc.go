@@ -1,4 +1,4 @@
-package rocev2
+package wire
 
 import (
 	"encoding/binary"
@@ -38,11 +38,12 @@ const ICRCLen = 4
 var icrcOnes = [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // ipv6HeaderLen and ipv4HeaderLen are the IP header lengths the ICRC
-// covers (no IPv4 options or IPv6 extension headers: RoCE v2 uses none).
+// covers (no IPv4 options or IPv6 extension headers: RoCE v2 uses none);
+// UDPHeaderLen is the UDP header's.
 const (
 	ipv6HeaderLen = 40
 	ipv4HeaderLen = 20
-	udpHeaderLen  = 8
+	UDPHeaderLen  = 8
 )
 
 // IPHeader holds what the ICRC needs of the IP header that carried (or
@@ -64,11 +65,11 @@ type IPHeader struct {
 // without the ICRC itself) as carried by h. It returns the CRC register
 // value; PutICRC writes it in wire order.
 func ICRC(h *IPHeader, udpPayload []byte) uint32 {
-	if len(udpPayload) < headerBTH {
+	if len(udpPayload) < BTHLen {
 		return 0
 	}
-	var pseudo [ipv6HeaderLen + udpHeaderLen + headerBTH]byte
-	udpLen := udpHeaderLen + len(udpPayload) + ICRCLen
+	var pseudo [ipv6HeaderLen + UDPHeaderLen + BTHLen]byte
+	udpLen := UDPHeaderLen + len(udpPayload) + ICRCLen
 	var n int
 	if h.Src.Is4() || h.Src.Is4In6() {
 		p := pseudo[:ipv4HeaderLen]
@@ -96,19 +97,19 @@ func ICRC(h *IPHeader, udpPayload []byte) uint32 {
 		copy(p[24:], d[:])
 		n = ipv6HeaderLen
 	}
-	u := pseudo[n : n+udpHeaderLen]
+	u := pseudo[n : n+UDPHeaderLen]
 	binary.BigEndian.PutUint16(u[0:], h.SrcPort)
 	binary.BigEndian.PutUint16(u[2:], h.DstPort)
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	u[6], u[7] = 0xff, 0xff // UDP checksum, masked
-	n += udpHeaderLen
-	copy(pseudo[n:], udpPayload[:headerBTH])
+	n += UDPHeaderLen
+	copy(pseudo[n:], udpPayload[:BTHLen])
 	pseudo[n+4] = 0xff // FECN, BECN, reserved
-	n += headerBTH
+	n += BTHLen
 
 	crc := crc32.Update(0, crc32.IEEETable, icrcOnes[:])
 	crc = crc32.Update(crc, crc32.IEEETable, pseudo[:n])
-	return crc32.Update(crc, crc32.IEEETable, udpPayload[headerBTH:])
+	return crc32.Update(crc, crc32.IEEETable, udpPayload[BTHLen:])
 }
 
 // PutICRC writes crc in the ICRC's wire order.
