@@ -166,6 +166,17 @@
 //     two while that is below 4 MiB, a larger one up to a page, and the
 //     limit counts what it rounded to (Runtime.Alloc).
 //
+// # Observing operations
+//
+// WithObserver gives the runtime an Observer that sees each operation of
+// its endpoints start, reach the device and complete, with its endpoint,
+// opcode, bytes, latency since the start and status: per-operation
+// telemetry (a latency histogram, a trace), where Stats and the metrics
+// package count in aggregate and sample latency. The Observer runs on the
+// data path, on whichever goroutine moves the operation on, and must not
+// block; without one the data path pays a nil check, and with one it
+// allocates nothing per operation.
+//
 // # Wire format
 //
 // The handshake is versioned, and its version covers what travels on the

@@ -141,7 +141,7 @@ func (ep *Endpoint) setup() error {
 	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: wrid.ActorID(rt.nextID.Inc()), SendDepth: depth,
 		RingSize: rt.cfg.tuning.RingSize, SignalEvery: rt.cfg.tuning.SignalEvery, Spin: rt.cfg.tuning.Spin, Park: rt.cfg.parkActors,
 		InlinePost: !rt.cfg.tuning.NoInlinePost, WaitPoll: waitPoll(rt.cfg.tuning), Executor: rt.pool, WrapError: ep.opError,
-		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
+		Observer: ep.actorObserver(), Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
 	if err != nil {
 		return err
 	}
