@@ -50,8 +50,11 @@
 // An endpoint says when it is over: Done closes and Err says why. Close
 // lets queued and in-flight work finish while its context allows, then
 // sends the peer a goodbye: the peer's Recv returns what arrived before it,
-// then io.EOF, and its Err is ErrPeerClosed. A peer that goes away without
-// closing ends the endpoint with ErrPeerLost, idle or not:
+// then io.EOF, and its Err is ErrPeerClosed. CloseWithError closes the same
+// way and says why: the peer's Err is a *PeerCloseError with the
+// application's code and reason (which matches ErrPeerClosed). A peer
+// that goes away without closing ends the endpoint with ErrPeerLost, idle
+// or not:
 //
 //   - its process killed: at once, when its kernel ends the connection the
 //     endpoint keeps beside the QP (it closes the handshake's TCP
@@ -244,8 +247,11 @@
 //     window by one; bit 1, the next field returns credits) and 2 bytes,
 //     big-endian: the window a credit report asks for (a batch that needs
 //     it), or the credits it gives back, or 0. The message's data follows
-//     the header; a credit report and the goodbye are the header alone
-//     and never reach Recv. A
+//     the header; a credit report is the header alone, and the goodbye
+//     too, or after CloseWithError the header, the code (4 bytes,
+//     big-endian) and the reason (UTF-8, at most 256 bytes); neither
+//     reaches Recv, and a receiver reads past the header of a goodbye
+//     only for a code. A
 //     SEND holds at most 8 + msg_size bytes (the receiver's msg_size). The
 //     immediate data of a SEND_WITH_IMM or a WRITE_WITH_IMM is the
 //     application's, untouched.

@@ -62,11 +62,15 @@ type Endpoint struct {
 	psn uint32
 
 	closeOnce sync.Once
-	failErr   atomic.Error
-	closing   atomic.Bool // Close began: a disconnect is this side's own
-	overOnce  sync.Once
-	over      chan struct{} // Done
-	overErr   error         // Err, set before over closes
+	// goodbye holds the code and reason of CloseWithError, goodbyeLen
+	// bytes, for the goodbye SEND; nil for a Close.
+	goodbye    *Buffer
+	goodbyeLen int
+	failErr    atomic.Error
+	closing    atomic.Bool // Close began: a disconnect is this side's own
+	overOnce   sync.Once
+	over       chan struct{} // Done
+	overErr    error         // Err, set before over closes
 }
 
 // newEndpoint creates the QP (in INIT, receives posted), its CQ and actor.
@@ -212,6 +216,9 @@ func (ep *Endpoint) release() {
 	}
 	if ep.scrat != nil {
 		ep.scrat.Free()
+	}
+	if ep.goodbye != nil {
+		ep.goodbye.Free()
 	}
 }
 
@@ -635,7 +642,7 @@ func (ep *Endpoint) Close(ctx context.Context) error {
 
 func (ep *Endpoint) close(ctx context.Context) error {
 	ep.closing.Store(true)
-	ep.actor.SayGoodbye() // after what is queued: the peer sees a graceful close
+	ep.actor.SayGoodbye(ep.goodbyeData()) // after what is queued: the peer sees a graceful close
 	err := ep.actor.Close(ctx)
 	// In-flight work finishes while ctx allows. The goodbye, posted last
 	// (RC completes in order), gets goodbyeWait at most: a peer that
