@@ -190,7 +190,8 @@
 //   - Over TCP, each side writes one line of JSON, its hello, and reads the
 //     peer's: {"version":4,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
 //     "recv_depth":N,"window":N,"msg_size":N,"mtu":N,"max_rd_atomic":N,
-//     "max_dest_rd_atomic":N}, the QP number, first PSN (drawn at random
+//     "max_dest_rd_atomic":N,"provider":"name","transport":"name"}, the QP
+//     number, first PSN (drawn at random
 //     for each endpoint, as ibv_rc_pingpong draws it), LID (the port's;
 //     0 on RoCE) and GID that ibv_rc_pingpong exchanges, plus the largest
 //     window of receive credits the side grants, the credits the peer
@@ -198,8 +199,15 @@
 //     without the header below), its port's active MTU in bytes (at most
 //     4096), and how many RDMA READs and atomics its QP may have
 //     outstanding as initiator and takes at once as responder (its
-//     device's max_qp_init_rd_atom and max_qp_rd_atom, at most 16). The
-//     dialer writes first; the listener reads the dialer's hello before it
+//     device's max_qp_init_rd_atom and max_qp_rd_atom, at most 16), and
+//     the side's provider and what its QPs speak: "soft" (the soft
+//     provider's in-process fabric), "roce" (RoCE v2: rocev2, or ibv on
+//     RoCE) or "ib" (ibv on InfiniBand), each at most 32 letters, digits,
+//     '-' and '_'. A side refuses a peer of another transport with
+//     ErrProtocol naming both providers (the listener still answers with
+//     its hello, so the dialer names the mismatch from its side); a hello
+//     without them, of an earlier build, is not checked. The dialer
+//     writes first; the listener reads the dialer's hello before it
 //     makes an endpoint, and answers with its own. A line is at most 512
 //     bytes, and a hello is refused unless qpn is 2 to 2^24-1, psn below
 //     2^24, gid an IPv6 address's text, recv_depth 2 to 65536, window 2 to
