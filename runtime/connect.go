@@ -158,7 +158,7 @@ func (hs *handshake) connect(ep *Endpoint, peer hello) error {
 	if err := sameTransport(hs.rt.prov.Name(), hs.rt.transport(), peer); err != nil {
 		return err
 	}
-	if err := notSelf(Addr{GID: hs.rt.gid, QPN: ep.qp.QPN()}, hs.rt.sel.attr.LID, peer); err != nil {
+	if err := notSelf(hs.rt.addr(hs.rt.gid, ep.qp.QPN()), hs.rt.sel.attr.LID, peer); err != nil {
 		return err
 	}
 	if err := ep.start(peer); err != nil {

@@ -186,7 +186,7 @@ func (ep *Endpoint) run(peer hello) error {
 		return err
 	}
 	ep.peerMsgSize = peer.MsgSize
-	ep.remote = Addr{GID: peer.gid, QPN: peer.QPN}
+	ep.remote = rt.addr(peer.gid, peer.QPN)
 	if err := rt.register(ep); err != nil {
 		return err
 	}
@@ -228,7 +228,7 @@ func (ep *Endpoint) LocalAddr() net.Addr {
 	if ep == nil {
 		return nil
 	}
-	return Addr{GID: ep.rt.gid, QPN: ep.qp.QPN()}
+	return ep.rt.addr(ep.rt.gid, ep.qp.QPN())
 }
 
 // RemoteAddr returns the peer's end of the connection.

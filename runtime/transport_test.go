@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -61,5 +62,23 @@ func TestProviderMismatchIsNamed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSoftAddressesAreNotShown: the ends of a soft endpoint, as net.Addrs
+// (which net.OpErrors of rdmanet and the runtime's OpErrors print), are
+// named by their QP numbers, without the addresses soft makes up for its
+// GIDs; on another provider they carry the GID.
+func TestSoftAddressesAreNotShown(t *testing.T) {
+	_, cli, srv := pair(t)
+	for _, a := range []net.Addr{cli.LocalAddr(), cli.RemoteAddr(), srv.LocalAddr()} {
+		if s := a.String(); strings.Contains(s, "10.77.") || !strings.HasPrefix(s, "qp0x") {
+			t.Errorf("a soft endpoint's address reads %q, want its QP number alone", s)
+		}
+	}
+	roce := rocev2Runtime(t)
+	rcli, _ := connectRuntimes(t, roce, roce)
+	if s := rcli.LocalAddr().String(); !strings.HasPrefix(s, "::1/qp0x") {
+		t.Errorf("a rocev2 endpoint's address reads %q, want its GID and QP number", s)
 	}
 }
