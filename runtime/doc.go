@@ -135,7 +135,9 @@
 //     runtime: receive buffers, actor scratch, other exposures. Send the
 //     RemoteRef as bytes (MarshalBinary). Exposure.Close revokes the key
 //     at once, and Free revokes every exposure of the buffer before its
-//     memory can be reused.
+//     memory can be reused. Exposure.Lease bounds an exposure in time:
+//     unless the owner renews it (Lease again), the key is revoked at the
+//     lease's end, and the peer's access after it fails as after Close.
 //   - An operation owns the memory it was given, from the call until its
 //     future resolves: after its completion or flush, or at once if it
 //     never reached the device (refused, cancelled while queued). Giving
