@@ -2,7 +2,12 @@ package bench
 
 import (
 	"fmt"
+	"math/bits"
 	"testing"
+
+	"go.uber.org/atomic"
+
+	vrt "github.com/verbsrt/verbsrt/runtime"
 )
 
 // callerCounts are the numbers of concurrent callers the shared-QP
@@ -14,6 +19,8 @@ var callerCounts = []int{1, 16, 256}
 //
 //   - runtime/callers=N: N goroutines each call ep.Write and Wait on the
 //     future, through the runtime's actor and poller.
+//   - observed/callers=1: runtime/callers=1 with an Observer (WithObserver)
+//     that keeps a latency histogram of the completed operations.
 //   - actor-only/callers=N: the same with the caller-thread defaults off
 //     (Tuning.NoInlinePost, Tuning.NoWaitPoll): every post on the actor's
 //     goroutine, every completion handled by the actor or the poller.
@@ -33,27 +40,27 @@ var callerCounts = []int{1, 16, 256}
 //
 // wrs/post is WRs per PostSend (doorbell) over the timed section.
 func BenchmarkWrite(b *testing.B) {
-	for _, n := range callerCounts {
-		b.Run(fmt.Sprintf("runtime/callers=%d", n), func(b *testing.B) {
-			v := newViaRuntime(b, n, runtimeOpts()...)
-			b.ReportAllocs()
-			before := v.stats()
-			if err := drive(b, n, b.N, v.write); err != nil {
-				b.Fatal(err)
-			}
-			report(b, v.stats().sub(before))
-		})
+	viaRuntimeWrites := func(b *testing.B, n int, opts ...vrt.Option) {
+		v := newViaRuntime(b, n, append(runtimeOpts(), opts...)...)
+		b.ReportAllocs()
+		before := v.stats()
+		if err := drive(b, n, b.N, v.write); err != nil {
+			b.Fatal(err)
+		}
+		report(b, v.stats().sub(before))
 	}
 	for _, n := range callerCounts {
-		b.Run(fmt.Sprintf("actor-only/callers=%d", n), func(b *testing.B) {
-			v := newViaRuntime(b, n, append(runtimeOpts(), actorOnlyOpts...)...)
-			b.ReportAllocs()
-			before := v.stats()
-			if err := drive(b, n, b.N, v.write); err != nil {
-				b.Fatal(err)
-			}
-			report(b, v.stats().sub(before))
-		})
+		b.Run(fmt.Sprintf("runtime/callers=%d", n), func(b *testing.B) { viaRuntimeWrites(b, n) })
+	}
+	b.Run("observed/callers=1", func(b *testing.B) {
+		var h latencyHistogram
+		viaRuntimeWrites(b, 1, vrt.WithObserver(&h))
+		if h.count.Load() < uint64(b.N) {
+			b.Fatalf("the observer saw %d writes complete, want %d", h.count.Load(), b.N)
+		}
+	})
+	for _, n := range callerCounts {
+		b.Run(fmt.Sprintf("actor-only/callers=%d", n), func(b *testing.B) { viaRuntimeWrites(b, n, actorOnlyOpts...) })
 	}
 	for _, n := range callerCounts {
 		b.Run(fmt.Sprintf("naive/callers=%d", n), func(b *testing.B) {
@@ -90,4 +97,19 @@ func BenchmarkWrite(b *testing.B) {
 		d := newDirect(b)
 		timedRun(b, d.stats, func() error { return d.roundTrips(b.N) })
 	})
+}
+
+// latencyHistogram is an Observer keeping what a user's latency histogram
+// does: the completed operations in power-of-two buckets of nanoseconds,
+// and their count.
+type latencyHistogram struct {
+	count   atomic.Uint64
+	buckets [64]atomic.Uint64
+}
+
+func (h *latencyHistogram) ObserveOp(e vrt.OpEvent) {
+	if e.Phase == vrt.OpCompleted {
+		h.count.Inc()
+		h.buckets[bits.Len64(uint64(e.Latency))&63].Inc()
+	}
 }

@@ -110,7 +110,10 @@ type Config struct {
 	// actor resolves: op is the operation (a batch's first), batch the
 	// number of WRs its future covers when more than one.
 	WrapError func(op *Op, batch int, err error) error
-	Logger    *slog.Logger
+	// Observer, when set, sees every operation submitted to the actor as
+	// it starts, is posted and ends (Observer).
+	Observer Observer
+	Logger   *slog.Logger
 }
 
 // Driver lets an actor handle its own completions while it is awake: it
@@ -180,6 +183,9 @@ type submission struct {
 	one   [1]Op
 	batch []Op
 	fut   *future.State
+	// start is when it was submitted, by the actor's clock, when the
+	// actor has an Observer (0 otherwise).
+	start time.Duration
 	// ctx is the submission's context when it can end (nil otherwise).
 	// The actor checks it when it takes the submission, and watches it
 	// (context.AfterFunc, setting fut.stopCancel) only when it is about to
@@ -324,6 +330,7 @@ type Actor struct {
 	wrapError func(op *Op, batch int, err error) error // Config.WrapError
 	clock     func() time.Time                         // Config.Clock
 	driver    Driver                                   // set before Start, or nil
+	obs       *observer                                // Config.Observer, or nil
 	done      chan struct{}
 }
 
@@ -361,6 +368,9 @@ func New(cfg Config) (*Actor, error) {
 		a.waker = ring.NewRestartingWaker(func() { go a.goRun() })
 	}
 	a.lat.init(shadowSize(depth))
+	if cfg.Observer != nil {
+		a.obs = &observer{o: cfg.Observer, start: make([]time.Duration, a.scratchMask+1)}
+	}
 	if a.signalEvery <= 0 {
 		a.signalEvery = int32(max(1, depth/4))
 	}

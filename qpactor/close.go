@@ -18,6 +18,9 @@ func (a *Actor) FailOutstanding(err error) int {
 		if e == nil || e.seq.Load() != a.head+1 {
 			continue
 		}
+		if a.obs != nil {
+			a.observeEnd(a.head, e, verbs.WCWRFlushErr, err)
+		}
 		done = append(done, retiredWR{fut: e.fut, info: e.info()})
 		e.fut = nil
 		e.seq.Store(0)

@@ -127,6 +127,9 @@ func (a *Actor) retire(e *entry, wc verbs.WC) retiredWR {
 		}
 		a.sample(a.head, e.opcode)
 	}
+	if a.obs != nil {
+		a.observeEnd(a.head, e, wc.Status, wc.Err())
+	}
 	r := retiredWR{fut: e.fut, wc: wc, value: value, info: e.info()}
 	e.fut = nil
 	e.seq.Store(0)

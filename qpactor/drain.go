@@ -156,6 +156,9 @@ func (a *Actor) drain() int {
 		sub := &a.drained[len(a.drained)-1]
 		start := len(a.chain)
 		if err := a.appendOps(sub); err != nil {
+			if a.obs != nil {
+				a.observeUnposted(sub, err)
+			}
 			sub.fut.FailCounted(err, len(sub.ops()), &a.stats.Ops.ResolvedByActor)
 		} else {
 			a.stampChain(start, need)

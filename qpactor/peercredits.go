@@ -33,6 +33,9 @@ type peerCredits struct {
 	// reportSub owns a credit-only SEND while it is chained; its future is
 	// nil: nobody waits for it.
 	reportSub submission
+	// goodbye is what the goodbye SEND carries after its header
+	// (SayGoodbye); Length 0 for nothing.
+	goodbye verbs.SGE
 }
 
 type peerUse struct {
@@ -266,8 +269,14 @@ func (a *Actor) unusePeer(i, j int) {
 // SayGoodbye makes the actor, once it closes with nothing left queued, post
 // one last SEND that tells the peer the connection is over: a graceful
 // close the peer sees as such. It uses the peer receive kept back for
-// credit reports; without one it sends nothing. Call it before Close.
-func (a *Actor) SayGoodbye() { a.peer.s.SayGoodbye() }
+// credit reports; without one it sends nothing. data, when it has bytes,
+// follows the SEND's header: registered memory the caller keeps until the
+// actor closed and its WRs completed, no longer than the peer's receives
+// take. Call it before Close.
+func (a *Actor) SayGoodbye(data verbs.SGE) {
+	a.peer.goodbye = data
+	a.peer.s.SayGoodbye()
+}
 
 // postGoodbye posts the goodbye SEND of a closing actor, when one is wanted
 // and a send-queue slot and a peer receive are left for it.
@@ -284,6 +293,10 @@ func (a *Actor) postGoodbye() {
 	a.peer.uses = a.peer.uses[:0]
 	a.drained = a.drained[:0]
 	a.appendCreditOnly(h, n, credits)
+	if data := a.peer.goodbye; data.Length > 0 {
+		wr := &a.chain[len(a.chain)-1]
+		wr.SGL = a.withHeader(len(a.chain)-1, []verbs.SGE{data})
+	}
 	seq := a.seq
 	a.post()
 	a.peer.s.Said(a.seq != seq) // post advances seq by the WRs posted

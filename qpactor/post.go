@@ -141,6 +141,9 @@ func (a *Actor) post() {
 		for i := posted; i < len(a.chain); i++ {
 			tab.entries[(base+uint64(i-posted))&tab.mask].seq.Store(0)
 		}
+		if a.obs != nil {
+			a.observeRefused(posted, err)
+		}
 		var wrErr *verbs.WRError
 		if !errors.As(err, &wrErr) {
 			// Not about one WR (the QP's state, a closed QP): nothing after
@@ -195,6 +198,10 @@ func (a *Actor) post() {
 // the WRs posted.
 func (a *Actor) postOnce() (int, error) {
 	base, tab := a.seq, a.shadow.Load()
+	var obsNow time.Duration
+	if a.obs != nil {
+		obsNow = a.obsNow()
+	}
 	for i := range a.chain {
 		wr := &a.chain[i]
 		seq := base + uint64(i)
@@ -219,6 +226,9 @@ func (a *Actor) postOnce() (int, error) {
 			e.raddr, e.rkey = wr.Atomic.RemoteAddr, wr.Atomic.RKey
 		}
 		a.lat.stamp(seq)
+		if a.obs != nil {
+			a.observePost(seq, i, length, obsNow)
+		}
 		e.seq.Store(seq + 1)
 	}
 	a.credits.Sub(int64(len(a.chain)))
@@ -251,6 +261,9 @@ func (a *Actor) failQueued(err error) int {
 		var failure error // nil: its context's end resolved it
 		if a.take(s) {
 			failure = a.submissionError(s, err)
+			if a.obs != nil {
+				a.observeUnposted(s, err)
+			}
 		}
 		a.pop()
 		if failure != nil {

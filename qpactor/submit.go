@@ -55,6 +55,9 @@ func (a *Actor) submitNew(ctx context.Context, sub *submission, n int) (future.F
 		a.stats.Ops.Cancelled.Inc()
 		return future.Future{}, err
 	}
+	if a.obs != nil {
+		a.observeStarted(sub)
+	}
 	st, f := future.New(n, a.exec)
 	f = f.WithWaiter(a)
 	sub.fut = st
@@ -63,6 +66,9 @@ func (a *Actor) submitNew(ctx context.Context, sub *submission, n int) (future.F
 		sub.ctx = ctx
 	}
 	if err := a.push(ctx, sub, n); err != nil {
+		if a.obs != nil {
+			a.observeUnposted(sub, err)
+		}
 		if h := st.TakeHold(); h != nil {
 			h.Release()
 		}
@@ -98,9 +104,18 @@ func (a *Actor) take(s *submission) bool {
 	f := s.fut
 	if a.headWatched() && f.Watched() {
 		// The context's end may be resolving it right now.
-		return f.Take()
+		if f.Take() {
+			return true
+		}
+		if a.obs != nil {
+			a.observeUnposted(s, s.ctx.Err())
+		}
+		return false
 	}
 	if err := s.ctx.Err(); err != nil {
+		if a.obs != nil {
+			a.observeUnposted(s, err)
+		}
 		f.FailN(a.submissionError(s, err), len(s.ops()))
 		return false
 	}

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/verbsrt/verbsrt/runtime"
@@ -10,12 +11,32 @@ import (
 // TestSteadyStateAllocs: once pools are warm, a Write, a Send and a Post
 // of a batch (one op of it gathering) with their Wait allocate nothing on
 // the sending side (averaged: the receiver's occasional credit-only
-// message may allocate).
+// message may allocate), with an Observer too.
 func TestSteadyStateAllocs(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("allocation counts under -short or -race are not meaningful: the race detector empties pools at random (make allocs runs this)")
 	}
-	rt, cli, srv := pair(t)
+	t.Run("plain", func(t *testing.T) { steadyStateAllocs(t) })
+	t.Run("observed", func(t *testing.T) {
+		var obs countingObserver
+		steadyStateAllocs(t, runtime.WithObserver(&obs))
+		if obs.completed.Load() == 0 {
+			t.Error("the observer saw no operation complete")
+		}
+	})
+}
+
+// countingObserver counts the operations it sees complete.
+type countingObserver struct{ completed atomic.Int64 }
+
+func (o *countingObserver) ObserveOp(e runtime.OpEvent) {
+	if e.Phase == runtime.OpCompleted {
+		o.completed.Add(1)
+	}
+}
+
+func steadyStateAllocs(t *testing.T, opts ...runtime.Option) {
+	rt, cli, srv := pair(t, opts...)
 	ctx := ctxT(t)
 	local, remote := alloc(t, rt, 64), refOf(t, alloc(t, rt, 64))
 	go func() {

@@ -45,7 +45,7 @@ func newAllocator(pd verbs.PD, limit int, log *slog.Logger) (allocator, error) {
 	if limit <= 0 {
 		return allocator{}, fmt.Errorf("verbsrt: WithMemoryLimit(%d): the limit must be positive: %w", limit, verbs.ErrInvalidArgument)
 	}
-	return allocator{pd: pd, limit: limit, chunk: min(chunkSize, limit), log: log}, nil
+	return allocator{pd: pd, limit: limit, chunk: min(chunkSize, limit), log: log, leaseTimer: realLeaseTimer}, nil
 }
 
 // minBlock is the smallest block: 64 bytes.
@@ -68,6 +68,9 @@ type allocator struct {
 	limit int // bytes the chunks may map in all
 	chunk int // bytes of a chunk: chunkSize, or the limit when smaller
 	log   *slog.Logger
+	// leaseTimer arms the end of an exposure's lease (Exposure.Lease):
+	// time.AfterFunc, or a test's clock.
+	leaseTimer leaseTimer
 
 	mu          sync.Mutex
 	closed      bool

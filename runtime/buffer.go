@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/verbs"
@@ -283,11 +284,14 @@ func (r Rights) String() string {
 // granted, under a key of its own (Buffer.ExposeRange). Hand its
 // RemoteRef to a peer; Close revokes it.
 type Exposure struct {
-	b      *Buffer
-	mr     verbs.MR
-	rights Rights
-	once   sync.Once
-	err    error
+	b       *Buffer
+	mr      verbs.MR
+	rights  Rights
+	once    sync.Once
+	err     error
+	revoked atomic.Bool // revoke began
+	leaseMu sync.Mutex  // lease
+	lease   lease
 }
 
 // RemoteRef returns the reference a peer needs: the range's address, its
@@ -310,6 +314,14 @@ func (e *Exposure) Close() error {
 }
 
 func (e *Exposure) revoke() error {
-	e.once.Do(func() { e.err = e.b.a.deregister(e.mr) })
+	e.once.Do(func() {
+		e.revoked.Store(true)
+		e.leaseMu.Lock()
+		if e.lease.stop != nil {
+			e.lease.stop() // the key goes now: its lease's timer need not keep e
+		}
+		e.leaseMu.Unlock()
+		e.err = e.b.a.deregister(e.mr)
+	})
 	return e.err
 }

@@ -17,7 +17,8 @@ import (
 func (rt *Runtime) hello() hello {
 	s := rt.connectSpec()
 	return hello{Version: helloVersion, RecvDepth: rt.cfg.recvDepth, Window: initialWindow, MsgSize: rt.cfg.msgSize,
-		MTU: s.PathMTU.Bytes(), MaxRdAtomic: int(s.MaxRdAtomic), MaxDestRdAtomic: int(s.MaxDestRdAtomic)}
+		MTU: s.PathMTU.Bytes(), MaxRdAtomic: int(s.MaxRdAtomic), MaxDestRdAtomic: int(s.MaxDestRdAtomic),
+		Provider: rt.prov.Name(), Transport: rt.transport()}
 }
 
 // rdAtomicDepths returns the read/atomic depths of the runtime's QPs: what
@@ -29,6 +30,9 @@ func (rt *Runtime) rdAtomicDepths() (initiator, responder uint8) {
 	clamp := func(n int) uint8 { return uint8(min(max(n, 1), maxRdAtomic)) }
 	return clamp(rt.devAttr.MaxQPInitRdAtom), clamp(rt.devAttr.MaxQPRdAtom)
 }
+
+// transport is what the runtime's QPs speak (transportOf).
+func (rt *Runtime) transport() string { return transportOf(rt.prov.Name(), rt.sel.attr.LinkLayer) }
 
 // helloOf returns the hello of ep, for the TCP handshake.
 func (rt *Runtime) helloOf(ep *Endpoint) hello {
@@ -52,7 +56,9 @@ const handshakeTimeout = 30 * time.Second
 // then returns an error matching ErrRefused, and the cause the listener
 // named (ErrNoMemory, syscall.EMFILE, ...). A peer whose hello names the
 // endpoint itself (a runtime on another fabric that numbers alike, such as
-// a second soft provider) is refused with ErrProtocol.
+// a second soft provider) is refused with ErrProtocol, and so is a peer
+// whose QPs speak another transport (a soft runtime's against a rocev2
+// one's), with an error that names both providers.
 func (rt *Runtime) Dial(ctx context.Context, addr string) (*Endpoint, error) {
 	if ctx == nil {
 		return nil, future.ErrNilContext
@@ -149,7 +155,10 @@ func (hs *handshake) refuse(err error) {
 // connect refuses a peer that is ep itself, then connects ep's QP to the
 // peer and starts the endpoint.
 func (hs *handshake) connect(ep *Endpoint, peer hello) error {
-	if err := notSelf(Addr{GID: hs.rt.gid, QPN: ep.qp.QPN()}, hs.rt.sel.attr.LID, peer); err != nil {
+	if err := sameTransport(hs.rt.prov.Name(), hs.rt.transport(), peer); err != nil {
+		return err
+	}
+	if err := notSelf(hs.rt.addr(hs.rt.gid, ep.qp.QPN()), hs.rt.sel.attr.LID, peer); err != nil {
 		return err
 	}
 	if err := ep.start(peer); err != nil {

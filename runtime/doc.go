@@ -50,8 +50,11 @@
 // An endpoint says when it is over: Done closes and Err says why. Close
 // lets queued and in-flight work finish while its context allows, then
 // sends the peer a goodbye: the peer's Recv returns what arrived before it,
-// then io.EOF, and its Err is ErrPeerClosed. A peer that goes away without
-// closing ends the endpoint with ErrPeerLost, idle or not:
+// then io.EOF, and its Err is ErrPeerClosed. CloseWithError closes the same
+// way and says why: the peer's Err is a *PeerCloseError with the
+// application's code and reason (which matches ErrPeerClosed). A peer
+// that goes away without closing ends the endpoint with ErrPeerLost, idle
+// or not:
 //
 //   - its process killed: at once, when its kernel ends the connection the
 //     endpoint keeps beside the QP (it closes the handshake's TCP
@@ -132,7 +135,9 @@
 //     runtime: receive buffers, actor scratch, other exposures. Send the
 //     RemoteRef as bytes (MarshalBinary). Exposure.Close revokes the key
 //     at once, and Free revokes every exposure of the buffer before its
-//     memory can be reused.
+//     memory can be reused. Exposure.Lease bounds an exposure in time:
+//     unless the owner renews it (Lease again), the key is revoked at the
+//     lease's end, and the peer's access after it fails as after Close.
 //   - An operation owns the memory it was given, from the call until its
 //     future resolves: after its completion or flush, or at once if it
 //     never reached the device (refused, cancelled while queued). Giving
@@ -166,6 +171,17 @@
 //     two while that is below 4 MiB, a larger one up to a page, and the
 //     limit counts what it rounded to (Runtime.Alloc).
 //
+// # Observing operations
+//
+// WithObserver gives the runtime an Observer that sees each operation of
+// its endpoints start, reach the device and complete, with its endpoint,
+// opcode, bytes, latency since the start and status: per-operation
+// telemetry (a latency histogram, a trace), where Stats and the metrics
+// package count in aggregate and sample latency. The Observer runs on the
+// data path, on whichever goroutine moves the operation on, and must not
+// block; without one the data path pays a nil check, and with one it
+// allocates nothing per operation.
+//
 // # Wire format
 //
 // The handshake is versioned, and its version covers what travels on the
@@ -176,7 +192,8 @@
 //   - Over TCP, each side writes one line of JSON, its hello, and reads the
 //     peer's: {"version":4,"qpn":N,"psn":N,"lid":N,"gid":"IPv6 text",
 //     "recv_depth":N,"window":N,"msg_size":N,"mtu":N,"max_rd_atomic":N,
-//     "max_dest_rd_atomic":N}, the QP number, first PSN (drawn at random
+//     "max_dest_rd_atomic":N,"provider":"name","transport":"name"}, the QP
+//     number, first PSN (drawn at random
 //     for each endpoint, as ibv_rc_pingpong draws it), LID (the port's;
 //     0 on RoCE) and GID that ibv_rc_pingpong exchanges, plus the largest
 //     window of receive credits the side grants, the credits the peer
@@ -184,8 +201,15 @@
 //     without the header below), its port's active MTU in bytes (at most
 //     4096), and how many RDMA READs and atomics its QP may have
 //     outstanding as initiator and takes at once as responder (its
-//     device's max_qp_init_rd_atom and max_qp_rd_atom, at most 16). The
-//     dialer writes first; the listener reads the dialer's hello before it
+//     device's max_qp_init_rd_atom and max_qp_rd_atom, at most 16), and
+//     the side's provider and what its QPs speak: "soft" (the soft
+//     provider's in-process fabric), "roce" (RoCE v2: rocev2, or ibv on
+//     RoCE) or "ib" (ibv on InfiniBand), each at most 32 letters, digits,
+//     '-' and '_'. A side refuses a peer of another transport with
+//     ErrProtocol naming both providers (the listener still answers with
+//     its hello, so the dialer names the mismatch from its side); a hello
+//     without them, of an earlier build, is not checked. The dialer
+//     writes first; the listener reads the dialer's hello before it
 //     makes an endpoint, and answers with its own. A line is at most 512
 //     bytes, and a hello is refused unless qpn is 2 to 2^24-1, psn below
 //     2^24, gid an IPv6 address's text, recv_depth 2 to 65536, window 2 to
@@ -233,8 +257,11 @@
 //     window by one; bit 1, the next field returns credits) and 2 bytes,
 //     big-endian: the window a credit report asks for (a batch that needs
 //     it), or the credits it gives back, or 0. The message's data follows
-//     the header; a credit report and the goodbye are the header alone
-//     and never reach Recv. A
+//     the header; a credit report is the header alone, and the goodbye
+//     too, or after CloseWithError the header, the code (4 bytes,
+//     big-endian) and the reason (UTF-8, at most 256 bytes); neither
+//     reaches Recv, and a receiver reads past the header of a goodbye
+//     only for a code. A
 //     SEND holds at most 8 + msg_size bytes (the receiver's msg_size). The
 //     immediate data of a SEND_WITH_IMM or a WRITE_WITH_IMM is the
 //     application's, untouched.

@@ -62,11 +62,15 @@ type Endpoint struct {
 	psn uint32
 
 	closeOnce sync.Once
-	failErr   atomic.Error
-	closing   atomic.Bool // Close began: a disconnect is this side's own
-	overOnce  sync.Once
-	over      chan struct{} // Done
-	overErr   error         // Err, set before over closes
+	// goodbye holds the code and reason of CloseWithError, goodbyeLen
+	// bytes, for the goodbye SEND; nil for a Close.
+	goodbye    *Buffer
+	goodbyeLen int
+	failErr    atomic.Error
+	closing    atomic.Bool // Close began: a disconnect is this side's own
+	overOnce   sync.Once
+	over       chan struct{} // Done
+	overErr    error         // Err, set before over closes
 }
 
 // newEndpoint creates the QP (in INIT, receives posted), its CQ and actor.
@@ -141,7 +145,7 @@ func (ep *Endpoint) setup() error {
 	ep.actor, err = qpactor.New(qpactor.Config{QP: ep.qp, ID: wrid.ActorID(rt.nextID.Inc()), SendDepth: depth,
 		RingSize: rt.cfg.tuning.RingSize, SignalEvery: rt.cfg.tuning.SignalEvery, Spin: rt.cfg.tuning.Spin, Park: rt.cfg.parkActors,
 		InlinePost: !rt.cfg.tuning.NoInlinePost, WaitPoll: waitPoll(rt.cfg.tuning), Executor: rt.pool, WrapError: ep.opError,
-		Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
+		Observer: ep.actorObserver(), Logger: rt.log, Scratch: qpactor.Scratch{Bytes: ep.scrat.mem, Addr: ep.scrat.addr, LKey: ep.scrat.lkey}})
 	if err != nil {
 		return err
 	}
@@ -182,7 +186,7 @@ func (ep *Endpoint) run(peer hello) error {
 		return err
 	}
 	ep.peerMsgSize = peer.MsgSize
-	ep.remote = Addr{GID: peer.gid, QPN: peer.QPN}
+	ep.remote = rt.addr(peer.gid, peer.QPN)
 	if err := rt.register(ep); err != nil {
 		return err
 	}
@@ -213,6 +217,9 @@ func (ep *Endpoint) release() {
 	if ep.scrat != nil {
 		ep.scrat.Free()
 	}
+	if ep.goodbye != nil {
+		ep.goodbye.Free()
+	}
 }
 
 // LocalAddr returns this end of the connection: the runtime's GID and the
@@ -221,7 +228,7 @@ func (ep *Endpoint) LocalAddr() net.Addr {
 	if ep == nil {
 		return nil
 	}
-	return Addr{GID: ep.rt.gid, QPN: ep.qp.QPN()}
+	return ep.rt.addr(ep.rt.gid, ep.qp.QPN())
 }
 
 // RemoteAddr returns the peer's end of the connection.
@@ -632,7 +639,7 @@ func (ep *Endpoint) Close(ctx context.Context) error {
 
 func (ep *Endpoint) close(ctx context.Context) error {
 	ep.closing.Store(true)
-	ep.actor.SayGoodbye() // after what is queued: the peer sees a graceful close
+	ep.actor.SayGoodbye(ep.goodbyeData()) // after what is queued: the peer sees a graceful close
 	err := ep.actor.Close(ctx)
 	// In-flight work finishes while ctx allows. The goodbye, posted last
 	// (RC completes in order), gets goodbyeWait at most: a peer that

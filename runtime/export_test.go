@@ -266,3 +266,9 @@ func HelloLineForTest(rt *Runtime, qpn uint32) []byte {
 	h.QPN, h.GID = qpn, netip.AddrFrom16(rt.gid).String()
 	return marshalLine(h)
 }
+
+// SetLeaseTimer makes rt's exposures arm the ends of their leases with
+// after instead of time.AfterFunc: tests end leases when they say.
+func SetLeaseTimer(rt *Runtime, after func(d time.Duration, f func()) (stop func() bool)) {
+	rt.alloc.leaseTimer = after
+}

@@ -37,6 +37,11 @@ type hello struct {
 	MTU             int `json:"mtu"`
 	MaxRdAtomic     int `json:"max_rd_atomic"`
 	MaxDestRdAtomic int `json:"max_dest_rd_atomic"`
+	// The side's verbs provider, by name, and the transport its QPs speak
+	// (transportOf): sides of different transports cannot connect.
+	// Absent from the hellos of earlier builds, and then not checked.
+	Provider  string `json:"provider,omitempty"`
+	Transport string `json:"transport,omitempty"`
 
 	// A refusal's: why, in words, and the cause's name (refusalCauses).
 	Error string `json:"error,omitempty"`
@@ -218,8 +223,81 @@ func (h *hello) check() error {
 		return fmt.Errorf("%w: the peer's hello: max_rd_atomic %d outside [1, %d]", ErrProtocol, h.MaxRdAtomic, maxHelloRdAtomic)
 	case h.MaxDestRdAtomic < 1 || h.MaxDestRdAtomic > maxHelloRdAtomic:
 		return fmt.Errorf("%w: the peer's hello: max_dest_rd_atomic %d outside [1, %d]", ErrProtocol, h.MaxDestRdAtomic, maxHelloRdAtomic)
+	case !helloName(h.Provider):
+		return fmt.Errorf("%w: the peer's hello: provider of %d bytes is not a provider's name (at most %d letters, digits, '-' and '_')", ErrProtocol, len(h.Provider), maxHelloName)
+	case !helloName(h.Transport):
+		return fmt.Errorf("%w: the peer's hello: transport of %d bytes is not a transport's name (at most %d letters, digits, '-' and '_')", ErrProtocol, len(h.Transport), maxHelloName)
 	}
 	return nil
+}
+
+// maxHelloName bounds the provider and transport names of a hello.
+const maxHelloName = 32
+
+// helloName reports whether s may be a hello's provider or transport: a
+// short word, or nothing.
+func helloName(s string) bool {
+	if len(s) > maxHelloName {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// The transports a hello names: what a QP of the side speaks on the wire.
+// The soft provider's QPs reach only QPs of its own fabric, in its
+// process; a RoCE device's (ibv over RoCE, rocev2) RoCE v2 packets; an
+// InfiniBand port's InfiniBand.
+const (
+	transportSoft = "soft"
+	transportRoCE = "roce"
+	transportIB   = "ib"
+)
+
+// transportWords says what a transport is, for the error of a mismatch.
+var transportWords = map[string]string{
+	transportSoft: "an in-process fabric",
+	transportRoCE: "RoCE v2",
+	transportIB:   "InfiniBand",
+}
+
+// transportOf returns the transport of a runtime on provider, whose port
+// has link layer ll.
+func transportOf(provider string, ll verbs.LinkLayer) string {
+	switch {
+	case provider == "soft":
+		return transportSoft
+	case ll == verbs.LinkLayerInfiniBand:
+		return transportIB
+	default:
+		return transportRoCE
+	}
+}
+
+// errTransportMismatch matches the error of a peer whose QPs speak
+// another transport than this side's.
+var errTransportMismatch = errors.New("provider mismatch")
+
+// sameTransport refuses a peer whose hello names another transport than
+// this side's (provider, transport): its QP could not reach this one, and
+// connecting would fail in the device with an error about addresses. A
+// hello that names none (an earlier build's) passes.
+func sameTransport(provider, transport string, peer hello) error {
+	if peer.Transport == "" || peer.Transport == transport {
+		return nil
+	}
+	words := func(t string) string {
+		if w, ok := transportWords[t]; ok {
+			return w
+		}
+		return "transport " + t
+	}
+	return fmt.Errorf("%w: %w: the peer runs provider %s (%s), this runtime %s (%s); both sides need the same transport (WithProvider)",
+		ErrProtocol, errTransportMismatch, peer.Provider, words(peer.Transport), provider, words(transport))
 }
 
 // versionError is the error of a peer's hello of version v, not this

@@ -61,6 +61,9 @@ func TestParseHelloRefusesEveryFieldOutOfRange(t *testing.T) {
 		{`"max_dest_rd_atomic":8`, `"max_dest_rd_atomic":0`, "max_dest_rd_atomic"},
 		{`"max_dest_rd_atomic":8`, `"max_dest_rd_atomic":-8`, "max_dest_rd_atomic"},
 		{`"max_dest_rd_atomic":8`, `"max_dest_rd_atomic":255`, "max_dest_rd_atomic"},
+		{`"max_dest_rd_atomic":8`, `"max_dest_rd_atomic":8,"provider":"soft\u001b[2J"`, "provider"},
+		{`"max_dest_rd_atomic":8`, `"max_dest_rd_atomic":8,"provider":"` + strings.Repeat("x", 33) + `"`, "provider"},
+		{`"max_dest_rd_atomic":8`, `"max_dest_rd_atomic":8,"transport":"ro ce"`, "transport"},
 	} {
 		line := strings.Replace(validHello, c.replace, c.with, 1)
 		_, err := parseHello([]byte(line))
@@ -228,6 +231,46 @@ func TestNegotiate(t *testing.T) {
 		if s.PathMTU != c.wantMTU || s.MaxRdAtomic != c.wantRd || s.MaxDestRdAtomic != c.wantDest || s.ByLID != c.wantByLID {
 			t.Errorf("%s, peer %+v: mtu %s, max_rd_atomic %d, max_dest_rd_atomic %d, by LID %v; want %s, %d, %d, %v",
 				c.ll, peer, s.PathMTU, s.MaxRdAtomic, s.MaxDestRdAtomic, s.ByLID, c.wantMTU, c.wantRd, c.wantDest, c.wantByLID)
+		}
+	}
+}
+
+// TestSameTransport: a peer's hello naming another transport than this
+// side's is refused with ErrProtocol naming both providers; one naming
+// the same, or none (an earlier build's), passes.
+func TestSameTransport(t *testing.T) {
+	for _, c := range []struct {
+		provider, transport string
+		peer                hello
+		want                string // "" for no error
+	}{
+		{"rocev2", transportRoCE, hello{}, ""},
+		{"rocev2", transportRoCE, hello{Provider: "ibv", Transport: transportRoCE}, ""},
+		{"ibv", transportIB, hello{Provider: "ibv", Transport: transportIB}, ""},
+		{"rocev2", transportRoCE, hello{Provider: "soft", Transport: transportSoft}, "the peer runs provider soft (an in-process fabric), this runtime rocev2 (RoCE v2)"},
+		{"ibv", transportIB, hello{Provider: "ibv", Transport: transportRoCE}, "the peer runs provider ibv (RoCE v2), this runtime ibv (InfiniBand)"},
+		{"soft", transportSoft, hello{Provider: "next", Transport: "warp"}, "the peer runs provider next (transport warp), this runtime soft"},
+	} {
+		err := sameTransport(c.provider, c.transport, c.peer)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s against %+v: %v", c.transport, c.peer, err)
+		case c.want != "" && (!errors.Is(err, ErrProtocol) || err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s against %+v: %v, want ErrProtocol saying %q", c.transport, c.peer, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		provider string
+		ll       verbs.LinkLayer
+		want     string
+	}{
+		{"soft", verbs.LinkLayerEthernet, transportSoft},
+		{"rocev2", verbs.LinkLayerEthernet, transportRoCE},
+		{"ibv", verbs.LinkLayerEthernet, transportRoCE},
+		{"ibv", verbs.LinkLayerInfiniBand, transportIB},
+	} {
+		if got := transportOf(c.provider, c.ll); got != c.want {
+			t.Errorf("transportOf(%s, %v) = %s, want %s", c.provider, c.ll, got, c.want)
 		}
 	}
 }

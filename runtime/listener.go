@@ -440,8 +440,12 @@ func (l *Listener) handshake(pc *pendingConn) {
 	ep.watch.link = &tcpLink{c: c}
 	hs.keepAlive()
 	err = hs.connect(ep, peer)
-	if err == nil {
-		err = writeLine(c, marshalLine(rt.helloOf(ep)))
+	if err == nil || errors.Is(err, errTransportMismatch) {
+		// A peer of another transport gets the hello all the same, and
+		// names the mismatch from its side; the refusal follows.
+		if werr := writeLine(c, marshalLine(rt.helloOf(ep))); err == nil {
+			err = werr
+		}
 	}
 	if ep, err = hs.finish(ep, err); err != nil {
 		if l.ctx.Err() == nil {

@@ -190,7 +190,8 @@ func TestCancelledAcceptsLeaveOtherAcceptsAndClientsAlone(t *testing.T) {
 // numbers), so a client's QP and the listener's have the same address; a
 // QP connected to that address is connected to itself, and its
 // application's messages come back to it. Dial refuses it with
-// ErrProtocol, and the listener hands no endpoint to Accept.
+// ErrProtocol, without the addresses soft makes up for its GIDs, and the
+// listener hands no endpoint to Accept.
 func TestRuntimesOnSeparateSoftProvidersDoNotConnectToThemselves(t *testing.T) {
 	ctx := ctxT(t)
 	newOn := func() *runtime.Runtime {
@@ -222,6 +223,9 @@ func TestRuntimesOnSeparateSoftProvidersDoNotConnectToThemselves(t *testing.T) {
 	}
 	if !errors.Is(err, runtime.ErrProtocol) || !strings.Contains(err.Error(), "itself") {
 		t.Fatalf("Dial across two soft providers: %v, want ErrProtocol saying the peer is the endpoint itself", err)
+	}
+	if strings.Contains(err.Error(), "10.77.") {
+		t.Errorf("Dial across two soft providers: %q names an address soft made up", err)
 	}
 	// The next client (of the listener's own fabric) is the first
 	// endpoint Accept returns.

@@ -73,6 +73,7 @@ func TestNilEndpointAndListener(t *testing.T) {
 	_, err := ep.Recv(ctx)
 	check("Endpoint.Recv", err)
 	check("Endpoint.Close", ep.Close(ctx))
+	check("Endpoint.CloseWithError", ep.CloseWithError(ctx, 1, "why"))
 	check("Endpoint.Err", ep.Err())
 	select {
 	case <-ep.Done():

@@ -44,10 +44,6 @@ type OpError struct {
 
 	// ep is the endpoint whose end the failure came of, or nil.
 	ep *Endpoint
-	// qpsOnly words the two ends by their QP numbers alone: their GIDs
-	// are addresses the provider made up (soft's), which name nothing a
-	// reader could look for on a network.
-	qpsOnly bool
 }
 
 func (e *OpError) Error() string {
@@ -64,7 +60,7 @@ func (e *OpError) Error() string {
 		fmt.Fprintf(&b, " in a batch of %d", e.Batch)
 	}
 	if e.Local != nil || e.Remote != nil {
-		fmt.Fprintf(&b, " on %s->%s", e.addrString(e.Local), e.addrString(e.Remote))
+		fmt.Fprintf(&b, " on %s->%s", addrString(e.Local), addrString(e.Remote))
 	}
 	b.WriteString(": ")
 	b.WriteString(causeString(e.Err))
@@ -103,12 +99,9 @@ func (e *OpError) endCause() error {
 	return e.ep.cause()
 }
 
-func (e *OpError) addrString(a net.Addr) string {
+func addrString(a net.Addr) string {
 	if a == nil {
 		return "?"
-	}
-	if ra, ok := a.(Addr); ok && e.qpsOnly {
-		return fmt.Sprintf("qp%#x", ra.QPN)
 	}
 	return a.String()
 }
@@ -168,8 +161,7 @@ func (ep *Endpoint) opError(op *qpactor.Op, batch int, err error) error {
 		return err
 	}
 	e := &OpError{Op: opName(op.Opcode), Local: ep.LocalAddr(), Remote: ep.RemoteAddr(),
-		RemoteAddr: op.Remote.RemoteAddr, RKey: op.Remote.RKey, Len: op.Local.Length, Err: err,
-		qpsOnly: ep.rt.prov.Name() == "soft"}
+		RemoteAddr: op.Remote.RemoteAddr, RKey: op.Remote.RKey, Len: op.Local.Length, Err: err}
 	if batch > 1 {
 		e.Batch = batch
 	}

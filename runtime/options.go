@@ -23,6 +23,7 @@ type config struct {
 	parkActors bool
 	tuning     Tuning
 	logger     *slog.Logger
+	observer   Observer
 }
 
 func defaults() config {

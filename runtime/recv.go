@@ -260,8 +260,9 @@ func (r *recvSide) onRecv(wc *verbs.WC) {
 	case credit.KindCredits:
 		r.pool.putIdle(idx)
 	case credit.KindGoodbye:
+		err := peerGoodbye(m.data[:min(int(wc.ByteLen)-headerSize, len(m.data))])
 		r.pool.putIdle(idx)
-		r.ep.fail(ErrPeerClosed, false)
+		r.ep.fail(err, false)
 		return
 	}
 	r.pool.serve(r)

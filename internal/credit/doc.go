@@ -78,7 +78,9 @@
 //
 // A closing sender, once nothing is queued, posts one last credit-only
 // SEND of the kind goodbye, with the credit kept for reports; the peer
-// sees a graceful close. Without a credit left it sends none.
+// sees a graceful close. Without a credit left it sends none. Data may
+// follow a goodbye's header (the runtime's close code and reason): a
+// receiver that knows no such data drops it with the buffer.
 //
 // # The header
 //

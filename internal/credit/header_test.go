@@ -36,6 +36,19 @@ func TestHeaderBytes(t *testing.T) {
 	}
 }
 
+// TestGoodbyeWithData: a goodbye followed by data (the code and reason of
+// the runtime's CloseWithError) decodes as the goodbye it is, whatever its
+// length: a peer that reads the header alone and drops what follows sees
+// a goodbye.
+func TestGoodbyeWithData(t *testing.T) {
+	h := Encode(Fields{Credits: 1, Kind: KindGoodbye})
+	b := append(h[:], 0, 0, 0, 42, 'b', 'y', 'e')
+	f, err := Decode(b, uint32(len(b)))
+	if err != nil || f != (Fields{Credits: 1, Kind: KindGoodbye}) {
+		t.Fatalf("Decode(%x) = %+v, %v; want the goodbye", b, f, err)
+	}
+}
+
 // FuzzDecode: Decode never panics, refuses a SEND shorter than the header,
 // an unknown kind and unknown flags, and reads back what Encode wrote.
 func FuzzDecode(f *testing.F) {
