@@ -10,6 +10,7 @@
 //	verbsrt doctor [-device SPEC] [-memory-limit BYTES]
 //	verbsrt pingpong [-provider ibv|rocev2|soft] [-d DEV] [-i PORT] [-g GIDX] [-s SIZE] [-n ITERS] [-m MTU] [-r RXDEPTH] [-p TCPPORT] [-e] [-c] [HOST]
 //	verbsrt serve-metrics [-listen ADDR] [-provider soft|rocev2|ibv] [-d DEV] [-q QPS] [-callers N] [-rate OPS] [-s SIZE]
+//	verbsrt udpfloor [-tests LIST] [-n COUNT] [-window N] [-addr ADDR] [-p PORT] [-json] [-server | HOST]
 //
 // Each command prints its flags with -h, or through verbsrt help
 // COMMAND, on stdout and exits 0. A command line that cannot run (an
@@ -40,11 +41,17 @@
 // data, a FETCH_AND_ADD, a CMP_AND_SWP and a batch of WRITEs posted with one
 // doorbell, checks the memory each touched and prints what happened.
 //
+// udpfloor is the UDP floor, what rocev2's figures are read against: plain
+// Go moving the datagrams rocev2 would over UDP, round trips and one-way
+// streams, as a server (-server), its client (HOST) or both in this
+// process.
+//
 // The command holds the flags, the configuration and the printing; what
 // the commands run lives in internal packages it shares with bench/ and
 // the examples: internal/rtbench (bench over the runtime, and its
 // two-process control protocol), internal/direct (the Go floor of
 // -direct), internal/perftest (perftest's out-of-band exchange),
-// internal/rcpingpong (pingpong), internal/rcdemo (demo) and
+// internal/rcpingpong (pingpong), internal/rcdemo (demo),
+// internal/udpfloor (udpfloor) and
 // internal/provider (a provider by name, and -rocev2-faults).
 package main

@@ -24,6 +24,7 @@ var commands = map[string]command{
 	"doctor":        {runDoctor, "check what an RDMA deployment needs (libraries, devices, GID choice, memlock) and say how to fix it"},
 	"pingpong":      {runPingpong, "ibv_rc_pingpong over the ibv or rocev2 provider: server without a host, client with one"},
 	"serve-metrics": {runServeMetrics, "run a steady workload and serve its Prometheus metrics on /metrics until interrupted"},
+	"udpfloor":      {runUDPFloor, "the UDP floor: plain Go moving rocev2's datagrams over UDP, what rocev2 is read against"},
 }
 
 func main() {

@@ -47,7 +47,7 @@ func TestTopLevel(t *testing.T) {
 		stdout, stderr string // regular expressions; "" must be empty
 	}{
 		{nil, 2, "", `^usage: verbsrt COMMAND`},
-		{[]string{"help"}, 0, `^usage: verbsrt COMMAND(?s:.*)\n  bench .*\n  demo .*\n  devices .*\n  doctor .*\n  pingpong .*\n  serve-metrics .*\n  help .*\n  version `, ""},
+		{[]string{"help"}, 0, `^usage: verbsrt COMMAND(?s:.*)\n  bench .*\n  demo .*\n  devices .*\n  doctor .*\n  pingpong .*\n  serve-metrics .*\n  udpfloor .*\n  help .*\n  version `, ""},
 		{[]string{"-h"}, 0, `^usage: verbsrt COMMAND`, ""},
 		{[]string{"-help"}, 0, `^usage: verbsrt COMMAND`, ""},
 		{[]string{"--help"}, 0, `^usage: verbsrt COMMAND`, ""},
