@@ -71,7 +71,7 @@ func TestPollReceivesWithoutReceiveGoroutine(t *testing.T) {
 		}
 	}
 
-	before := p.Transport(0).Stats().PollReads
+	before, emptyBefore := p.Transport(0).Stats().PollReads, p.Transport(0).Stats().EmptyReads
 	const rounds = 10
 	for range rounds * rocev2.PollEvery {
 		if n, err := a.cq.Poll(wc); err != nil || n != 0 {
@@ -81,5 +81,10 @@ func TestPollReceivesWithoutReceiveGoroutine(t *testing.T) {
 	if got := p.Transport(0).Stats().PollReads - before; got != rounds {
 		t.Errorf("%d empty polls read the socket %d times, want %d (one in %d)",
 			rounds*rocev2.PollEvery, got, rounds, rocev2.PollEvery)
+	}
+	// Each of those reads found nothing; the receive goroutine's may add
+	// to them.
+	if got := p.Transport(0).Stats().EmptyReads - emptyBefore; got < rounds {
+		t.Errorf("%d reads of an idle socket counted %d empty, want at least %d", rounds, got, rounds)
 	}
 }

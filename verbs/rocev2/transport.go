@@ -84,7 +84,7 @@ type Transport struct {
 	stats struct {
 		sent, received, badICRC, malformed, noQP, faulted atomic.Uint64
 		notPeer, runt                                     atomic.Uint64
-		pollReads, pollPackets                            atomic.Uint64
+		pollReads, pollPackets, emptyReads                atomic.Uint64
 	}
 	closed atomic.Bool
 	done   chan struct{}
@@ -109,6 +109,10 @@ type Stats struct {
 	Faulted     uint64 // packets an injected fault acted on
 	PollReads   uint64 // reads of the socket by empty CQ polls, without waiting
 	PollPackets uint64 // packets those reads received
+	// EmptyReads counts the reads of the socket without waiting, by
+	// either reader, that found nothing queued: the system calls a burst
+	// costs beyond its packets, which a spinning poll multiplies.
+	EmptyReads uint64
 	// ReadBuffer is the socket's receive buffer in bytes, as the kernel
 	// reports it after the transport asked for TransportConfig.ReadBuffer
 	// (on Linux twice the size granted, the half it adds being its
@@ -223,7 +227,7 @@ func (t *Transport) Stats() Stats {
 	return Stats{Sent: t.stats.sent.Load(), Received: t.stats.received.Load(),
 		Runt: t.stats.runt.Load(), NoQP: t.stats.noQP.Load(), NotPeer: t.stats.notPeer.Load(),
 		BadICRC: t.stats.badICRC.Load(), Malformed: t.stats.malformed.Load(), Faulted: t.stats.faulted.Load(),
-		PollReads: t.stats.pollReads.Load(), PollPackets: t.stats.pollPackets.Load(),
+		PollReads: t.stats.pollReads.Load(), PollPackets: t.stats.pollPackets.Load(), EmptyReads: t.stats.emptyReads.Load(),
 		ReadBuffer: uint64(t.readBuf)}
 }
 
@@ -368,6 +372,9 @@ func (t *Transport) drain(max int) (empty bool, err error) {
 	for n := 0; max == 0 || n < max; n++ {
 		b, from, ok, err := t.rd.tryRead()
 		if err != nil || !ok {
+			if err == nil {
+				t.stats.emptyReads.Add(1) // on the empty path only
+			}
 			return err == nil, err
 		}
 		t.handle(b, from)
