@@ -106,11 +106,14 @@
 //
 // # Lock order
 //
-// Lock order: Poller.mu -> cqOwner.mu (Add reopens the target under the
-// poller's lock; Remove takes the owner's after releasing it).
+// Poller.mu and cqOwner.mu rank first in the module's lock order, the one
+// table in internal/lockrank (rank.go), which builds with the lockrank tag
+// check on every Lock. Add reopens the target under the poller's lock;
+// Remove takes the owner's after releasing it.
 //
 // Handling completions (pollLocked, under cqOwner.mu) calls out of the
-// package, and the chain crosses packages:
+// package, and the chain crosses packages (the locks it takes rank in
+// that table too):
 //
 //	cqOwner.mu -> qpactor.Actor.Complete (no lock: futures resolve, Then
 //	              callbacks go to the runtime's executor)
