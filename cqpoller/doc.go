@@ -107,9 +107,9 @@
 // # Lock order
 //
 // Poller.mu and cqOwner.mu rank first in the module's lock order, the one
-// table in internal/lockrank (rank.go), which builds with the lockrank tag
-// check on every Lock. Add reopens the target under the poller's lock;
-// Remove takes the owner's after releasing it.
+// table in internal/lockrank (rank.go); built with the lockrank tag, every
+// Lock of a ranked lock checks it. Add reopens the target under the
+// poller's lock; Remove takes the owner's after releasing it.
 //
 // Handling completions (pollLocked, under cqOwner.mu) calls out of the
 // package, and the chain crosses packages (the locks it takes rank in
@@ -123,7 +123,8 @@
 //	              credit report due, after recvStore.mu is released), or
 //	              Actor.Polled after the poll -> an inline drain of what
 //	              was queued -> QP.PostSend (the provider's queue lock)
-//	              -> Driver.Progress -> cqOwner.mu, tried only
+//	              -> Driver.Progress -> cqOwner.mu, tried only (a
+//	              TryLock, which the order admits at any rank)
 //
 // Nothing called under cqOwner.mu waits for a cqOwner.mu (the inline
 // drain's poll of the same CQ tries the lock, finds it held by its own
