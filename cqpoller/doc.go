@@ -106,11 +106,14 @@
 //
 // # Lock order
 //
-// Lock order: Poller.mu -> cqOwner.mu (Add reopens the target under the
-// poller's lock; Remove takes the owner's after releasing it).
+// Poller.mu and cqOwner.mu rank first in the module's lock order, the one
+// table in internal/lockrank (rank.go); built with the lockrank tag, every
+// Lock of a ranked lock checks it. Add reopens the target under the
+// poller's lock; Remove takes the owner's after releasing it.
 //
 // Handling completions (pollLocked, under cqOwner.mu) calls out of the
-// package, and the chain crosses packages:
+// package, and the chain crosses packages (the locks it takes rank in
+// that table too):
 //
 //	cqOwner.mu -> qpactor.Actor.Complete (no lock: futures resolve, Then
 //	              callbacks go to the runtime's executor)
@@ -120,7 +123,8 @@
 //	              credit report due, after recvStore.mu is released), or
 //	              Actor.Polled after the poll -> an inline drain of what
 //	              was queued -> QP.PostSend (the provider's queue lock)
-//	              -> Driver.Progress -> cqOwner.mu, tried only
+//	              -> Driver.Progress -> cqOwner.mu, tried only (a
+//	              TryLock, which the order admits at any rank)
 //
 // Nothing called under cqOwner.mu waits for a cqOwner.mu (the inline
 // drain's poll of the same CQ tries the lock, finds it held by its own

@@ -1,10 +1,11 @@
 package cqpoller
 
 import (
-	"sync"
 	"time"
 
 	"go.uber.org/atomic"
+
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 )
 
 // cqOwner says who handles a target's CQ: who may poll it, who arms it,
@@ -41,11 +42,11 @@ import (
 // so that poll must not be skipped. One handler at a time keeps a QP's
 // completions in order.
 //
-// Lock order: Poller.mu -> cqOwner.mu. See doc.go for the whole chain
-// through the actor, the runtime and the provider.
+// mu's rank, after Poller.mu, is in internal/lockrank; doc.go follows the
+// chain under it through the actor, the runtime and the provider.
 type cqOwner struct {
 	// mu is held by whoever handles the CQ's completions now.
-	mu sync.Mutex
+	mu lockrank.Mutex[lockrank.CQOwner]
 	// removed is set, under mu, when Remove took the target from its
 	// poller: its CQ may be destroyed next.
 	removed bool

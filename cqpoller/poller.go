@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/internal/sched"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
@@ -81,7 +82,7 @@ type Poller struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
+	mu       lockrank.Mutex[lockrank.Poller]
 	byCQ     map[verbs.CQ]*Target // the targets added and not removed
 	woken    []*Target            // to enter the active set
 	hasWoken atomic.Bool          // len(woken) > 0, read without mu

@@ -3,9 +3,9 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/verbsrt/verbsrt/internal/credit"
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/internal/wrid"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -66,7 +66,7 @@ type recvStore struct {
 	rt      *Runtime
 	msgSize int
 
-	mu      sync.Mutex // guards the store and every pool's counts
+	mu      lockrank.Mutex[lockrank.RecvStore] // guards the store and every pool's counts
 	slabs   []*recvSlab
 	idle    []int // buffers neither posted nor held by a Message
 	waiting []*recvSide

@@ -2,9 +2,9 @@ package rocev2
 
 import (
 	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
-	"sync"
 	"sync/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
@@ -13,8 +13,9 @@ import (
 // around an rcQP or udQP, which it creates at RTR (when the QP starts to
 // receive) and discards at RESET.
 //
-// Lock order: mu, then the rcQP's or udQP's locks, then the CQs'. The
-// transport QP delivers completions (deliver) without taking mu.
+// mu ranks before the rcQP's or udQP's locks and the CQs' (the table in
+// internal/lockrank). The transport QP delivers completions (deliver)
+// without taking mu.
 type qp struct {
 	qpn    uint32
 	typ    verbs.QPType
@@ -28,7 +29,7 @@ type qp struct {
 	ctx            *context
 	dev            *device
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.RoCEQP]
 	state  verbs.QPState
 	attr   verbs.QPAttr
 	closed bool

@@ -3,9 +3,9 @@ package rocev2
 import (
 	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
-	"sync"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -208,20 +208,20 @@ type completion struct {
 
 // rcQP is one RC queue pair in RTS: requester and responder.
 //
-// Lock order: mu, then deliverMu or the Transport's mu. Completions are
-// delivered after mu is released, under deliverMu; what receives them
-// must not call the rcQP.
+// Completions are delivered after mu is released, under deliverMu; what
+// receives them must not call the rcQP. The ranks of mu, deliverMu and the
+// Transport's mu are in internal/lockrank.
 type rcQP struct {
 	cfg rcConfig
 	t   *Transport
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.RoCEReceiver]
 	failed bool         // the QP is in ERR
 	out    []completion // completions to deliver once mu is released
 	// deliverMu is taken before mu is released and held while the
 	// completions gathered under mu are delivered, so that two goroutines
 	// that released mu one after the other deliver in that order.
-	deliverMu sync.Mutex
+	deliverMu lockrank.Mutex[lockrank.RoCEDeliver]
 	tx        wire.Packet   // scratch for the packet being built
 	batching  bool          // send collects packets in pkts (batch)
 	pkts      []wire.Packet // packets of the batch being built

@@ -1,21 +1,20 @@
 package rocev2
 
 import (
-	"sync"
-
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
 
 // srq is a basic shared receive queue: the responders of the QPs that use
-// it take its receive WQEs (recvSource) under their own locks, then its
-// mu. XRC SRQs are not supported.
+// it take its receive WQEs (recvSource) under their own locks, so mu ranks
+// after those (internal/lockrank). XRC SRQs are not supported.
 type srq struct {
 	pd   *swhca.PD
 	ctx  *context
 	uses swhca.Usage // QPs receiving through it
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.RoCESRQ]
 	size   swhca.SRQSize // its limit is guarded by mu
 	q      []recvWQE
 	closed bool

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 )
 
 // Port is RoCE v2's UDP destination port (IANA, IBA Annex A17.2).
@@ -66,16 +68,16 @@ type Transport struct {
 	// rxMu admits one reader of the socket at a time, the receive
 	// goroutine or pollSocket, and is held while it hands the packets to
 	// the Receivers and flushes them, so that a socket's packets reach
-	// them in the order it received them. Lock order: rxMu, then a
-	// Receiver's own lock, then mu.
-	rxMu    sync.Mutex
+	// them in the order it received them. It ranks before a Receiver's
+	// own lock, and that before mu (internal/lockrank).
+	rxMu    lockrank.Mutex[lockrank.RoCERx]
 	rd      reader        // its buffer guarded by rxMu where pollSocket reads (unix)
 	rxPkt   wire.Packet   // guarded by rxMu: the packet being handled
 	touched []Receiver    // guarded by rxMu: got packets since the last flush
 	idle    atomic.Uint64 // pollSocket's calls, to read on every pollEvery-th
 	rxStop  atomic.Bool   // the receive goroutine ends at its next wake-up (tests)
 
-	mu        sync.Mutex // guards receivers and faults; lock order: a Receiver's own lock, then mu
+	mu        lockrank.Mutex[lockrank.RoCETransport] // guards receivers and faults
 	receivers map[uint32]registered
 	faults    []*faultRule // Inject's, for sent packets
 	inFaults  []*faultRule // InjectInbound's, for received packets

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
-	"sync"
 
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -53,19 +53,20 @@ type udSend struct {
 // Q_Key, larger than the MTU, no receive posted), and the sender completes
 // successfully in every case (SEMANTICS 13 of the rxe measurements).
 //
-// Lock order: mu, then deliverMu or the Transport's mu.
+// mu, deliverMu and the Transport's mu rank as the rcQP's do
+// (internal/lockrank).
 type udQP struct {
 	cfg udConfig
 	t   *Transport
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.RoCEReceiver]
 	failed bool // in ERR: a receive was too short for its datagram
 	psn    wire.PSN
 	rq     []recvWQE
 	out    []completion
 	tx     wire.Packet
 	// deliverMu keeps completions in order (see rcQP.deliverMu).
-	deliverMu sync.Mutex
+	deliverMu lockrank.Mutex[lockrank.RoCEDeliver]
 }
 
 func newUDQP(t *Transport, cfg udConfig) *udQP {

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
@@ -28,9 +29,9 @@ const inlineBudget = 1024
 //
 // The requester also plays the responder's part for the packets it
 // "sends": it locks the target QP, checks keys and access, moves the data
-// and writes the target's receive completion. Lock order: execMu, then a
-// QP's mu, then an SRQ's, then a CQ's; execution holds at most one QP lock
-// at a time, and a poster calls doorbell holding none.
+// and writes the target's receive completion. Execution holds at most one
+// QP lock at a time, and a poster calls doorbell holding none; the ranks
+// of execMu, the QPs', SRQs' and CQs' locks are in internal/lockrank.
 type engine struct {
 	ctx    *context
 	inline bool // Config.EngineOnly unset
@@ -38,7 +39,7 @@ type engine struct {
 	// execMu is held while a WQE executes. Closing an MR or a QP takes
 	// and drops it on every engine of the fabric (Provider.quiesce), so
 	// once Close returns no engine still touches the memory or queue.
-	execMu sync.Mutex
+	execMu lockrank.Mutex[lockrank.SoftExec]
 
 	mu    sync.Mutex
 	runq  []*qp

@@ -2,10 +2,10 @@ package soft
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
@@ -50,7 +50,7 @@ type qp struct {
 	caps   verbs.QPCaps
 	limits verbs.SendLimits
 
-	mu    sync.Mutex
+	mu    lockrank.Mutex[lockrank.SoftQP]
 	state verbs.QPState
 	attr  verbs.QPAttr
 	// sq has room for the most WRs the QP has held at once, doubled as

@@ -1,8 +1,7 @@
 package soft
 
 import (
-	"sync"
-
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 )
@@ -104,7 +103,7 @@ type srq struct {
 	srqn uint32
 	uses swhca.Usage
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.SoftSRQ]
 	rq     recvQueue
 	size   swhca.SRQSize // its limit is guarded by mu
 	closed bool

@@ -2,9 +2,9 @@ package swhca
 
 import (
 	ctxpkg "context"
-	"sync"
 	"sync/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -37,7 +37,7 @@ type CQ struct {
 	// looks again: an engine that makes progress in the poller's time.
 	onEmpty func()
 
-	mu sync.Mutex
+	mu lockrank.Mutex[lockrank.CQ]
 	// cqe is the CQ's size (ibv_cq.cqe, as rxe rounds it); ring has room
 	// for the most completions it has held at once, doubled as needed up
 	// to cqe (Push): a CQ that is polled as it fills never allocates room
@@ -241,7 +241,7 @@ type CompChannel struct {
 	reg  *Registry
 	uses Usage
 
-	mu     sync.Mutex
+	mu     lockrank.Mutex[lockrank.CompChannel]
 	queue  []*CQ
 	wake   chan struct{}
 	done   chan struct{}

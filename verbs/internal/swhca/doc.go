@@ -9,6 +9,7 @@
 // swhca the few things that differ between engines as hooks: what a CQ
 // does when a poller finds it empty, which context owns an object.
 //
-// Lock order: a provider's QP locks -> CQ.mu -> CompChannel.mu;
-// Registry.mu and Registry.evMu are leaves.
+// Its locks (CQ.mu, CompChannel.mu, Registry.mu, Registry.evMu) rank after
+// every provider lock, in the module's one lock-order table
+// (internal/lockrank); a provider calls into swhca holding its own.
 package swhca

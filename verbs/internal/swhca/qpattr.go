@@ -139,7 +139,7 @@ func (d Deps) add(n int64) {
 // Close is the close of a QP or an SRQ obj of the context of reg: unless
 // closed (read under mu) says it is closed already, it runs destroy, and
 // when obj was still the context's, releases deps.
-func Close(mu *sync.Mutex, closed *bool, destroy func(), reg *Registry, obj any, deps Deps) {
+func Close(mu sync.Locker, closed *bool, destroy func(), reg *Registry, obj any, deps Deps) {
 	mu.Lock()
 	done := *closed
 	mu.Unlock()

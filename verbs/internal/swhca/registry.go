@@ -2,9 +2,9 @@ package swhca
 
 import (
 	"sort"
-	"sync"
 	"sync/atomic"
 
+	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -31,11 +31,11 @@ const (
 type Registry struct {
 	owner any
 
-	mu        sync.Mutex
+	mu        lockrank.Mutex[lockrank.Registry]
 	closed    bool
 	resources map[any]entry
 
-	evMu     sync.Mutex
+	evMu     lockrank.Mutex[lockrank.RegistryEvents]
 	evClosed bool
 	evErr    error // why events ended before the context did
 	events   chan verbs.AsyncEvent
