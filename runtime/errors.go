@@ -132,14 +132,28 @@ func (e *AsyncError) Is(target error) bool {
 	return false
 }
 
-// connFailed is ErrConnFailed with the failure that caused it.
-type connFailed struct{ cause *verbs.WCError }
-
-func (e *connFailed) Error() string {
-	return fmt.Sprintf("verbsrt: connection failed: a work request completed with %s (%s)", e.cause.Status, e.cause.Status.Name())
+// connFailed is ErrConnFailed with the failure that caused it, and, for
+// an access the peer refused, why, as the peer said (ErrLeaseExpired,
+// ErrKeyRevoked; nil when it did not).
+type connFailed struct {
+	cause    *verbs.WCError
+	peerSaid error
 }
 
-func (e *connFailed) Unwrap() []error { return []error{ErrConnFailed, e.cause} }
+func (e *connFailed) Error() string {
+	s := fmt.Sprintf("verbsrt: connection failed: a work request completed with %s (%s)", e.cause.Status, e.cause.Status.Name())
+	if e.peerSaid != nil {
+		s += ": " + strings.TrimPrefix(e.peerSaid.Error(), "verbsrt: ")
+	}
+	return s
+}
+
+func (e *connFailed) Unwrap() []error {
+	if e.peerSaid != nil {
+		return []error{ErrConnFailed, e.cause, e.peerSaid}
+	}
+	return []error{ErrConnFailed, e.cause}
+}
 
 // memlockError is the error of an arena chunk whose registration the
 // kernel refused with ENOMEM. On Linux that is, most often, the

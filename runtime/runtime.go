@@ -255,6 +255,13 @@ func (rt *Runtime) handleEvent(ev verbs.AsyncEvent) {
 			ep.failUnexplained(fmt.Errorf("%w: the QP went to the error state (%s)", ErrConnFailed, ev.Type))
 			continue
 		}
+		if ev.Type == verbs.EventQPAccessErr || ev.Type == verbs.EventQPReqErr {
+			// The device refused a request of the peer as responder: the
+			// peer's operation failed with it, and the peer may name the
+			// key it used.
+			ep.failHearingPeer(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()})
+			continue
+		}
 		ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()}, lost)
 	}
 }
