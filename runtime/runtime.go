@@ -144,7 +144,7 @@ func (rt *Runtime) open() error {
 	rt.qpCheckStop, rt.qpCheckDone = make(chan struct{}), make(chan struct{})
 	go rt.checkQPs(rt.qpCheckStop, rt.qpCheckDone)
 	rt.log.Info("verbsrt: runtime up", "provider", rt.prov.Name(), "device", sel.dev.Name(),
-		"port", sel.port, "gid_index", sel.entry.Index, "gid", rt.gid, "gid_type", sel.gidType(),
+		"port", sel.port, "gid_index", sel.entry.Index, "gid", gidViewOf(rt.prov).addr(rt.gid), "gid_type", sel.gidType(),
 		"netdev", sel.entry.Netdev, "link_layer", sel.attr.LinkLayer.String(), "mtu", rt.mtu.Bytes(), "why", sel.why)
 	return nil
 }
