@@ -156,3 +156,18 @@ func leUint64(b []byte) uint64 {
 	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
 }
+
+// RemoteKey returns the rkey of the outstanding WR a completion of this
+// actor's QP names (wr_id, one of the fields an error completion carries),
+// for a failure's cause: a peer refuses an access by its key. ok is false
+// for a wr_id that names no outstanding WR or one without remote memory
+// (a SEND). Only the goroutine handling the QP's CQ may call it, before
+// Complete retires the WR.
+func (a *Actor) RemoteKey(wrID uint64) (rkey uint32, ok bool) {
+	id, seq := wrid.DecodeSend(wrID)
+	e := a.shadow.Load().entry(seq)
+	if id != a.id || e == nil || e.seq.Load() != seq+1 || seq < a.head || e.opcode.IsSend() {
+		return 0, false
+	}
+	return e.rkey, true
+}

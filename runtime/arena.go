@@ -71,6 +71,9 @@ type allocator struct {
 	// leaseTimer arms the end of an exposure's lease (Exposure.Lease):
 	// time.AfterFunc, or a test's clock.
 	leaseTimer leaseTimer
+	// revoked is why the exposures' most recent keys were revoked, to
+	// tell a peer whose access one of them refused.
+	revoked revokedKeys
 
 	mu          sync.Mutex
 	closed      bool

@@ -120,6 +120,7 @@ func (b *Buffer) ExposeRange(off, n int, rights Rights) (*Exposure, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verbsrt: expose %s: %w", b.describe(), err)
 	}
+	b.a.revoked.reused(mr.RKey())
 	e := &Exposure{b: b, mr: mr, rights: rights}
 	b.mu.Lock()
 	if b.freed {
@@ -320,7 +321,14 @@ func (e *Exposure) revoke() error {
 		if e.lease.stop != nil {
 			e.lease.stop() // the key goes now: its lease's timer need not keep e
 		}
+		why := ErrKeyRevoked
+		if e.lease.expired {
+			why = ErrLeaseExpired
+		}
 		e.leaseMu.Unlock()
+		// Recorded before the device refuses the key, so that a peer's
+		// word about a refused access finds it.
+		e.b.a.revoked.revoked(e.mr.RKey(), why)
 		e.err = e.b.a.deregister(e.mr)
 	})
 	return e.err

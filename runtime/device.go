@@ -167,7 +167,7 @@ func pickDevice(p verbs.Provider, w want, present func(string) bool) (*selection
 			continue
 		}
 		looked++
-		sel, why, saw := tryDevice(d, w, byName, present)
+		sel, why, saw := tryDevice(d, w, byName, gidViewOf(p), present)
 		if sel != nil {
 			return sel, nil
 		}
@@ -200,7 +200,7 @@ func pickDevice(p verbs.Provider, w want, present func(string) bool) (*selection
 // tryDevice opens d and looks for a port and GID that fit w; it returns
 // the selection, or why each port did not fit and whether any GID of d
 // belongs to the netdev w names.
-func tryDevice(d verbs.Device, w want, byName bool, present func(string) bool) (_ *selection, reasons []string, sawNetdev bool) {
+func tryDevice(d verbs.Device, w want, byName bool, v gidView, present func(string) bool) (_ *selection, reasons []string, sawNetdev bool) {
 	ctx, err := d.Open()
 	if err != nil {
 		return nil, []string{fmt.Sprintf("%s: %v", d.Name(), err)}, false
@@ -244,7 +244,7 @@ func tryDevice(d verbs.Device, w want, byName bool, present func(string) bool) (
 		for _, e := range entries {
 			sawNetdev = sawNetdev || (filter.name != "" && e.Netdev == filter.name)
 		}
-		e, why, err := pickGID(entries, typed, pa.LinkLayer, filter, w.gidIndex, w.indexFrom, present)
+		e, why, err := pickGID(entries, typed, pa.LinkLayer, filter, w.gidIndex, w.indexFrom, v, present)
 		if err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s port %d: %v", d.Name(), port, err))
 			continue
@@ -267,8 +267,10 @@ func tryDevice(d verbs.Device, w want, byName bool, present func(string) bool) (
 //     with an error that lists it;
 //   - an untyped table: the first IPv4-mapped GID that matches, else
 //     index 0.
+//
+// Its errors show the GIDs as v has them.
 func pickGID(entries []verbs.GIDEntry, typed bool, ll verbs.LinkLayer, spec deviceSpec, index int,
-	indexFrom string, present func(string) bool) (verbs.GIDEntry, string, error) {
+	indexFrom string, v gidView, present func(string) bool) (verbs.GIDEntry, string, error) {
 	match := func(e verbs.GIDEntry) bool {
 		switch {
 		case spec.name != "":
@@ -288,12 +290,12 @@ func pickGID(entries []verbs.GIDEntry, typed bool, ll verbs.LinkLayer, spec devi
 		for _, e := range entries {
 			if e.Index == index {
 				if !match(e) {
-					return verbs.GIDEntry{}, "", fmt.Errorf("GID index %d (%s) is %s, not %s", index, indexFrom, e, spec.raw)
+					return verbs.GIDEntry{}, "", fmt.Errorf("GID index %d (%s) is %s, not %s", index, indexFrom, v.entry(e, true), spec.raw)
 				}
 				return e, "GID index " + strconv.Itoa(index) + " asked for (" + indexFrom + ")", nil
 			}
 		}
-		return verbs.GIDEntry{}, "", fmt.Errorf("GID index %d (%s) is empty or outside the table %s", index, indexFrom, tableString(entries, typed, nil))
+		return verbs.GIDEntry{}, "", fmt.Errorf("GID index %d (%s) is empty or outside the table %s", index, indexFrom, tableString(v, entries, typed, nil))
 	}
 	if ll == verbs.LinkLayerInfiniBand {
 		for _, e := range entries {
@@ -301,7 +303,7 @@ func pickGID(entries []verbs.GIDEntry, typed bool, ll verbs.LinkLayer, spec devi
 				return e, "InfiniBand: the port GID (index 0), addressed by LID", nil
 			}
 		}
-		return verbs.GIDEntry{}, "", fmt.Errorf("InfiniBand port without a port GID at index 0 that matches: table %s", tableString(entries, typed, nil))
+		return verbs.GIDEntry{}, "", fmt.Errorf("InfiniBand port without a port GID at index 0 that matches: table %s", tableString(v, entries, typed, nil))
 	}
 	var cands []verbs.GIDEntry
 	for _, e := range entries {
@@ -314,7 +316,7 @@ func pickGID(entries []verbs.GIDEntry, typed bool, ll verbs.LinkLayer, spec devi
 		if spec.raw != "" {
 			what = "no GID of " + spec.raw
 		}
-		return verbs.GIDEntry{}, "", fmt.Errorf("%s in the table %s", what, tableString(entries, typed, nil))
+		return verbs.GIDEntry{}, "", fmt.Errorf("%s in the table %s", what, tableString(v, entries, typed, nil))
 	}
 	slices.SortStableFunc(cands, func(a, b verbs.GIDEntry) int { return cmp.Compare(addrClass(a), addrClass(b)) })
 	if !typed {
@@ -351,7 +353,7 @@ func pickGID(entries []verbs.GIDEntry, typed bool, ll verbs.LinkLayer, spec devi
 	default:
 		why = "it has no RoCE v2 GID"
 	}
-	return verbs.GIDEntry{}, "", fmt.Errorf("no usable GID: %s; table %s", why, tableString(entries, typed, absent))
+	return verbs.GIDEntry{}, "", fmt.Errorf("no usable GID: %s; table %s", why, tableString(v, entries, typed, absent))
 }
 
 // addrClass orders GIDs: IPv4-mapped (0), global IPv6 (1), link-local
@@ -379,9 +381,8 @@ func netdevWhy(nd string) string {
 }
 
 // tableString lists a GID table as show_gids does, one entry per
-// bracket: index, GID, type, netdev (marked * when absent says so); only
-// index and GID when the table is not typed.
-func tableString(entries []verbs.GIDEntry, typed bool, absent map[int]bool) string {
+// bracket (gidView.entry), marked * when absent says so.
+func tableString(v gidView, entries []verbs.GIDEntry, typed bool, absent map[int]bool) string {
 	if len(entries) == 0 {
 		return "(empty)"
 	}
@@ -391,11 +392,7 @@ func tableString(entries []verbs.GIDEntry, typed bool, absent map[int]bool) stri
 			b.WriteString(", ")
 		}
 		b.WriteString("[")
-		if typed {
-			b.WriteString(e.String())
-		} else {
-			fmt.Fprintf(&b, "%d %s", e.Index, e.GID)
-		}
+		b.WriteString(v.entry(e, typed))
 		if absent[e.Index] {
 			b.WriteString("*")
 		}

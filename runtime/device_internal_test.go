@@ -69,10 +69,10 @@ func TestPickGIDEveryPosition(t *testing.T) {
 		for hole := 0; hole <= len(order); hole += 3 { // empty slots at a few places per order
 			es := append(append(append([]verbs.GIDEntry{}, order[:hole]...), verbs.GIDEntry{}), order[hole:]...)
 			tbl := table(es...)
-			e, _, err := pickGID(tbl, true, verbs.LinkLayerEthernet, deviceSpec{}, -1, "", present)
+			e, _, err := pickGID(tbl, true, verbs.LinkLayerEthernet, deviceSpec{}, -1, "", gidView{}, present)
 			n++
 			if err != nil || e.GID != want || e.Type != v2 || e.Netdev != "eth1" {
-				t.Fatalf("table %s: chose %v, %v; want the RoCE v2 entry of 10.0.0.1", tableString(tbl, true, nil), e, err)
+				t.Fatalf("table %s: chose %v, %v; want the RoCE v2 entry of 10.0.0.1", tableString(gidView{}, tbl, true, nil), e, err)
 			}
 		}
 	})
@@ -138,7 +138,7 @@ func TestPickGID(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ll := cmpOr(tc.ll, verbs.LinkLayerEthernet)
-			e, why, err := pickGID(tc.tbl, tc.typed, ll, spec(tc.spec), tc.index, "WithGIDIndex", present)
+			e, why, err := pickGID(tc.tbl, tc.typed, ll, spec(tc.spec), tc.index, "WithGIDIndex", gidView{}, present)
 			if tc.want < 0 {
 				if err == nil {
 					t.Fatalf("chose %v, want an error", e)

@@ -220,7 +220,7 @@ func TestStartupLog(t *testing.T) {
 		t.Fatalf("%d start-up lines, want 1:\n%s", len(up), buf.String())
 	}
 	for _, want := range []string{"level=INFO", "provider=soft", "device=soft0", "port=2", "gid_index=1",
-		"gid=::ffff:203.0.113.1", `gid_type="RoCE v2"`, "netdev=lo", "link_layer=Ethernet", "mtu=1024", `why="RoCE v2, netdev lo`} {
+		"gid=203.0.113.1", `gid_type="RoCE v2"`, "netdev=lo", "link_layer=Ethernet", "mtu=1024", `why="RoCE v2, netdev lo`} {
 		if !strings.Contains(up[0], want) {
 			t.Errorf("start-up line lacks %s:\n%s", want, up[0])
 		}

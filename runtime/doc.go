@@ -235,8 +235,13 @@
 //     the only line written after "ready" is "bye", by an endpoint that
 //     ends the connection itself, just before it does (it may half-close
 //     first and read the peer's "bye"). A connection that ends without it
-//     was ended by the peer's kernel: its process died. Other bytes are
-//     skipped.
+//     was ended by the peer's kernel: its process died. Before its "bye"
+//     an endpoint whose READ, WRITE or atomic failed with REM_ACCESS_ERR
+//     writes "rkey 0x1f", the key of the peer's memory it used, and the
+//     peer answers, before its own "bye", "cause lease_expired" or "cause
+//     revoked" when it revoked that key (its lease ended, or Close): the
+//     first side's error then matches ErrLeaseExpired or ErrKeyRevoked.
+//     Other lines, and lines longer than 64 bytes, are skipped.
 //   - Through the connection manager, the hello is 20 bytes of private
 //     data in the connect request and in the accept: "VRTH", the version
 //     (2 bytes), the initial credits (2 bytes), the largest window (4

@@ -524,6 +524,29 @@ func (ep *Endpoint) fail(err error, lost bool) {
 	}
 }
 
+// failHearingPeer fails the endpoint as fail does, for an error of its QP
+// that a request of the peer caused (the device refused it as responder):
+// the peer's operation failed too, and its endpoint, ending, names the key
+// that operation used (lastWords). So the link stays open for those
+// words: the watcher answers them and hangs up as soon as the peer's end
+// of the link comes (linkEnded), and hangUp comes after verdictWait if it
+// does not.
+func (ep *Endpoint) failHearingPeer(err error) {
+	w := &ep.watch
+	if w.link == nil {
+		ep.fail(err, false)
+		return
+	}
+	if ep.failErr.CompareAndSwap(nil, err) {
+		ep.actor.Break(err)
+		ep.finish(err)
+		ep.toError()
+		w.vmu.Lock()
+		w.hangUpLater = time.AfterFunc(verdictWait, ep.hangUp)
+		w.vmu.Unlock()
+	}
+}
+
 // wcFailed ends the endpoint when a WR failed: RC moved the QP to the
 // error state, what was outstanding comes back flushed, and later
 // operations fail at once. Err then matches ErrConnFailed and the failure
@@ -534,7 +557,11 @@ func (ep *Endpoint) wcFailed(wc *verbs.WC) {
 	if ep.closing.Load() || ep.Err() != nil {
 		return // Close's own doing, or the endpoint is over already
 	}
-	ep.connFailedFor(wc.Status, &connFailed{cause: wc.Err().(*verbs.WCError)})
+	var words lastWords
+	if wc.Status == verbs.WCRemAccessErr && !wrid.IsRecv(wc.WRID) {
+		words.rkey, words.hasKey = ep.actor.RemoteKey(wc.WRID)
+	}
+	ep.connFailedFor(wc.Status, &connFailed{cause: wc.Err().(*verbs.WCError)}, words)
 }
 
 // pollFailed is the target's PollFailed: an endpoint whose CQ cannot be

@@ -3,7 +3,6 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/verbsrt/verbsrt/internal/future"
@@ -86,8 +85,8 @@ var closedOver = func() chan struct{} { c := make(chan struct{}); close(c); retu
 type Addr struct {
 	GID verbs.GID
 	QPN uint32
-	// invented says the GID is one the provider made up (soft's), which
-	// names nothing a reader could look for on a network.
+	// invented says the provider made the GID up (gidView): it is not
+	// shown.
 	invented bool
 }
 
@@ -95,19 +94,19 @@ type Addr struct {
 func (Addr) Network() string { return "rdma" }
 
 // String returns the GID (as an IPv4 address for RoCE's IPv4-mapped GIDs)
-// and the QP number, e.g. "198.18.0.1/qp0x11"; on the soft provider, whose
-// GIDs are made up, the QP number alone ("qp0x11").
+// and the QP number, e.g. "198.18.0.1/qp0x11"; for a GID the provider
+// made up (the soft provider's), the QP number alone ("qp0x11").
 func (a Addr) String() string {
 	if a.invented {
 		return fmt.Sprintf("qp%#x", a.QPN)
 	}
-	return fmt.Sprintf("%s/qp%#x", netip.AddrFrom16(a.GID).Unmap(), a.QPN)
+	return fmt.Sprintf("%s/qp%#x", gidView{}.addr(a.GID), a.QPN)
 }
 
 // addr returns the Addr of QP qpn at gid, on a device of the runtime's
 // provider.
 func (rt *Runtime) addr(gid verbs.GID, qpn uint32) Addr {
-	return Addr{GID: gid, QPN: qpn, invented: rt.prov.Name() == "soft"}
+	return Addr{GID: gid, QPN: qpn, invented: gidViewOf(rt.prov).invented(gid)}
 }
 
 // AsyncError is the typed error of futures failed by an asynchronous event.
@@ -132,14 +131,28 @@ func (e *AsyncError) Is(target error) bool {
 	return false
 }
 
-// connFailed is ErrConnFailed with the failure that caused it.
-type connFailed struct{ cause *verbs.WCError }
-
-func (e *connFailed) Error() string {
-	return fmt.Sprintf("verbsrt: connection failed: a work request completed with %s (%s)", e.cause.Status, e.cause.Status.Name())
+// connFailed is ErrConnFailed with the failure that caused it, and, for
+// an access the peer refused, why, as the peer said (ErrLeaseExpired,
+// ErrKeyRevoked; nil when it did not).
+type connFailed struct {
+	cause    *verbs.WCError
+	peerSaid error
 }
 
-func (e *connFailed) Unwrap() []error { return []error{ErrConnFailed, e.cause} }
+func (e *connFailed) Error() string {
+	s := fmt.Sprintf("verbsrt: connection failed: a work request completed with %s (%s)", e.cause.Status, e.cause.Status.Name())
+	if e.peerSaid != nil {
+		s += ": " + strings.TrimPrefix(e.peerSaid.Error(), "verbsrt: ")
+	}
+	return s
+}
+
+func (e *connFailed) Unwrap() []error {
+	if e.peerSaid != nil {
+		return []error{ErrConnFailed, e.cause, e.peerSaid}
+	}
+	return []error{ErrConnFailed, e.cause}
+}
 
 // memlockError is the error of an arena chunk whose registration the
 // kernel refused with ENOMEM. On Linux that is, most often, the

@@ -9,7 +9,10 @@ import (
 )
 
 // ErrLeaseExpired is returned by Exposure.Lease once the exposure's lease
-// ran out and its key was revoked.
+// ran out and its key was revoked, and matches the error of a peer's
+// access with that key afterwards: the failed operation's, once the
+// peer's endpoint is over (Done), and the endpoint's Err. ErrKeyRevoked
+// takes its place for a key revoked by Close.
 var ErrLeaseExpired = errors.New("verbsrt: the exposure's lease expired")
 
 // leaseTimer arms a lease's end: it calls f after d and returns the stop
@@ -31,7 +34,11 @@ type lease struct {
 // holds the RemoteRef alone, and its access after the end fails as after
 // Close (REM_ACCESS_ERR at the peer, matching verbs.ErrRemoteAccess,
 // which ends its connection by RC's rule), so a peer should stop using
-// the reference before the lease it was told of ends. ttl must be
+// the reference before the lease it was told of ends. Over a connection
+// made by Dial and Listen the two sides then tell each other the key and
+// why it was revoked, and the peer's error matches ErrLeaseExpired (once
+// its endpoint is over); through the connection manager it does not
+// tell. ttl must be
 // positive. Lease fails with ErrLeaseExpired once the lease ran out, and
 // with ErrClosed once the exposure was closed (or its buffer freed).
 func (e *Exposure) Lease(ttl time.Duration) error {

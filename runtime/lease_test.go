@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -138,5 +139,72 @@ func TestLeaseRefusals(t *testing.T) {
 	var none *runtime.Exposure
 	if err := none.Lease(time.Minute); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Errorf("Lease of a nil exposure: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestPeerTellsLeaseExpiryFromRevoke: a peer's WRITE with the key of an
+// exposure whose lease ended fails (REM_ACCESS_ERR, the connection with
+// it), and once the peer's endpoint is over its error and the endpoint's
+// Err match ErrLeaseExpired, not ErrKeyRevoked; with the key of an
+// exposure closed, ErrKeyRevoked, not ErrLeaseExpired. On the soft
+// provider and on rocev2, over the handshake's TCP connection.
+func TestPeerTellsLeaseExpiryFromRevoke(t *testing.T) {
+	for _, p := range []struct {
+		name    string
+		runtime func(*testing.T) *runtime.Runtime
+	}{
+		{"soft", func(t *testing.T) *runtime.Runtime { return newRuntime(t) }},
+		{"rocev2", rocev2Runtime},
+	} {
+		for _, c := range []struct {
+			name      string
+			end       func(t *testing.T, exp *runtime.Exposure, clock *leaseClock)
+			want, not error
+		}{
+			{"lease", func(t *testing.T, _ *runtime.Exposure, clock *leaseClock) { clock.fire(t, 0) }, runtime.ErrLeaseExpired, runtime.ErrKeyRevoked},
+			{"close", func(t *testing.T, exp *runtime.Exposure, _ *leaseClock) {
+				if err := exp.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}, runtime.ErrKeyRevoked, runtime.ErrLeaseExpired},
+		} {
+			t.Run(p.name+"/"+c.name, func(t *testing.T) {
+				owner, peer := p.runtime(t), p.runtime(t)
+				clock := &leaseClock{}
+				runtime.SetLeaseTimer(owner, clock.after)
+				exp, err := alloc(t, owner, 64).Expose(runtime.RemoteWrite)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { exp.Close() })
+				if err := exp.Lease(time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				cli, _ := connectRuntimes(t, peer, owner)
+				local := alloc(t, peer, 64).Local()
+				ctx := ctxT(t)
+				if _, err := cli.Write(ctx, local, exp.RemoteRef()).Wait(ctx); err != nil {
+					t.Fatalf("a WRITE before the end: %v", err)
+				}
+				c.end(t, exp, clock)
+				_, err = cli.Write(ctx, local, exp.RemoteRef()).Wait(ctx)
+				if !errors.Is(err, verbs.ErrRemoteAccess) {
+					t.Fatalf("a WRITE after the end: %v, want REM_ACCESS_ERR", err)
+				}
+				select {
+				case <-cli.Done():
+				case <-ctx.Done():
+					t.Fatal("the peer's endpoint is not over after REM_ACCESS_ERR")
+				}
+				for what, e := range map[string]error{"the WRITE's error": err, "the endpoint's Err": cli.Err()} {
+					if !errors.Is(e, c.want) || errors.Is(e, c.not) || !errors.Is(e, runtime.ErrConnFailed) {
+						t.Errorf("%s: %v; want it to match %v and ErrConnFailed, not %v", what, e, c.want, c.not)
+					}
+				}
+				if want := strings.TrimPrefix(c.want.Error(), "verbsrt: "); !strings.Contains(err.Error(), want) {
+					t.Errorf("the WRITE's error %q does not say %q", err, want)
+				}
+			})
+		}
 	}
 }

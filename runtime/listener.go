@@ -12,6 +12,7 @@ import (
 	"go.uber.org/atomic"
 
 	"github.com/verbsrt/verbsrt/internal/future"
+	"github.com/verbsrt/verbsrt/internal/testhook"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -85,6 +86,9 @@ type Listener struct {
 	loopDone chan struct{}  // closed when serve returns
 	wg       sync.WaitGroup // the handshakes' goroutines
 	spare    spareFD        // a descriptor in reserve (listener_spare*.go)
+	// handshakeTimeout is listenHandshakeTimeout, unless a test set
+	// another (testhook).
+	handshakeTimeout time.Duration
 
 	mu          sync.Mutex
 	maxAdmitted int       // listenAdmitted (tests lower it); guarded by mu
@@ -129,6 +133,7 @@ func (rt *Runtime) Listen(addr string) (*Listener, error) {
 	l.loopDone = make(chan struct{})
 	l.left = make(chan struct{}, 1)
 	l.maxAdmitted = listenAdmitted
+	l.handshakeTimeout = testhook.ListenHandshakeTimeout(listenHandshakeTimeout)
 	l.spare.reserve()
 	return rt.addListener(l)
 }
@@ -397,7 +402,7 @@ func (l *Listener) handshake(pc *pendingConn) {
 	defer l.leave()
 	c := pc.c
 	rt := l.rt
-	hs := rt.beginHandshake(l.ctx, c, pc.since.Add(listenHandshakeTimeout))
+	hs := rt.beginHandshake(l.ctx, c, pc.since.Add(l.handshakeTimeout))
 	hs.closeCtx = context.Background()
 	line, err := readLine(hs.br, "hello")
 	var peer hello
@@ -425,7 +430,7 @@ func (l *Listener) handshake(pc *pendingConn) {
 	// A fresh bound for the rest, which waited for its slot; then ctx,
 	// which may have ended while it waited (its AfterFunc's deadline
 	// could have been overwritten).
-	c.SetDeadline(time.Now().Add(listenHandshakeTimeout))
+	c.SetDeadline(time.Now().Add(l.handshakeTimeout))
 	if l.ctx.Err() != nil {
 		hs.abort()
 		return

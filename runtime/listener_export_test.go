@@ -12,7 +12,3 @@ func SetListenAdmitted(l *Listener, n int) {
 	defer l.mu.Unlock()
 	l.maxAdmitted = n
 }
-
-// ListenHandshakeTimeout is how long a listener waits for a client's
-// hello before it drops the client.
-const ListenHandshakeTimeout = listenHandshakeTimeout

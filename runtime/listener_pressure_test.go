@@ -12,40 +12,45 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/hostile"
+	"github.com/verbsrt/verbsrt/internal/testhook"
 	"github.com/verbsrt/verbsrt/runtime"
 	"github.com/verbsrt/verbsrt/verbs/soft"
 )
 
 // Sizes of the hostile-clients tests: as the issue that asked for them.
 const (
-	hostileN = 1000
-	realN    = 100
-	// realBound is what a real client may wait: less than the time a
-	// listener gives a silent client to send its hello, so that waiting
-	// for one hostile client's handshake, or handshakes one at a time,
-	// exceeds it, while a busy machine's slowness does not. On a quiet
-	// machine real clients connect in well under a second (the test logs
-	// the slowest).
-	realBound  = runtime.ListenHandshakeTimeout * 3 / 4
+	hostileN   = 1000
+	realN      = 100
 	heapBound  = 64 << 20
 	fdsForTest = 2*(hostileN+realN) + 200
 )
 
+// stallWait bounds the hostile-clients test: with the listener's hello
+// timeout set beyond it, a real client held up by a silent one waits
+// until it ends, and fails. It is no bound on how fast real clients
+// connect: only a stalled listener reaches it.
+const stallWait = 2 * time.Minute
+
 // TestHostileClientsDoNotStallTheListener: 1,000 TCP clients that connect
 // and stay silent or send garbage (random bytes, a line of 64 MiB, hellos
-// out of range) while 100 real clients Dial: every real client connects
-// well before a hostile one's handshake would time out (none waits for
-// one, and handshakes run side by side), the heap does not grow by the garbage
-// (less than 64 MiB), every hostile client is counted as a failed
-// handshake, and the listener serves a Dial afterwards.
+// out of range) while 100 real clients Dial: every real client connects,
+// the heap does not grow by the garbage (less than 64 MiB), every hostile
+// client is counted as a failed handshake once it hangs up, and the
+// listener serves a Dial afterwards. The listener's hello timeout is set
+// beyond the test's end (testhook), so no silent client leaves before
+// the test lets it: a real client that waited for one (a handshake
+// holding up the accept loop or another's) would wait until the test's
+// context ends and fail, however fast or slow the machine.
 func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 	if testing.Short() {
 		t.Skip("2,200 sockets")
 	}
 	hostile.NeedDescriptors(t, fdsForTest)
+	t.Cleanup(testhook.SetListenHandshakeTimeout(time.Hour))
 	srvRT := newRuntime(t)
 	cliRT := newRuntime(t)
-	ctx := ctxT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), stallWait)
+	defer cancel()
 	ln, err := srvRT.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,36 +66,23 @@ func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 	stop := make(chan struct{})
 	waitHostile := hostile.Clients(t, ln.Addr().String(), hostileN, stop)
 	// The real clients Dial ten at a time, one after the other in each of
-	// ten goroutines: all at once, on a busy machine of two cores under
-	// -race, the last of them waits for the others' handshakes (and
-	// endpoints) rather than for the hostile clients'.
+	// ten goroutines, while every hostile client holds its connection.
 	var wg sync.WaitGroup
-	var slowestMu sync.Mutex
-	var slowest time.Duration
 	for g := range 10 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := g; i < realN; i += 10 {
-				start := time.Now()
 				ep, err := cliRT.Dial(ctx, ln.Addr().String())
-				took := time.Since(start)
 				if err != nil {
-					t.Errorf("real client %d among hostile ones: %v after %v", i, err, took)
+					t.Errorf("real client %d among hostile ones: %v (a silent client held it up)", i, err)
 					continue
 				}
-				if took > realBound {
-					t.Errorf("real client %d among hostile ones connected after %v, want within %v", i, took, realBound)
-				}
-				slowestMu.Lock()
-				slowest = max(slowest, took)
-				slowestMu.Unlock()
 				ep.Close(ctx)
 			}
 		}()
 	}
 	wg.Wait()
-	t.Logf("the slowest real client connected in %v", slowest)
 	if grown := int64(hostile.HeapInUse()) - int64(heapBefore); grown >= heapBound {
 		t.Errorf("the heap grew by %d MiB among hostile clients, want less than %d", grown>>20, heapBound>>20)
 	}

@@ -68,6 +68,9 @@ func (e *OpError) Error() string {
 		b.WriteString(" (the endpoint ended: ")
 		b.WriteString(causeString(c))
 		b.WriteString(")")
+	} else if cf := (*connFailed)(nil); errors.As(c, &cf) && cf.peerSaid != nil && errors.Is(e.Err, verbs.ErrRemoteAccess) {
+		b.WriteString(": ")
+		b.WriteString(causeString(cf.peerSaid)) // why the peer refused the access
 	}
 	return b.String()
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +58,14 @@ import (
 //     failed operation of this side whose answer the hang-up overtook
 //     decides (ErrConnFailed), else ErrPeerLost.
 //
+// An access the peer refused (REM_ACCESS_ERR: a key it revoked) says more
+// in those last words: the side whose operation failed names the key it
+// used before its "bye", and the peer, when it revoked that key, answers
+// why (its lease ended, or Close) before its own; the failure then matches
+// ErrLeaseExpired or ErrKeyRevoked (lastWords). A peer whose device
+// reported the refusal at once (an access error event) keeps its link
+// open for those words (failHearingPeer).
+//
 // Through rdma_cm a disconnect carries no such word: there the first
 // signal decides.
 
@@ -81,9 +91,14 @@ var linkKeepAlive = net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Inter
 // A peerLink is an endpoint's connection to its peer beside the QP.
 type peerLink interface {
 	// awaitEnd blocks until the connection is over, whichever side ended
-	// it, and says how it ended and whether the peer said "bye" first
-	// (always true for a link that cannot tell).
-	awaitEnd() (how string, bye bool)
+	// it, and says how it ended, whether the peer said "bye" first
+	// (always true for a link that cannot tell) and what else it said
+	// before (nothing on a link that cannot tell).
+	awaitEnd() (how string, bye bool, heard lastWords)
+	// tell gives what this side says before its "bye", on a link that
+	// can: the words go with the "bye" (sayBye, hangUp), unless it went
+	// already.
+	tell(w lastWords)
 	// sayBye tells the peer that this side's endpoint is over, on a link
 	// that can, and leaves the connection open for the peer's answer
 	// (awaitEnd returns once it comes). It reports whether it could.
@@ -99,6 +114,47 @@ type peerLink interface {
 // linkBye is the line an endpoint writes on its TCP link before it ends
 // the link itself.
 const linkBye = "bye\n"
+
+// lastWords is what an endpoint that ends its link says before its
+// "bye", each a line of its own: the key of the peer's memory that its
+// operation failed on ("rkey 0x1f"), so that the peer, the memory's owner,
+// can say why it refused the access ("cause lease_expired", a name of
+// keyCauses). Neither carries data of the application.
+type lastWords struct {
+	rkey   uint32
+	hasKey bool   // rkey is set
+	cause  string // a name of keyCauses, or ""
+}
+
+// lines returns the words as the link carries them, "" for none.
+func (w lastWords) lines() string {
+	var s string
+	if w.hasKey {
+		s += fmt.Sprintf("rkey %#x\n", w.rkey)
+	}
+	if w.cause != "" {
+		s += "cause " + w.cause + "\n"
+	}
+	return s
+}
+
+// maxLinkLine bounds a line of the link's last words that is read: longer
+// ones, of no kind this side knows, are skipped.
+const maxLinkLine = 64
+
+// hear reads one line of the link's last words (without its newline)
+// into w; a line of another kind, or out of form, is skipped.
+func (w *lastWords) hear(line string) {
+	if v, ok := strings.CutPrefix(line, "rkey "); ok {
+		if k, err := strconv.ParseUint(v, 0, 32); err == nil {
+			w.rkey, w.hasKey = uint32(k), true
+		}
+		return
+	}
+	if v, ok := strings.CutPrefix(line, "cause "); ok && keyCauseErr(v) != nil {
+		w.cause = v
+	}
+}
 
 // verdictWait bounds how long an endpoint whose operation failed with a
 // status a dead peer can cause waits for the link to say whether the peer
@@ -123,6 +179,9 @@ type peerWatch struct {
 	pending error       // a failed operation's ErrConnFailed, until the verdict
 	timer   *time.Timer // ends the wait for the verdict after wait
 	wait    time.Duration
+	// hangUpLater hangs up an endpoint that waits for its peer's last
+	// words (failHearingPeer), if they do not come.
+	hangUpLater *time.Timer
 }
 
 // linkEnd is what the end of the link said.
@@ -167,8 +226,10 @@ func peerStatus(s verbs.WCStatus) bool {
 // connFailedFor ends the endpoint for a failed operation, err its
 // ErrConnFailed: at once when its status is the endpoint's own or the
 // link has spoken already; else once the link says whether the peer is
-// alive (see above).
-func (ep *Endpoint) connFailedFor(status verbs.WCStatus, err error) {
+// alive (see above). words are what this side tells the peer before its
+// "bye": the key an access the peer refused used, for the peer to say why
+// (linkEnded).
+func (ep *Endpoint) connFailedFor(status verbs.WCStatus, err error, words lastWords) {
 	w := &ep.watch
 	w.vmu.Lock()
 	switch {
@@ -196,6 +257,7 @@ func (ep *Endpoint) connFailedFor(status verbs.WCStatus, err error) {
 	// The endpoint stops here as fail would have it, except for Done.
 	ep.actor.Break(err)
 	ep.toError()
+	w.link.tell(words)
 	if !w.link.sayBye() {
 		ep.verdictLate()
 	}
@@ -228,8 +290,16 @@ func (ep *Endpoint) verdictLate() {
 // a failed operation waited for; a lost peer when the peer said nothing;
 // a graceful close when the peer's goodbye is in the CQ; a failed
 // connection when this side's operation failed it; otherwise a lost peer.
-func (ep *Endpoint) linkEnded(how string, bye bool) {
+// heard is what the peer said before its "bye": a key of this side's it
+// accessed in vain, which this side answers with why it revoked the key
+// (before its own "bye"), or that answer to this side's word.
+func (ep *Endpoint) linkEnded(how string, bye bool, heard lastWords) {
 	w := &ep.watch
+	if heard.hasKey {
+		if why := ep.rt.alloc.revoked.cause(heard.rkey); why != nil {
+			w.link.tell(lastWords{cause: keyCauseName(why)})
+		}
+	}
 	w.vmu.Lock()
 	w.ended, w.how = linkDied, how
 	if bye {
@@ -246,11 +316,19 @@ func (ep *Endpoint) linkEnded(how string, bye bool) {
 			pending = fmt.Errorf("%w: %s", ErrPeerLost, how)
 			ep.failErr.Store(pending)
 		}
+		if cf, ok := pending.(*connFailed); ok && bye && heard.cause != "" {
+			pending = &connFailed{cause: cf.cause, peerSaid: keyCauseErr(heard.cause)}
+			ep.failErr.Store(pending)
+		}
 		ep.finish(pending)
 		ep.hangUp()
 		return
 	}
-	if ep.closing.Load() || ep.Err() != nil {
+	if ep.closing.Load() {
+		return
+	}
+	if ep.Err() != nil {
+		ep.hangUp() // one that waited for the peer's words (failHearingPeer)
 		return
 	}
 	ep.poller.Drain(ep.target) // a goodbye there makes it a graceful close
@@ -297,6 +375,11 @@ func (ep *Endpoint) hangUp() {
 		return
 	}
 	ep.watch.hungUp.Do(func() {
+		ep.watch.vmu.Lock()
+		if t := ep.watch.hangUpLater; t != nil {
+			t.Stop()
+		}
+		ep.watch.vmu.Unlock()
 		if err := ep.watch.link.hangUp(); err != nil {
 			ep.rt.log.Debug("verbsrt: ending the link to the peer", "qpn", ep.qp.QPN(), "err", err)
 		}
@@ -324,36 +407,63 @@ func (ep *Endpoint) releaseLink() {
 // tcpLink is the TCP connection of the handshake, kept open.
 type tcpLink struct {
 	c       net.Conn
+	mu      sync.Mutex
+	words   lastWords // said before the "bye"; guarded by mu
+	said    bool      // the "bye" went; guarded by mu
 	sayOnce sync.Once // the "bye"
 	sayErr  error
 }
 
-func (l *tcpLink) awaitEnd() (string, bool) {
-	// The peer writes nothing after its "ready" but its "bye" as it ends
-	// the connection: a read returns only then. (Other bytes a later
-	// version might send are skipped.)
+func (l *tcpLink) awaitEnd() (string, bool, lastWords) {
+	// The peer writes nothing after its "ready" but its last words and
+	// its "bye" as it ends the connection: a read returns only then.
+	// (Lines of other kinds a later version might send are skipped.)
 	var b [64]byte
+	var heard lastWords
+	var line []byte // the line being read, up to maxLinkLine bytes
+	long := false   // it is longer: skipped
 	var last []byte // the end of what came, for the "bye"
 	for {
 		n, err := l.c.Read(b[:])
+		for _, c := range b[:n] {
+			switch {
+			case c == '\n':
+				if !long {
+					heard.hear(string(line))
+				}
+				line, long = line[:0], false
+			case len(line) < maxLinkLine:
+				line = append(line, c)
+			default:
+				long = true
+			}
+		}
 		last = append(last, b[:n]...)
 		if len(last) > len(linkBye) {
 			last = last[len(last)-len(linkBye):]
 		}
 		if err != nil {
 			if string(last) == linkBye {
-				return "the peer's endpoint ended and closed the handshake's TCP connection", true
+				return "the peer's endpoint ended and closed the handshake's TCP connection", true, heard
 			}
 			if err == io.EOF {
-				return "the peer closed the handshake's TCP connection without a goodbye", false
+				return "the peer closed the handshake's TCP connection without a goodbye", false, heard
 			}
-			return fmt.Sprintf("the handshake's TCP connection failed: %v", err), false
+			return fmt.Sprintf("the handshake's TCP connection failed: %v", err), false, heard
 		}
 	}
 }
 
-// sayBye writes "bye" and half-closes the connection, for the peer's
-// answer.
+func (l *tcpLink) tell(w lastWords) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.said {
+		l.words = w
+	}
+}
+
+// sayBye writes the last words and "bye", and half-closes the connection,
+// for the peer's answer.
 func (l *tcpLink) sayBye() bool {
 	cw, ok := l.c.(interface{ CloseWrite() error })
 	if !ok || l.say() != nil {
@@ -362,12 +472,16 @@ func (l *tcpLink) sayBye() bool {
 	return cw.CloseWrite() == nil
 }
 
-// say writes "bye", once.
+// say writes the last words and "bye", once.
 func (l *tcpLink) say() error {
 	l.sayOnce.Do(func() {
-		// The link carries nothing else: the line goes at once.
+		l.mu.Lock()
+		l.said = true
+		words := l.words.lines()
+		l.mu.Unlock()
+		// The link carries nothing else: the lines go at once.
 		l.c.SetWriteDeadline(time.Now().Add(time.Second))
-		_, l.sayErr = io.WriteString(l.c, linkBye)
+		_, l.sayErr = io.WriteString(l.c, words+linkBye)
 	})
 	return l.sayErr
 }
@@ -388,16 +502,19 @@ type cmLink struct {
 
 func newCMLink(conn verbs.RCConn) *cmLink { return &cmLink{conn: conn, hungUp: make(chan struct{})} }
 
-func (l *cmLink) awaitEnd() (string, bool) {
+func (l *cmLink) awaitEnd() (string, bool, lastWords) {
 	select {
 	case <-l.conn.Disconnected():
-		return "rdma_cm reported the connection gone", true
+		return "rdma_cm reported the connection gone", true, lastWords{}
 	case <-l.hungUp:
 		// Disconnected closes only once the peer answers the disconnect
 		// request, or it times out: this side is done sooner.
-		return "disconnected", true
+		return "disconnected", true, lastWords{}
 	}
 }
+
+// tell does nothing: a disconnect carries no words.
+func (l *cmLink) tell(lastWords) {}
 
 // sayBye: a disconnect carries no word.
 func (l *cmLink) sayBye() bool { return false }

@@ -144,7 +144,7 @@ func (rt *Runtime) open() error {
 	rt.qpCheckStop, rt.qpCheckDone = make(chan struct{}), make(chan struct{})
 	go rt.checkQPs(rt.qpCheckStop, rt.qpCheckDone)
 	rt.log.Info("verbsrt: runtime up", "provider", rt.prov.Name(), "device", sel.dev.Name(),
-		"port", sel.port, "gid_index", sel.entry.Index, "gid", rt.gid, "gid_type", sel.gidType(),
+		"port", sel.port, "gid_index", sel.entry.Index, "gid", gidViewOf(rt.prov).addr(rt.gid), "gid_type", sel.gidType(),
 		"netdev", sel.entry.Netdev, "link_layer", sel.attr.LinkLayer.String(), "mtu", rt.mtu.Bytes(), "why", sel.why)
 	return nil
 }
@@ -253,6 +253,13 @@ func (rt *Runtime) handleEvent(ev verbs.AsyncEvent) {
 			// (failUnexplained). One left to its CQ's handler that does
 			// not explain it is failed by the QP check.
 			ep.failUnexplained(fmt.Errorf("%w: the QP went to the error state (%s)", ErrConnFailed, ev.Type))
+			continue
+		}
+		if ev.Type == verbs.EventQPAccessErr || ev.Type == verbs.EventQPReqErr {
+			// The device refused a request of the peer as responder: the
+			// peer's operation failed with it, and the peer may name the
+			// key it used.
+			ep.failHearingPeer(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()})
 			continue
 		}
 		ep.fail(&AsyncError{Event: ev.Type, QPN: ep.qp.QPN()}, lost)

@@ -16,10 +16,14 @@ import (
 // closes leaves its totals behind. Gauges (the int fields) are of the
 // endpoints connected now.
 type Stats struct {
-	Provider string    // the verbs provider's name ("soft", "ibv")
-	Device   string    // the device the runtime opened
-	Port     uint8     // the device's port its endpoints use
-	GID      verbs.GID // the GID its endpoints use, the one the handshake tells the peer
+	Provider string // the verbs provider's name ("soft", "ibv")
+	Device   string // the device the runtime opened
+	Port     uint8  // the device's port its endpoints use
+	// GID is the GID its endpoints use, the one the handshake tells the
+	// peer; zero for one the provider made up (the soft provider's
+	// default tables), which names nothing on a network (GIDIndex says
+	// which it uses).
+	GID verbs.GID
 	// The rest of what the runtime chose at start (WithDevice), as its
 	// start-up log line says it.
 	GIDIndex   int             // the GID's index in the port's table
@@ -175,7 +179,7 @@ func (rt *Runtime) device() string { return rt.vctx.Device().Name() }
 // setDevice fills in what the runtime chose: provider, device, port, GID.
 func (rt *Runtime) setDevice(s *Stats) {
 	sel := rt.sel
-	s.Provider, s.Device, s.Port, s.GID = rt.prov.Name(), rt.device(), sel.port, rt.gid
+	s.Provider, s.Device, s.Port, s.GID = rt.prov.Name(), rt.device(), sel.port, gidViewOf(rt.prov).stat(rt.gid)
 	s.GIDIndex, s.GIDType, s.Netdev = sel.entry.Index, sel.gidType(), sel.entry.Netdev
 	s.LinkLayer, s.MTU = sel.attr.LinkLayer, rt.mtu.Bytes()
 }

@@ -352,7 +352,10 @@ func (d *doctor) selection() result {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rt.Close(ctx)
-	r.finding = fmt.Sprintf("device %s port %d, GID[%d] %s", st.Device, st.Port, st.GIDIndex, netipString(st.GID))
+	r.finding = fmt.Sprintf("device %s port %d, GID[%d]", st.Device, st.Port, st.GIDIndex)
+	if !st.GID.IsZero() { // zero: a made-up GID, which the runtime does not show
+		r.finding += " " + netipString(st.GID)
+	}
 	var attrs []string
 	if st.GIDType != "" {
 		attrs = append(attrs, st.GIDType)

@@ -9,32 +9,36 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/hostile"
+	"github.com/verbsrt/verbsrt/internal/testhook"
 	"github.com/verbsrt/verbsrt/runtime/rdmanet"
 )
 
 // TestHostileClientsDoNotStallTheListener: 1,000 TCP clients that connect
 // and stay silent or send garbage (random bytes, a line of 64 MiB, hellos
-// out of range) while 100 Conns Dial: every Dial connects within a second
-// and its Conn reaches Accept, the heap does not grow by the garbage
-// (less than 64 MiB), every hostile client is counted as a failed
-// handshake and none reaches Accept, and the listener serves a Conn
-// afterwards.
+// out of range) while 100 Conns Dial: every Dial connects and its Conn
+// reaches Accept, the heap does not grow by the garbage (less than 64
+// MiB), every hostile client is counted as a failed handshake once it
+// hangs up and none reaches Accept, and the listener serves a Conn
+// afterwards. The runtime listener's hello timeout is set beyond the
+// test's end (testhook), so no silent client leaves before the test lets
+// it: a Dial or an Accept that waited for one would wait until the test's
+// context ends and fail, however fast or slow the machine.
 func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 	const (
-		hostileN = 1000
-		realN    = 100
-		// Below the 5 s a runtime's listener gives a silent client to send
-		// its hello: waiting for one hostile client, or handshakes one at
-		// a time, exceed it, a busy machine's slowness does not.
-		realBound = 3750 * time.Millisecond
+		hostileN  = 1000
+		realN     = 100
 		heapBound = 64 << 20
+		// stallWait is reached only by a stalled listener: no bound on
+		// how fast real clients connect.
+		stallWait = 2 * time.Minute
 	)
 	if testing.Short() {
 		t.Skip("2,200 sockets")
 	}
 	hostile.NeedDescriptors(t, 2*(hostileN+realN)+200)
+	t.Cleanup(testhook.SetListenHandshakeTimeout(time.Hour))
 	srvRT, cliRT := newRuntime(t), newRuntime(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), stallWait)
 	defer cancel()
 	ln, err := rdmanet.Listen(srvRT, "127.0.0.1:0")
 	if err != nil {
@@ -56,24 +60,17 @@ func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 	stop := make(chan struct{})
 	waitHostile := hostile.Clients(t, ln.Addr().String(), hostileN, stop)
 	// The real clients Dial ten at a time, one after the other in each of
-	// ten goroutines: all at once, on a busy machine of two cores under
-	// -race, the last of them waits for the others' handshakes (and
-	// endpoints) rather than for the hostile clients'.
+	// ten goroutines, while every hostile client holds its connection.
 	var wg sync.WaitGroup
 	for g := range 10 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := g; i < realN; i += 10 {
-				start := time.Now()
 				c, err := rdmanet.Dial(ctx, cliRT, ln.Addr().String())
-				took := time.Since(start)
 				if err != nil {
-					t.Errorf("real client %d among hostile ones: %v after %v", i, err, took)
+					t.Errorf("real client %d among hostile ones: %v (a silent client held it up)", i, err)
 					continue
-				}
-				if took > realBound {
-					t.Errorf("real client %d among hostile ones connected after %v, want within %v", i, took, realBound)
 				}
 				c.Close()
 			}

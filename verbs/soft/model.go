@@ -69,6 +69,7 @@ type port struct {
 	mtu       verbs.MTU
 	lid       uint16
 	gids      []verbs.GIDEntry // by index, zero GIDs included
+	madeUp    bool             // gids is the default table (PortModel.GIDs nil)
 }
 
 // buildPorts makes device i's ports from m, with mtu where the model
@@ -93,7 +94,7 @@ func buildPorts(m DeviceModel, i int, guid uint64, mtu verbs.MTU) ([]port, error
 			}
 		}
 		if pm.GIDs == nil {
-			pt.gids = defaultGIDs(i, guid)
+			pt.gids, pt.madeUp = defaultGIDs(i, guid), true
 		} else {
 			pt.gids = make([]verbs.GIDEntry, len(pm.GIDs))
 			copy(pt.gids, pm.GIDs)

@@ -43,6 +43,9 @@ type Provider struct {
 	// engines read them without a lock.
 	byGID map[verbs.GID]*device
 	byLID map[uint16]lidPort
+	// madeUp holds the GIDs of the default tables (MadeUpGID); New
+	// fills it and it never changes.
+	madeUp map[verbs.GID]bool
 
 	mu     sync.Mutex
 	closed bool
@@ -61,7 +64,8 @@ func New(cfg Config) *Provider {
 	if mtu == 0 {
 		mtu = verbs.MTU4096
 	}
-	p := &Provider{mtu: mtu, byGID: make(map[verbs.GID]*device), byLID: make(map[uint16]lidPort), inline: !cfg.EngineOnly}
+	p := &Provider{mtu: mtu, byGID: make(map[verbs.GID]*device), byLID: make(map[uint16]lidPort),
+		madeUp: make(map[verbs.GID]bool), inline: !cfg.EngineOnly}
 	for i := range max(n, len(cfg.Models)) {
 		var m DeviceModel
 		if i < len(cfg.Models) {
@@ -80,6 +84,9 @@ func New(cfg Config) *Provider {
 				if _, taken := p.byGID[e.GID]; !taken && !e.GID.IsZero() {
 					p.byGID[e.GID] = d
 				}
+				if pt.madeUp {
+					p.madeUp[e.GID] = true
+				}
 			}
 		}
 	}
@@ -88,6 +95,12 @@ func New(cfg Config) *Provider {
 
 // Name returns "soft".
 func (p *Provider) Name() string { return "soft" }
+
+// MadeUpGID reports whether g is a GID of a default table, which the
+// provider made up for a device whose model left the table to it
+// (PortModel.GIDs nil): it looks like rxe's, and names nothing a reader
+// could find on a network. A GID a model gave is not made up.
+func (p *Provider) MadeUpGID(g verbs.GID) bool { return p.madeUp[g] }
 
 // Devices lists the provider's devices.
 func (p *Provider) Devices() ([]verbs.Device, error) {
