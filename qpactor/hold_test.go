@@ -59,7 +59,7 @@ func TestHoldGivenBackBeforeFutureResolves(t *testing.T) {
 		h.Acquire()
 		ops[i].Hold = &h
 	}
-	bf, err := r.actor.SubmitBatch(context.Background(), ops)
+	bf, err := r.actor.SubmitBatch(context.Background(), ops, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

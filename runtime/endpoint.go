@@ -468,12 +468,11 @@ func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 		return ep.failed(&qops[i], len(ops), err)
 	}
 	qops[0].Hold = h
-	f, err := ep.actor.SubmitBatch(ctx, qops)
+	f, err := ep.actor.SubmitBatch(ctx, qops, b.giveBack)
 	if err != nil {
 		return ep.failed(&qops[0], len(ops), ep.mapErr(err))
 	}
-	b.actor = ep.actor
-	return Future{f.WithWaiter(b)}
+	return Future{f}
 }
 
 // check refuses what would fail the connection: a SEND larger than the

@@ -74,13 +74,7 @@ func (f Future) Result() (Completion, error) {
 // consumes the future. fn must not wait for another future's Then
 // callback.
 func (f Future) Then(fn func(Completion, error)) {
-	b, _ := f.f.Waiter().(*opBatch)
-	f.f.Then(func(c future.Completion, err error) {
-		if err == nil && b != nil {
-			putBatch(b)
-		}
-		fn(Completion(c), err)
-	})
+	f.f.Then(func(c future.Completion, err error) { fn(Completion(c), err) })
 }
 
 // Release consumes the future without waiting: use it after Done and

@@ -127,7 +127,11 @@ type State struct {
 	// of recycling it under the actor. (Here for the room.)
 	unpooled bool
 	err      error
-	_        [8]byte // the first line ends here
+	// giveBack gives back what the submitter lent the operation for as
+	// long as it might be read (SetGiveBack): release calls it for a
+	// state that succeeded. (Here for the room: the first line ends
+	// here.)
+	giveBack func()
 
 	// Second line: per state, or on demand.
 	// hold is the use of the operation's memory given back when its last
@@ -356,6 +360,12 @@ func (s *State) release() {
 	s.gen.Store(s.gen.Load()&^genConsuming + 1)
 	if s.unpooled {
 		return
+	}
+	if s.giveBack != nil {
+		if s.Succeeded() {
+			s.giveBack()
+		}
+		s.giveBack = nil
 	}
 	for s.readers.Load() != 0 {
 		runtime.Gosched()
@@ -597,9 +607,6 @@ func (f Future) WithWaiter(w Waiter) Future {
 	return f
 }
 
-// Waiter returns the Waiter f's Wait polls through (nil for none).
-func (f Future) Waiter() Waiter { return f.w }
-
 // State returns the state behind a promise, for the actor that queues it.
 func (p Promise) State() *State { return p.s }
 
@@ -610,6 +617,17 @@ func (s *State) Recycle() { s.release() }
 // SetHold sets the use of the operation's memory given back once its last
 // WR is done.
 func (s *State) SetHold(h *Hold) { s.hold = h }
+
+// SetGiveBack sets what gives back memory the submitter lent the
+// operation and pools, such as the ops of a batch: the resolver may read
+// them until the operation has succeeded, and never after. The consumer
+// calls fn when it consumes the state after the operation succeeded:
+// Wait returning the result, the end of Then's callback, or Release of a
+// resolved future. A state that failed, or that Release leaves pending,
+// drops fn uncalled: a failed operation may have been failed while its
+// resolver was still about to read what fn would give back. Set it
+// before the state is submitted.
+func (s *State) SetGiveBack(fn func()) { s.giveBack = fn }
 
 // TakeHold returns the hold and clears it.
 func (s *State) TakeHold() *Hold {

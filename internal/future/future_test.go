@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,5 +167,75 @@ func TestFutureReadersRaceWait(t *testing.T) {
 		close(stop)
 		<-readerDone
 		next.Release()
+	}
+}
+
+// TestGiveBackOnlyAfterSuccess: what SetGiveBack gives back returns once
+// the state succeeded and its consumer consumed it, by Wait, Then or
+// Release, and never for a state that failed or that Release left
+// pending, nor for a Wait that its context ended.
+func TestGiveBackOnlyAfterSuccess(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		// consume resolves p and consumes f, in the case's order.
+		consume func(p Promise, f Future)
+		want    int
+	}{
+		{"Wait after success", func(p Promise, f Future) {
+			p.s.CompleteOne(verbs.WC{}, nil, 0)
+			f.Wait(ctx)
+		}, 1},
+		{"Wait that parks, then success", func(p Promise, f Future) {
+			go func() {
+				time.Sleep(time.Millisecond)
+				p.s.CompleteOne(verbs.WC{}, nil, 0)
+			}()
+			f.Wait(ctx)
+		}, 1},
+		{"Wait after failure", func(p Promise, f Future) {
+			p.s.CompleteOne(verbs.WC{}, verbs.ErrFlushed, 0)
+			f.Wait(ctx)
+		}, 0},
+		{"Wait whose context ended", func(p Promise, f Future) {
+			ended, cancel := context.WithCancel(ctx)
+			cancel()
+			f.Wait(ended)
+		}, 0},
+		{"Then after success", func(p Promise, f Future) {
+			done := make(chan struct{})
+			f.Then(func(Completion, error) { close(done) })
+			p.s.CompleteOne(verbs.WC{}, nil, 0)
+			<-done
+		}, 1},
+		{"Then after failure", func(p Promise, f Future) {
+			done := make(chan struct{})
+			f.Then(func(Completion, error) { close(done) })
+			p.s.CompleteOne(verbs.WC{}, verbs.ErrFlushed, 0)
+			<-done
+		}, 0},
+		{"Release after success", func(p Promise, f Future) {
+			p.s.CompleteOne(verbs.WC{}, nil, 0)
+			f.Release()
+		}, 1},
+		{"Release while pending", func(p Promise, f Future) {
+			f.Release()
+			p.s.CompleteOne(verbs.WC{}, nil, 0)
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var given atomic.Int32
+			p, f := NewPromise(1, &syncExec{})
+			p.s.SetGiveBack(func() { given.Add(1) })
+			tc.consume(p, f)
+			// Then's task gives back after its callback returned: wait
+			// for the state to be recycled.
+			for deadline := time.Now().Add(time.Second); int(given.Load()) < tc.want && time.Now().Before(deadline); {
+				runtime.Gosched()
+			}
+			if n := int(given.Load()); n != tc.want {
+				t.Fatalf("given back %d times, want %d", n, tc.want)
+			}
+		})
 	}
 }
