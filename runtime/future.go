@@ -19,7 +19,7 @@ import (
 // another Wait or Then consumes the future fails at once with an error
 // matching ErrReleased, and changes nothing of the operation or of any
 // other. The zero Future, which no operation returned, fails with an
-// error that says so, matching verbs.ErrInvalidArgument.
+// error that says so, matching ErrInvalidArgument.
 //
 // A Future resolves exactly once: with the operation's completion, with the
 // error of a work completion or a flush, with the error of a rule broken
