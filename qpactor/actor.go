@@ -43,6 +43,10 @@ type Op struct {
 	Hold *future.Hold
 }
 
+// DefaultRingSize, 1024, is an inbox's capacity in submissions unless
+// Config.RingSize says otherwise: the runtime's default too.
+const DefaultRingSize = 1024
+
 // MaxGather is the longest gather list an op may carry (Op.Gather).
 const MaxGather = 4
 
@@ -61,8 +65,9 @@ type Config struct {
 	// most wrid.MaxActorID, and different from the ID of every other actor
 	// whose completions may arrive on the same CQ.
 	ID uint16
-	// RingSize is the inbox capacity in submissions (0: 1024). The inbox
-	// starts with room for a few and grows as it fills (ring.NewGrowing).
+	// RingSize is the inbox capacity in submissions (0:
+	// DefaultRingSize). The inbox starts with room for a few and grows as
+	// it fills (ring.NewGrowing).
 	RingSize int
 	// SendDepth caps the send-queue slots the actor fills: what was asked
 	// of the provider, which may have rounded max_send_wr up (rxe and soft
@@ -383,7 +388,7 @@ func New(cfg Config) (*Actor, error) {
 	}
 	capacity := cfg.RingSize
 	if capacity <= 0 {
-		capacity = 1024
+		capacity = DefaultRingSize
 	}
 	a.inbox = ring.NewGrowing[submission](inboxStart, capacity)
 	a.credits.Store(int64(depth))
