@@ -27,7 +27,8 @@ type Op struct {
 	Flags verbs.SendFlags
 	// Local is the local buffer (gather list of one). Length 0 means no
 	// local data. Atomics leave it zero: the actor supplies the 8 bytes
-	// their result lands in and reports it as Completion.Value.
+	// their result lands in and reports it as the future's value
+	// (future.State.Value).
 	Local verbs.SGE
 	// Gather, when set, is the op's gather list (a READ's scatter list)
 	// instead of Local: at most MaxGather entries.

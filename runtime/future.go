@@ -50,8 +50,12 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 	if ctx == nil {
 		return Completion{}, future.ErrNilContext
 	}
-	c, err := f.f.Wait(ctx)
-	return Completion(c), err
+	return future.Wait(f.f, ctx, completionOf)
+}
+
+// completionOf reads the Completion of a successful operation's state.
+func completionOf(s *future.State) Completion {
+	return Completion{Opcode: s.Opcode(), ByteLen: s.ByteLen(), Value: s.Value(), WRs: s.WRs()}
 }
 
 // Done returns a channel closed when the operation completes. The channel
@@ -65,8 +69,7 @@ func (f Future) Err() error { return f.f.Err() }
 // Result returns the outcome without consuming the future: ErrPending while
 // the operation runs.
 func (f Future) Result() (Completion, error) {
-	c, err := f.f.Result()
-	return Completion(c), err
+	return future.Result(f.f, completionOf)
 }
 
 // Then arranges for fn to run, on the runtime's worker pool
@@ -74,7 +77,7 @@ func (f Future) Result() (Completion, error) {
 // consumes the future. fn must not wait for another future's Then
 // callback.
 func (f Future) Then(fn func(Completion, error)) {
-	f.f.Then(func(c future.Completion, err error) { fn(Completion(c), err) })
+	future.Then(f.f, completionOf, fn)
 }
 
 // Release consumes the future without waiting: use it after Done and
