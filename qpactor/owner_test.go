@@ -228,8 +228,7 @@ func noLostKick(t *testing.T, parks bool) {
 	var stop stdatomic.Bool
 	exited := make(chan struct{})
 	var o *runOwner
-	var run func()
-	run = func() {
+	run := func() {
 		runtime.LockOSThread() // as the actor is
 		defer runtime.UnlockOSThread()
 		if running.Add(1) != 1 {
@@ -310,8 +309,7 @@ func TestOneRunAtATime(t *testing.T) {
 	r := ring.New[int](64)
 	var o *runOwner
 	var running, overlaps, runs, taken stdatomic.Int64
-	var run func()
-	run = func() {
+	run := func() {
 		runs.Add(1)
 		if running.Add(1) != 1 {
 			overlaps.Add(1)
