@@ -10,6 +10,12 @@ import (
 
 // benchPair connects an RC QP on each of two devices on ::1.
 func benchPair(b testing.TB) (a, z *end) {
+	a, z, _ = benchProvider(b)
+	return a, z
+}
+
+// benchProvider is benchPair, with the provider.
+func benchProvider(b testing.TB) (a, z *end, p *rocev2.Provider) {
 	lo := netip.IPv6Loopback()
 	p, err := rocev2.New(rocev2.Config{Addrs: []netip.Addr{lo, lo}})
 	if err != nil {
@@ -19,7 +25,12 @@ func benchPair(b testing.TB) (a, z *end) {
 	devs, _ := p.Devices()
 	a, z = newEnd(b, devs[0]), newEnd(b, devs[1])
 	connect(b, a, z)
-	return a, z
+	return a, z, p
+}
+
+// emptyReads is the socket reads that found nothing, of both transports.
+func emptyReads(p *rocev2.Provider) uint64 {
+	return p.Transport(0).Stats().EmptyReads + p.Transport(1).Stats().EmptyReads
 }
 
 // spin polls cq until it has one completion.
@@ -86,6 +97,7 @@ func BenchmarkPingPong(b *testing.B) {
 // the provider's.
 type stream struct {
 	a, z     *end
+	p        *rocev2.Provider
 	send     bool
 	wrs      []verbs.SendWR
 	recv     []verbs.RecvWR
@@ -99,8 +111,8 @@ type stream struct {
 const streamRecvs = 16
 
 func newStream(tb testing.TB, send bool) *stream {
-	a, z := benchPair(tb)
-	s := &stream{a: a, z: z, send: send, wrs: make([]verbs.SendWR, 1), wc: make([]verbs.WC, 8)}
+	a, z, p := benchProvider(tb)
+	s := &stream{a: a, z: z, p: p, send: send, wrs: make([]verbs.SendWR, 1), wc: make([]verbs.WC, 8)}
 	s.wrs[0] = verbs.SendWR{Opcode: verbs.OpWrite,
 		SGL:  []verbs.SGE{{Addr: a.mr.Addr(), Length: 64, LKey: a.mr.LKey()}},
 		RDMA: verbs.RDMA{RemoteAddr: z.mr.Addr(), RKey: z.mr.RKey()}}
@@ -174,13 +186,18 @@ func (s *stream) finish(tb testing.TB) {
 	}
 }
 
+// run is the benchmark's loop; besides the allocations it reports the
+// socket reads that found nothing per message (empty-reads/op), of both
+// ends.
 func (s *stream) run(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
+	before := emptyReads(s.p)
 	for i := range b.N {
 		s.post(b, i == b.N-1)
 	}
 	s.finish(b)
+	b.ReportMetric(float64(emptyReads(s.p)-before)/float64(b.N), "empty-reads/op")
 }
 
 // BenchmarkWriteRate streams 64-byte RDMA WRITEs (stream): one op is one

@@ -72,11 +72,16 @@ type Transport struct {
 	// them in the order it received them. It ranks before a Receiver's
 	// own lock, and that before mu (internal/lockrank).
 	rxMu    lockrank.Mutex[lockrank.RoCERx]
-	rd      *reader       // its buffers guarded by rxMu where pollSocket reads (unix)
-	rxPkt   wire.Packet   // guarded by rxMu: the packet being handled
-	touched []Receiver    // guarded by rxMu: got packets since the last flush
-	idle    atomic.Uint64 // pollSocket's calls, to read on every pollEvery-th
-	rxStop  atomic.Bool   // the receive goroutine ends at its next wake-up (tests)
+	rd      *reader     // its buffers guarded by rxMu where pollSocket reads (unix)
+	rxPkt   wire.Packet // guarded by rxMu: the packet being handled
+	touched []Receiver  // guarded by rxMu: got packets since the last flush
+	// pollSocket's pacing (pollSocket): the calls since its last read,
+	// the calls its next read waits for, and the packets the transport had
+	// sent at its last read.
+	idle     atomic.Uint64
+	pollWait atomic.Uint64
+	pollMark atomic.Uint64
+	rxStop   atomic.Bool // the receive goroutine ends at its next wake-up (tests)
 
 	mu        lockrank.Mutex[lockrank.RoCETransport] // guards receivers and faults
 	receivers map[uint32]registered
@@ -338,36 +343,63 @@ func (t *Transport) write(to netip.AddrPort, b []byte) error {
 	return err
 }
 
-// pollEvery is how many calls of pollSocket make one read of the socket.
-// A read that finds nothing costs a system call, and a spinning poller
-// calls pollSocket as fast as it polls; reading on every pollEvery-th call
+// pollEvery is how many calls of pollSocket make one read of the socket
+// while packets move, and pollMaxEvery how many at most while none do. A
+// read that finds nothing costs a system call, and a spinning poller
+// calls pollSocket as fast as it polls: reading on every pollEvery-th call
 // bounds the system calls to a fraction of its polls, and a packet waits
 // for at most pollEvery-1 empty polls more than it would if every poll
-// read.
-const pollEvery = 8
+// read. Each read that finds nothing doubles the calls until the next, up
+// to pollMaxEvery, so that a poll spinning while no packet comes makes
+// empty reads in the logarithm of its polls rather than in proportion; a
+// read that finds packets brings them back to pollEvery, and so does a
+// packet sent since the last read, whose answer is what a poll waits for.
+const (
+	pollEvery    = 8
+	pollMaxEvery = 1024
+)
 
 // pollSocket is what an empty poll of a CQ of the transport's device
-// does: on every pollEvery-th call (the first included), unless the
-// receive goroutine or another poll is reading the socket, it reads what
-// the socket holds without waiting, at most pollBurst packets, and hands
-// them to their Receivers as the receive goroutine does. It makes
-// receiving independent of the scheduler: the receive goroutine waits in
-// Go's network poller, which the scheduler consults only when it runs out
-// of goroutines to run, or from sysmon every 10 ms or so, and pollers that
-// spin (runtime.Gosched loops, locked threads) never let it run out.
-// Where the platform cannot read without waiting (not unix) it does
-// nothing. Safe for concurrent use; a Receiver's lock must not be held.
+// does: when its pacing says (pollEvery), unless the receive goroutine or
+// another poll is reading the socket, it reads what the socket holds
+// without waiting, at most pollBurst packets, and hands them to their
+// Receivers as the receive goroutine does, on the polling goroutine. It
+// makes receiving independent of the scheduler: the receive goroutine
+// waits in Go's network poller, which the scheduler consults only when it
+// runs out of goroutines to run, or from sysmon every 10 ms or so, and
+// pollers that spin (runtime.Gosched loops, locked threads) never let it
+// run out. Where the platform cannot read
+// without waiting (not unix) it does nothing. Safe for concurrent use; a
+// Receiver's lock must not be held.
 func (t *Transport) pollSocket() {
-	if !canPollSocket || (t.idle.Add(1)-1)%pollEvery != 0 || t.closed.Load() {
+	if !canPollSocket || t.closed.Load() {
+		return
+	}
+	n := t.idle.Add(1)
+	wait := max(t.pollWait.Load(), 1)
+	sent := t.stats.sent.Load()
+	moved := sent != t.pollMark.Load()
+	if n < wait && (!moved || n < pollEvery) {
 		return
 	}
 	if !t.rxMu.TryLock() {
 		return // another reader has the socket, in order
 	}
+	t.idle.Store(0)
 	before := t.stats.received.Load()
 	t.stats.pollReads.Add(1)
 	t.drain(pollBurst)
-	t.stats.pollPackets.Add(t.stats.received.Load() - before)
+	got := t.stats.received.Load() - before
+	t.stats.pollPackets.Add(got)
+	switch {
+	case got > 0:
+		t.pollWait.Store(pollEvery)
+	case moved:
+		t.pollWait.Store(2 * pollEvery)
+	default:
+		t.pollWait.Store(min(2*wait, pollMaxEvery))
+	}
+	t.pollMark.Store(sent)
 	t.rxMu.Unlock()
 }
 
