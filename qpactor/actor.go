@@ -418,7 +418,7 @@ func (a *Actor) SetDriver(d Driver) { a.driver = d }
 // Start runs the actor goroutine, locked to its OS thread while it runs.
 // Call it once.
 func (a *Actor) Start() {
-	if a.run.start(0) {
+	if a.run.start() {
 		a.handOff()
 	}
 }

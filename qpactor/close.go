@@ -76,7 +76,7 @@ func (a *Actor) AbandonedErr() error { return a.abandoned.Load() }
 func (a *Actor) Close(ctx context.Context) error {
 	a.run.set(lifeClosing)
 	a.room.broadcast() // a producer waiting for room fails with verbs.ErrClosed
-	if a.run.start(0) {
+	if a.run.start() {
 		// Never started: no run drains the inbox but this one.
 		a.stop()
 		close(a.done)

@@ -33,7 +33,7 @@ func (a *Actor) inlineWorthIt() bool {
 // come leaves what is queued to an actor goroutine after the spin window.
 func (a *Actor) coalesces() bool {
 	return a.inline && a.Outstanding() > 0 && a.inbox.Len() < min(gatherTarget, a.inbox.Cap()) &&
-		a.run.state.Load()&(lifeClosing|lifeBroken) == 0
+		!a.run.hasAny(lifeClosing|lifeBroken)
 }
 
 // costlyPost is the PostSend time beyond which a submitter with

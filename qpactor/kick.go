@@ -1,7 +1,5 @@
 package qpactor
 
-import "runtime"
-
 // kickReason is why a goroutine other than the run's holder tells the
 // actor that something changed what a run looks at.
 type kickReason uint8
@@ -165,15 +163,3 @@ func (a *Actor) act(do kickAction) {
 
 // handOff gives the run the caller holds to a new actor goroutine.
 func (a *Actor) handOff() { go a.goRun() }
-
-// runAcquired is the body of a run on an actor goroutine, locked to its
-// OS thread: Start's, and every one a kick or handOff starts.
-func (a *Actor) runAcquired() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	a.run.stopBound() // this run is the wake-up a bound arranged, or makes it moot
-	a.stats.Ops.Runs.Inc()
-	if a.loop() {
-		close(a.done)
-	}
-}

@@ -108,12 +108,15 @@ func (o *runOwner) misuse(what string, s uint32) {
 // has reports whether every bit of bits is set.
 func (o *runOwner) has(bits uint32) bool { return o.state.Load()&bits == bits }
 
+// hasAny reports whether any bit of bits is set.
+func (o *runOwner) hasAny(bits uint32) bool { return o.state.Load()&bits != 0 }
+
 // set sets lifecycle bits.
 func (o *runOwner) set(bits uint32) { o.state.Or(bits) }
 
-// start takes the first run with lifeStarted (and extra bits), unless
-// Start or Close already did.
-func (o *runOwner) start(extra uint32) bool {
+// start takes the first run and sets lifeStarted, unless Start or Close
+// already did.
+func (o *runOwner) start() bool {
 	for {
 		s := o.state.Load()
 		if s&lifeStarted != 0 {
@@ -122,7 +125,7 @@ func (o *runOwner) start(extra uint32) bool {
 		if s&runHeld != 0 {
 			o.misuse("start", s)
 		}
-		if o.state.CompareAndSwap(s, s|lifeStarted|runHeld|extra) {
+		if o.state.CompareAndSwap(s, s|lifeStarted|runHeld) {
 			return true
 		}
 	}

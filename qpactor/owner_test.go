@@ -60,7 +60,7 @@ func TestDecideKick(t *testing.T) {
 
 func heldOwner(parks bool) *runOwner {
 	o := newRunOwner(parks, func() {})
-	if !o.start(0) {
+	if !o.start() {
 		panic("start")
 	}
 	return o
@@ -109,7 +109,7 @@ func TestKickLifecycle(t *testing.T) {
 	if o.kick() {
 		t.Fatal("a kick before Start took the run")
 	}
-	if !o.start(0) || o.start(0) {
+	if !o.start() || o.start() {
 		t.Fatal("start: want the first run once")
 	}
 	if o.kick() {
@@ -280,7 +280,7 @@ func noLostKick(t *testing.T, parks bool) {
 		}
 	}
 	o = newRunOwner(parks, func() {})
-	o.start(0)
+	o.start()
 	go run()
 	for i := 1; i <= rounds; i++ {
 		v := i
@@ -334,7 +334,7 @@ func TestOneRunAtATime(t *testing.T) {
 		}
 	}
 	o = newRunOwner(false, func() {})
-	o.start(0)
+	o.start()
 	go run()
 	var wg sync.WaitGroup
 	for range producers {

@@ -301,7 +301,7 @@ func (a *Actor) returnIdle() {
 // with nothing queued.
 func (a *Actor) postReturn() {
 	credits := int(a.credits.Load())
-	if a.run.state.Load()&(lifeBroken|lifeClosing) != 0 || credits < 1 {
+	if a.run.hasAny(lifeBroken|lifeClosing) || credits < 1 {
 		return
 	}
 	h, n, returned, ok := a.peer.s.Return()

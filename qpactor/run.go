@@ -6,6 +6,18 @@ import (
 	"github.com/verbsrt/verbsrt/internal/sched"
 )
 
+// runAcquired is the body of a run on an actor goroutine, locked to its
+// OS thread: Start's, and every one a kick or handOff starts.
+func (a *Actor) runAcquired() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	a.run.stopBound() // this run is the wake-up a bound arranged, or makes it moot
+	a.stats.Ops.Runs.Inc()
+	if a.loop() {
+		close(a.done)
+	}
+}
+
 // loop runs the actor, holding its run, until it stops for good (true)
 // or, unless it parks, until it goes idle and gives the run up (false):
 // then nothing of this run may touch the actor any more, since a kick may
