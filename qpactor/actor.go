@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"sync"
 	stdatomic "sync/atomic"
 	"time"
 
@@ -82,7 +81,7 @@ type Config struct {
 	Spin time.Duration
 	// Park makes an idle actor park its goroutine, locked to its OS
 	// thread, instead of ending it. By default an idle actor's goroutine
-	// ends and gives its thread back, and the next Wake (a submission, a
+	// ends and gives its thread back, and the next kick (a submission, a
 	// completion, credits, Close) starts a new one: an idle endpoint then
 	// holds no thread and no goroutine, and waking costs a goroutine start
 	// instead of handing a parked thread its goroutine back.
@@ -278,10 +277,11 @@ type Actor struct {
 	scratch Scratch
 
 	inbox *ring.Ring[submission]
-	waker *ring.Waker
-	// goRun is a.run as a func value, made once: go a.goRun() starts a
-	// run without the allocation go a.goRun() makes for its receiver on
-	// every start.
+	// run says who may post, and where the actor is in its life.
+	run *runOwner
+	// goRun is a.runAcquired as a func value, made once: go a.goRun()
+	// starts a run without the allocation go a.runAcquired() makes for
+	// its receiver on every start.
 	goRun func()
 	room  roomSignal // producers waiting for room in the inbox
 	// driving is set while the actor goroutine drives its CQ (Driver),
@@ -291,12 +291,10 @@ type Actor struct {
 
 	// credits is the number of send-queue slots the actor may fill: the
 	// poller adds what it retires.
-	credits    atomic.Int64
-	closing    atomic.Bool
-	started    atomic.Bool
-	stopped    atomic.Bool  // the actor goroutine has made its last sweep
-	exitMu     sync.Mutex   // the consumer role after stopped
-	broken     atomic.Error // set when the QP takes no more work
+	credits atomic.Int64
+	// broken is the error the QP failed with, once run has lifeBroken
+	// (brokenErr).
+	broken     atomic.Error
 	abandoned  atomic.Error // set when its outstanding WRs' completions may never come
 	postedTail atomic.Uint64
 
@@ -367,12 +365,8 @@ func New(cfg Config) (*Actor, error) {
 	a.scratchMask = uint64(shadowSize(depth) - 1)
 	n := min(shadowStart, shadowSize(depth))
 	a.shadow.Store(&shadowTable{entries: make([]entry, n), mask: uint64(n - 1)})
-	a.goRun = a.run
-	if cfg.Park {
-		a.waker = ring.NewWaker()
-	} else {
-		a.waker = ring.NewRestartingWaker(func() { go a.goRun() })
-	}
+	a.goRun = a.runAcquired
+	a.run = newRunOwner(cfg.Park, func() { a.kick(kickWake) })
 	a.lat.init(shadowSize(depth))
 	if cfg.Observer != nil {
 		a.obs = &observer{o: cfg.Observer, start: make([]time.Duration, a.scratchMask+1)}
@@ -421,7 +415,7 @@ func (a *Actor) Outstanding() int { return int(a.sqDepth) - a.Credits() }
 // went idle and ended, and nothing has started it again. The next
 // submission, grant or report due is then posted by the goroutine that
 // brings it (InlinePost), or starts a new run.
-func (a *Actor) Idle() bool { return a.waker.Ended() }
+func (a *Actor) Idle() bool { return a.run.idle() }
 
 // SetDriver makes the actor poll its completions through d while it is
 // awake. Call it before Start.
@@ -430,7 +424,7 @@ func (a *Actor) SetDriver(d Driver) { a.driver = d }
 // Start runs the actor goroutine, locked to its OS thread while it runs.
 // Call it once.
 func (a *Actor) Start() {
-	if a.started.CompareAndSwap(false, true) {
-		go a.goRun()
+	if a.run.start() {
+		a.handOff()
 	}
 }

@@ -33,7 +33,7 @@ func (a *Actor) FailOutstanding(err error) int {
 		a.credits.Add(int64(freed))
 		a.resolve(done, err)
 		if a.waitsForCredits.Load() {
-			a.waker.Wake()
+			a.kick(kickWake)
 		}
 	}
 	a.retired = done[:0]
@@ -45,8 +45,18 @@ func (a *Actor) FailOutstanding(err error) int {
 // and the flush completions resolve those futures once the device gave
 // their WRs back.
 func (a *Actor) Break(err error) {
-	a.broken.CompareAndSwap(nil, err)
-	a.waker.Wake()
+	if a.broken.CompareAndSwap(nil, err) {
+		a.run.set(lifeBroken) // after the error, which brokenErr reads once this is set
+	}
+	a.kick(kickWake)
+}
+
+// brokenErr returns what Break recorded, or nil while the QP takes work.
+func (a *Actor) brokenErr() error {
+	if !a.run.has(lifeBroken) {
+		return nil
+	}
+	return a.broken.Load()
 }
 
 // Abandon is Break for a QP whose completions may never come (a CQ overrun
@@ -64,18 +74,15 @@ func (a *Actor) AbandonedErr() error { return a.abandoned.Load() }
 // allow until ctx ends, fails the rest with verbs.ErrClosed and stops the actor
 // goroutine. Outstanding WRs are the poller's to finish.
 func (a *Actor) Close(ctx context.Context) error {
-	a.closing.Store(true)
+	a.run.set(lifeClosing)
 	a.room.broadcast() // a producer waiting for room fails with verbs.ErrClosed
-	if a.started.CompareAndSwap(false, true) {
-		// Never started: there is no goroutine to drain the inbox.
-		a.exitMu.Lock()
-		a.stopped.Store(true)
-		a.failQueued(verbs.ErrClosed)
-		a.exitMu.Unlock()
+	if a.run.start() {
+		// Never started: no run drains the inbox but this one.
+		a.stop()
 		close(a.done)
 		return nil
 	}
-	a.waker.Wake()
+	a.kick(kickWake)
 	select {
 	case <-a.done:
 		return nil
@@ -83,5 +90,29 @@ func (a *Actor) Close(ctx context.Context) error {
 		a.Break(verbs.ErrClosed)
 		<-a.done
 		return ctx.Err()
+	}
+}
+
+// stop ends the actor for good, on the run's holder: no run starts after
+// it, and it fails what is queued. A submitter that queues after this
+// sweep fails what it queued itself (sweepStopped).
+func (a *Actor) stop() {
+	a.run.set(lifeStopped)
+	a.failQueued(verbs.ErrClosed)
+	a.run.release()
+	a.sweepStopped()
+}
+
+// sweepStopped fails what was queued after a stopped actor's last sweep:
+// it would otherwise wait forever. Whoever finds the run free takes it
+// for the sweep; one that finds it held leaves its submission to the
+// holder, which looks at the inbox again after it released the run.
+// Against a submitter: it publishes its submission, then reads the state
+// (sweep); the holder releases the run, then reads the inbox. One of the
+// two sees the other's write.
+func (a *Actor) sweepStopped() {
+	for a.inbox.Len() > 0 && a.run.sweep() {
+		a.failQueued(verbs.ErrClosed)
+		a.run.release()
 	}
 }

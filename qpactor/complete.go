@@ -48,38 +48,15 @@ func (a *Actor) Complete(wc *verbs.WC) bool {
 // slots they gave back may let queued work go, and what submitters left
 // queued while WRs were in flight (coalesces) waits for this call. With
 // inline posting the caller posts it, as a grant's handler does
-// (GrantPeerCredits), if the actor is idle; otherwise it wakes the actor.
+// (GrantPeerCredits), if the actor is idle; otherwise it wakes the actor
+// (decideKick).
 //
 // Against a submitter that leaves work queued: it publishes the work, then
 // reads the credits (coalesces); Complete adds the credits, then this
 // looks at the inbox. One of the two sees the other's write, so the
 // submitter posts itself or this call finds its work. The same holds for
 // an actor going to sleep on credits (sleepsOnCredits).
-func (a *Actor) Polled() {
-	if !a.waitsForCredits.Load() && a.inbox.Len() == 0 {
-		return
-	}
-	a.flush()
-}
-
-// flushQueued flushes what submitters left queued (coalesces), if anything.
-// Goroutines other than the actor's run look at the inbox through Len
-// only: Peek belongs to the consumer.
-func (a *Actor) flushQueued() {
-	if a.inline && a.inbox.Len() > 0 {
-		a.flush()
-	}
-}
-
-// flush runs the actor's next drain on the calling goroutine if the actor
-// is idle and posts inline, and otherwise wakes it.
-func (a *Actor) flush() {
-	if a.inline && a.waker.Claim() {
-		a.runInline()
-		return
-	}
-	a.waker.Wake()
-}
+func (a *Actor) Polled() { a.kick(kickCompleted) }
 
 // retiredWR is a WR taken off the send queue whose future is still to be
 // told.

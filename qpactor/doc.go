@@ -10,8 +10,17 @@
 // the credit reports of its own receive side stamped, as its SENDs are
 // chained, into a header it gathers in front of their data from its own
 // registered scratch (the immediate data stays the caller's). Completions,
-// granted credits and Close ring the actor's waker; what waits does so in
-// the inbox, in order, bounded by its size.
+// granted credits and Close kick the actor; what waits does so in the
+// inbox, in order, bounded by its size.
+//
+// Who may post is one owner type, runOwner (owner.go): one state word
+// holds who has the run (the right to drain and post) and the actor's
+// lifecycle (started, closing, stopped, broken). drain, post and
+// failQueued panic when no run is held. Every goroutine that changed what
+// a run looks at calls one entry, kick (kick.go), with its reason; one
+// pure function of the actor's state, decideKick, chooses between posting
+// on the calling goroutine, leaving the work to coalesce and waking an
+// actor goroutine.
 //
 // Every wr_id it posts follows the one layout in wrid.go, which the pollers
 // and the runtime's receive side read too. No future resolves before the
@@ -20,9 +29,9 @@
 //
 // The actor goroutine is locked to its OS thread while it runs, and spins
 // while there is traffic, since waking it costs microseconds. Once idle past
-// its spin it ends and gives the thread back, and the next Wake (a
-// submission, a completion, credits, Close) starts a new one
-// (NewRestartingWaker): an idle actor holds no thread and no goroutine, and
+// its spin it gives its run up and ends, giving the thread back, and the
+// next kick (a submission, a completion, credits, Close) takes the run and
+// starts a new one: an idle actor holds no thread and no goroutine, and
 // starting a goroutine wakes faster than handing a parked locked goroutine
 // its thread back (Config.Park keeps the parked one; BenchmarkWakeup).
 // What keeps the spinning affordable on a small machine:
@@ -41,8 +50,8 @@
 // between threads would cost more than the work (a request/response
 // caller, one operation at a time):
 //   - Config.InlinePost: a submission that finds the actor gone idle runs
-//     one drain on the submitting goroutine (Waker.Claim hands it the run
-//     that a Wake would have started), locked to its thread while it
+//     one drain on the submitting goroutine (its kick takes the run that
+//     would otherwise have gone to a new goroutine), locked to its thread while it
 //     posts, and leaves as an idle actor does. What that drain cannot take
 //     (credits), or work that came meanwhile, goes to an actor goroutine,
 //     so the submitter never waits in the actor's place. The actor stays

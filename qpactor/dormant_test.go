@@ -14,7 +14,7 @@ import (
 )
 
 // actorGoroutines counts the goroutines running an actor's loop.
-func actorGoroutines() int { return strings.Count(allStacks(), "qpactor.(*Actor).run(") }
+func actorGoroutines() int { return strings.Count(allStacks(), "qpactor.(*Actor).runAcquired(") }
 
 // allStacks returns the stacks of every goroutine.
 func allStacks() string {
@@ -70,7 +70,7 @@ func TestIdleActorEndsItsGoroutine(t *testing.T) {
 
 	parked := newRig(t, 64, func(c *qpactor.Config) { c.Park = true })
 	parked.actor.Start()
-	// Past its spin it parks: its goroutine sleeps on its waker.
+	// Past its spin it parks: its goroutine parks.
 	for deadline := time.Now().Add(5 * time.Second); !actorParked(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the actor with Park never parked (%d goroutines run actors)", actorGoroutines())
@@ -81,11 +81,11 @@ func TestIdleActorEndsItsGoroutine(t *testing.T) {
 	}
 }
 
-// actorParked reports whether a goroutine runs an actor that sleeps on its
-// waker.
+// actorParked reports whether a goroutine runs an actor that parks
+// holding its run.
 func actorParked() bool {
 	for _, g := range strings.Split(allStacks(), "\n\n") {
-		if strings.Contains(g, "qpactor.(*Actor).run(") && strings.Contains(g, "ring.(*Waker).Sleep(") {
+		if strings.Contains(g, "qpactor.(*Actor).runAcquired(") && strings.Contains(g, "qpactor.(*runOwner).park(") {
 			return true
 		}
 	}

@@ -74,7 +74,7 @@ func (g *gatherer) drained(k int) {
 // Sender what drain asks it (admitHead), and whether a credit report is
 // wanted.
 func (a *Actor) canDrain() bool {
-	if a.broken.Load() != nil {
+	if a.run.has(lifeBroken) {
 		return a.inbox.Peek() != nil
 	}
 	sq := a.credits.Load()
@@ -97,7 +97,8 @@ func (a *Actor) canDrain() bool {
 // drain chains everything queued, up to the credits held, into one PostSend
 // and returns how many submissions it took from the inbox.
 func (a *Actor) drain() int {
-	if err := a.broken.Load(); err != nil {
+	a.run.mustHold("drain")
+	if err := a.brokenErr(); err != nil {
 		return a.failQueued(err)
 	}
 	credits := int(a.credits.Load())

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/sched"
+	"github.com/verbsrt/verbsrt/verbs"
 )
 
 // WaitPollMicros is waitPollMicros, for the external tests.
@@ -30,5 +31,14 @@ const MaxPollingWaiters = sched.MaxPollingWaiters
 const GatherTarget = gatherTarget
 
 // WakeUpArmed reports whether a bounded wake-up of the actor goroutine
-// (ring.Waker.WakeAfter) is set and neither called off nor fired.
-func (a *Actor) WakeUpArmed() bool { return a.waker.LaterArmed() }
+// (runOwner.wakeAfter) is set and neither called off nor fired.
+func (a *Actor) WakeUpArmed() bool { return a.run.boundArmed.Load() }
+
+// DrainUnheld, PostUnheld and FailQueuedUnheld call what only the run's
+// holder may, from a test that holds no run.
+func (a *Actor) DrainUnheld()      { a.drain() }
+func (a *Actor) PostUnheld()       { a.post() }
+func (a *Actor) FailQueuedUnheld() { a.failQueued(verbs.ErrClosed) }
+
+// QueuedInView is the queued count a kick's view reads (decideKick).
+func (a *Actor) QueuedInView() int { return a.view().queued }

@@ -33,7 +33,7 @@ func (a *Actor) inlineWorthIt() bool {
 // come leaves what is queued to an actor goroutine after the spin window.
 func (a *Actor) coalesces() bool {
 	return a.inline && a.Outstanding() > 0 && a.inbox.Len() < min(gatherTarget, a.inbox.Cap()) &&
-		!a.closing.Load() && a.broken.Load() == nil
+		!a.run.hasAny(lifeClosing|lifeBroken)
 }
 
 // costlyPost is the PostSend time beyond which a submitter with
@@ -58,8 +58,8 @@ func (a *Actor) learnPostCost(d time.Duration) {
 	a.postCost.Store(uint32(min(max(cost, 0), math.MaxUint32)))
 }
 
-// runInline is a run of the actor on a submitter that found it gone idle
-// (Config.InlinePost) and now owns its next run (ring.Waker.Claim): one drain,
+// runInline is a run of the actor on a goroutine that found it gone idle
+// (Config.InlinePost) and took its run (kick, actInline): one drain,
 // posted from the submitter's thread, then the actor leaves as an idle one
 // does. Work that came meanwhile, or a close, goes to an actor goroutine,
 // so a submitter never becomes the actor of a crowd; work that waits for
@@ -68,24 +68,24 @@ func (a *Actor) learnPostCost(d time.Duration) {
 // or for an actor goroutine started after the spin window. A submitter
 // never waits for credits itself.
 func (a *Actor) runInline() {
-	a.waker.StopLater() // this drain posts what the bound was for
+	a.run.stopBound() // this drain posts what the bound was for
 	a.stats.Ops.InlineRuns.Inc()
 	runtime.LockOSThread()
 	a.drain()
 	runtime.UnlockOSThread()
 	switch {
 	case a.finished():
-		go a.goRun()
+		a.handOff()
 	case a.inbox.Peek() == nil:
 		if !a.rest(nil) {
-			go a.goRun()
+			a.handOff()
 		}
 	case a.coalesces():
 		// Work that came during the drain, left for the next completion
 		// or the bound its first submitter set (push): resting does not
 		// watch its contexts, as a watch allocates.
 		if !a.restWatching(nil, false) {
-			go a.goRun()
+			a.handOff()
 		}
 	default:
 		// The drain left work waiting for credits, usually a moment
@@ -96,10 +96,10 @@ func (a *Actor) runInline() {
 		// spin window if they have not come, and watches the contexts of
 		// what waits, which this rest leaves unwatched (a watch
 		// allocates).
-		a.waker.WakeAfter(a.spin.Load())
+		a.run.wakeAfter(a.spin.Load())
 		if !a.restWatching(nil, false) {
-			a.waker.StopLater()
-			go a.goRun()
+			a.run.stopBound()
+			a.handOff()
 		}
 	}
 }
@@ -132,7 +132,7 @@ func (a *Actor) WaitFor(s *future.State) bool { return a.WaitUntil(s.Resolved) }
 func (a *Actor) WaitUntil(ready func() bool) bool {
 	d := a.driver
 	if a.waitPollMicros == 0 || d == nil || !sched.AcquirePollingWaiter() {
-		a.flushQueued()
+		a.kick(kickWaiter)
 		look := ready
 		if d != nil && a.waitPollMicros != 0 {
 			look = func() bool { return ready() || d.PollUndriven() > 0 && ready() }
@@ -165,7 +165,7 @@ func (a *Actor) WaitUntil(ready func() bool) bool {
 			idle.Busy()
 			continue
 		}
-		a.flushQueued()
+		a.kick(kickWaiter)
 		if idle.Idle() >= window {
 			d.WaitEnd(true, 0)
 			a.stats.Ops.WaitsParked.Inc()

@@ -11,8 +11,8 @@ import (
 // the specification); the actor holds its Sender and posts what the
 // Sender decides: it takes a submission from the inbox only when
 // send-queue credits and the Sender (Admit) both let it, so order is kept
-// and there is one queue (the inbox, bounded) and one way to wait (the
-// actor's waker, which GrantPeerCredits and completions ring). Each SEND
+// and there is one queue (the inbox, bounded) and one way to wait (a
+// kick, which GrantPeerCredits and completions make). Each SEND
 // carries the header in front of its data, gathered from the scratch
 // slot of its send-queue entry, so the caller's buffer is neither copied
 // nor moved; the credit-only SENDs (report, window asked, credits given
@@ -78,23 +78,10 @@ func (a *Actor) GrantPeerCredits(n int64) {
 	if n == 0 {
 		return
 	}
-	beyond := a.peer.s.Grant(n)
-	if !a.inline {
-		a.waker.Wake()
-		return
-	}
-	waiting := a.waitsForCredits.Load()
-	if !beyond && !waiting {
-		return
-	}
-	// A SEND that waited for these credits is posted by the goroutine
-	// that handled the grant (a waiter polling the CQ, or the poller), as
-	// a submission that finds the actor idle is by its caller.
-	if waiting {
-		a.flush()
-		return
-	}
-	a.waker.Wake()
+	beyond := a.peer.s.Grant(n) // before the view: it reads waitsForCredits after the credits land
+	v := a.view()
+	v.beyondWindow = beyond
+	a.kickWith(kickGrant, v)
 }
 
 // WantReport asks the actor to report the receive side's credits in a
@@ -108,21 +95,16 @@ func (a *Actor) GrantPeerCredits(n int64) {
 // may take (the receive pools' among them); WantReportLater is for
 // callers that do.
 func (a *Actor) WantReport() {
-	if !a.peer.s.WantReport() {
-		return
+	if a.peer.s.WantReport() {
+		a.kick(kickReport)
 	}
-	if a.inline && a.inlineWorthIt() {
-		a.flush()
-		return
-	}
-	a.waker.Wake()
 }
 
 // WantReportLater is WantReport for a caller holding a lock: the actor,
 // woken, posts the report.
 func (a *Actor) WantReportLater() {
 	if a.peer.s.WantReport() {
-		a.waker.Wake()
+		a.kick(kickWake)
 	}
 }
 
@@ -182,7 +164,7 @@ func (a *Actor) checkPeerWindow(ops []Op) error {
 // are not yet spent by the chain: the one rule canDrain and drain share.
 func (a *Actor) admitHead(ops []Op, left int64) (v credit.Verdict, need int64) {
 	need = peerNeed(ops)
-	return a.peer.s.Admit(need, left, a.closing.Load()), need
+	return a.peer.s.Admit(need, left, a.run.has(lifeClosing)), need
 }
 
 // stampChain records what the chain's WRs from start on take of the
@@ -282,7 +264,7 @@ func (a *Actor) SayGoodbye(data verbs.SGE) {
 // and a send-queue slot and a peer receive are left for it.
 func (a *Actor) postGoodbye() {
 	credits := int(a.credits.Load())
-	if a.broken.Load() != nil || credits < 1 {
+	if a.run.has(lifeBroken) || credits < 1 {
 		return
 	}
 	h, n, ok := a.peer.s.Goodbye()
@@ -308,7 +290,7 @@ func (a *Actor) postGoodbye() {
 // resting with nothing queued.
 func (a *Actor) returnIdle() {
 	if wait := a.peer.s.ReturnIn(a.lat.now()); wait > 0 {
-		a.waker.WakeAfter(wait)
+		a.run.wakeAfter(wait)
 		return
 	}
 	a.postReturn()
@@ -319,7 +301,7 @@ func (a *Actor) returnIdle() {
 // with nothing queued.
 func (a *Actor) postReturn() {
 	credits := int(a.credits.Load())
-	if a.broken.Load() != nil || a.closing.Load() || credits < 1 {
+	if a.run.hasAny(lifeBroken|lifeClosing) || credits < 1 {
 		return
 	}
 	h, n, returned, ok := a.peer.s.Return()

@@ -129,6 +129,7 @@ func (a *Actor) buildWR(op *Op, pos int) verbs.SendWR {
 // stops at a bad WR, the submission owning it fails and the innocent WRs
 // after it go out in the next PostSend.
 func (a *Actor) post() {
+	a.run.mustHold("post")
 	for len(a.chain) > 0 {
 		posted, err := a.postOnce()
 		if err == nil {
@@ -255,6 +256,7 @@ func (a *Actor) postOnce() (int, error) {
 
 // failQueued fails everything still in the inbox with err.
 func (a *Actor) failQueued(err error) int {
+	a.run.mustHold("failQueued")
 	n := 0
 	for s := a.inbox.Peek(); s != nil; s = a.inbox.Peek() {
 		fut, k := s.fut, len(s.ops())

@@ -4,24 +4,25 @@ import (
 	"runtime"
 
 	"github.com/verbsrt/verbsrt/internal/sched"
-	"github.com/verbsrt/verbsrt/verbs"
 )
 
-// run is the actor goroutine: drain, post, handle completions while a
-// Driver is set, and park when idle.
-func (a *Actor) run() {
+// runAcquired is the body of a run on an actor goroutine, locked to its
+// OS thread: Start's, and every one a kick or handOff starts.
+func (a *Actor) runAcquired() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	a.waker.StopLater() // this run is the wake-up a runInline arranged, or makes it moot
+	a.run.stopBound() // this run is the wake-up a bound arranged, or makes it moot
 	a.stats.Ops.Runs.Inc()
 	if a.loop() {
 		close(a.done)
 	}
 }
 
-// loop runs the actor until it stops for good (true) or, when its waker
-// restarts it, until it goes idle (false): then nothing of this run may
-// touch the actor any more, since a Wake may already have started the next.
+// loop runs the actor, holding its run, until it stops for good (true)
+// or, unless it parks, until it goes idle and gives the run up (false):
+// then nothing of this run may touch the actor any more, since a kick may
+// already have started the next. It drains, posts, handles completions
+// while a Driver is set, and rests when idle.
 func (a *Actor) loop() (stopped bool) {
 	d := a.driver
 	if d != nil {
@@ -67,14 +68,11 @@ func (a *Actor) loop() (stopped bool) {
 		case a.finished():
 			spin.Release()
 			a.postGoodbye()
-			a.exitMu.Lock()
-			a.stopped.Store(true)
-			a.failQueued(verbs.ErrClosed)
-			a.exitMu.Unlock()
 			if d != nil {
 				a.driving.Store(false)
 				d.Drive(false) // before done closes: Close's caller finds the poller watching
 			}
+			a.stop()
 			return true
 		case idle.Idle() < a.spin.Load():
 			if !spin.Acquire() {
@@ -84,10 +82,10 @@ func (a *Actor) loop() (stopped bool) {
 		}
 		spin.Release()
 		if leave && a.inbox.Len() > 0 {
-			a.waker.WakeAfter(a.spin.Load())
+			a.run.wakeAfter(a.spin.Load())
 		}
 		if a.restWatching(d, !leave) {
-			return false // the next Wake starts the next run
+			return false // the next kick starts the next run
 		}
 		if d != nil {
 			a.driving.Store(true)
@@ -99,7 +97,7 @@ func (a *Actor) loop() (stopped bool) {
 
 // rest is what an actor with nothing to do does: it gives back the peer's
 // credits it holds beyond its window, hands its CQ back to the poller (d),
-// and sleeps, or, restarting, leaves, and then reports true: the run is
+// and parks (Config.Park) or gives its run up and reports true: the run is
 // over, and nothing of it may touch the actor any more. It reports false
 // when it finds work again (or wakes).
 func (a *Actor) rest(d Driver) (left bool) {
@@ -108,7 +106,7 @@ func (a *Actor) rest(d Driver) (left bool) {
 
 // restWatching is rest; with watch false it leaves the contexts of what
 // stays queued unwatched (watching one allocates), for a run that
-// arranged a wake-up (ring.Waker.WakeAfter) whose actor goroutine watches them.
+// arranged a wake-up (runOwner.wakeAfter) whose actor goroutine watches them.
 func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 	extra := a.peer.s.HoldsExtra() && a.inbox.Peek() == nil
 	if extra {
@@ -131,20 +129,20 @@ func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 	seen := a.looked
 	// Before the second look, which reads the credits of both kinds.
 	a.waitsForCredits.Store(a.sleepsOnCredits())
-	a.waker.PrepareSleep()
+	a.run.prepareLeave()
 	// A closing actor with submissions waiting for credits sleeps too:
 	// returning credits (Complete), Break and Close wake it.
 	// Work left for the next completion (coalesces) does not keep it up.
 	// Credits the peer granted beyond the initial window since the first
-	// look keep it up too: their grant's Wake (GrantPeerCredits) may have
-	// come before PrepareSleep, and only a rest gives them back.
+	// look keep it up too: their grant's kick (GrantPeerCredits) may have
+	// come before prepareLeave, and only a rest gives them back.
 	if ((a.canDrain() || a.inbox.PeekAt(seen) != nil) && !a.coalesces()) || a.finished() ||
 		(!extra && a.peer.s.HoldsExtra() && a.inbox.Peek() == nil) {
-		a.waker.CancelSleep()
-	} else if a.waker.Restarts() {
-		return a.waker.Leave()
+		a.run.cancelLeave()
+	} else if !a.run.parks {
+		return a.run.leave()
 	} else {
-		a.waker.Sleep(nil)
+		a.run.park()
 	}
 	return false
 }
@@ -157,7 +155,7 @@ func (a *Actor) restWatching(d Driver, watch bool) (left bool) {
 // actor's wake-up; these callers never pay one. Work only a wake-up
 // brings (a credit report, a grant) keeps the window.
 func (a *Actor) leftToCallers() bool {
-	return a.inline && a.inlineWorthIt() && (a.inbox.Len() == 0 || a.coalesces()) && !a.closing.Load()
+	return a.inline && a.inlineWorthIt() && (a.inbox.Len() == 0 || a.coalesces()) && !a.run.has(lifeClosing)
 }
 
 // sleepsOnCredits reports whether the actor, going to sleep, may wait for
@@ -171,7 +169,7 @@ func (a *Actor) leftToCallers() bool {
 // RDMA WRITE of 64 KiB takes milliseconds on rxe) would otherwise start a
 // goroutine on a locked OS thread (about 15 µs) and spin it for the spin
 // window, to find nothing to do. Against the actor going to sleep: it
-// stores waitsForCredits, then looks at the credits once more (loop's
+// stores waitsForCredits, then looks at the credits once more (rest's
 // second look); a completion adds credits, then loads waitsForCredits.
 // One of the two sees the other's write. (A peer's grant wakes any actor:
 // GrantPeerCredits says why.)
@@ -182,5 +180,5 @@ func (a *Actor) sleepsOnCredits() bool {
 // finished reports whether a closing actor may stop: nothing is queued, or
 // the QP is broken and what is queued fails.
 func (a *Actor) finished() bool {
-	return a.closing.Load() && (a.inbox.Peek() == nil || a.broken.Load() != nil)
+	return a.run.has(lifeClosing) && (a.inbox.Peek() == nil || a.run.has(lifeBroken))
 }

@@ -167,9 +167,13 @@ func (a *Actor) watchQueued() {
 		// submission first, and wakes the actor, which drops it when it
 		// meets it: one waiting for credits at the head of the inbox must
 		// not hold back those behind it.
-		s.fut.WatchContext(s.ctx, func(err error) error { return a.opError(info, n, err) }, a.waker.Wake)
+		s.fut.WatchContext(s.ctx, func(err error) error { return a.opError(info, n, err) }, a.wakeOnCancel)
 	}
 }
+
+// wakeOnCancel is what a queued submission's context ending calls, after
+// it failed the submission: the actor drops it when it meets it.
+func (a *Actor) wakeOnCancel() { a.kick(kickWake) }
 
 // pop releases the head of the inbox.
 func (a *Actor) pop() {
@@ -183,10 +187,10 @@ func (a *Actor) pop() {
 }
 
 func (a *Actor) push(ctx context.Context, sub *submission, n int) error {
-	if a.closing.Load() {
+	if a.run.has(lifeClosing) {
 		return verbs.ErrClosed
 	}
-	if err := a.broken.Load(); err != nil {
+	if err := a.brokenErr(); err != nil {
 		return err
 	}
 	if n > int(a.sqDepth) {
@@ -201,38 +205,13 @@ func (a *Actor) push(ctx context.Context, sub *submission, n int) error {
 			return err
 		}
 	}
-	switch {
-	case a.headWaits.Load():
-		// Behind a head that waits for credits: the completion or grant
-		// that brings them drains both (Polled, GrantPeerCredits); a drain
-		// run now would post nothing. A context that can end needs an
-		// actor goroutine to watch it if the credits are slow to come:
-		// the bound the head's drain set starts one (runInline), or this
-		// one does.
-		if sub.ctx != nil && !a.waker.LaterArmed() {
-			a.waker.WakeAfter(a.spin.Load())
-		}
-	case a.coalesces():
-		// Left queued: the next completion's Polled, or a Wait, posts it
-		// with what follows it in one PostSend. The first one queued
-		// bounds the wait: a WR in flight may take long (a large WRITE
-		// on rxe, a retransmission), and what is queued behind it must
-		// not wait for it; after the spin window an actor goroutine
-		// posts it.
-		if a.inbox.Len() < 2 {
-			a.waker.WakeAfter(a.spin.Load())
-		}
-	case a.inline && a.inlineWorthIt() && a.waker.Claim():
-		a.runInline()
-	default:
-		a.waker.Wake()
-	}
-	if a.stopped.Load() {
-		// The actor goroutine is gone: whatever we queued after its last
-		// sweep would wait forever. Be its consumer once more.
-		a.exitMu.Lock()
-		a.failQueued(verbs.ErrClosed)
-		a.exitMu.Unlock()
+	v := a.view()
+	v.ctxCanEnd = sub.ctx != nil
+	a.kickWith(kickSubmit, v)
+	if a.run.has(lifeStopped) {
+		// The actor made its last sweep: whatever we queued after it
+		// would wait forever.
+		a.sweepStopped()
 	}
 	return nil
 }
@@ -285,7 +264,7 @@ func (a *Actor) roomMade() {
 func (a *Actor) waitRoom(ctx context.Context) error {
 	ch := a.room.listen()
 	defer a.room.leave()
-	if a.closing.Load() {
+	if a.run.has(lifeClosing) {
 		return verbs.ErrClosed
 	}
 	if !a.inbox.Full() {
@@ -293,7 +272,7 @@ func (a *Actor) waitRoom(ctx context.Context) error {
 	}
 	select {
 	case <-ch:
-		if a.closing.Load() {
+		if a.run.has(lifeClosing) {
 			return verbs.ErrClosed
 		}
 		return nil

@@ -1,9 +1,5 @@
-// Package ring holds the inbox of a QP actor and the way its consumer
-// waits: Ring, a bounded lock-free multi-producer single-consumer queue of
-// values, and Waker, which parks (or ends) the consumer when the ring stays
-// empty and lets producers wake it with one atomic load on the fast path.
-//
-// The two are apart on purpose: the ring never blocks, and the wait
-// strategy (sleep on a channel, or end and be restarted) is the consumer's
-// choice, made through the Waker it pairs with the ring.
+// Package ring holds the inbox of a QP actor: Ring, a bounded lock-free
+// multi-producer single-consumer queue of values. It never blocks and
+// knows nothing of waiting: how its consumer waits, and who that consumer
+// is, is the actor's (qpactor's runOwner).
 package ring

@@ -23,7 +23,7 @@ const cacheLine = 64
 //
 // Slots hold values, not pointers: pushing and popping allocate nothing,
 // take no lock and send on no channel. The ring never blocks or waits;
-// parking an idle consumer is Waker's job.
+// how an idle consumer waits is its own affair.
 //
 // A producer claims position pos by a compare-and-swap of tail from pos to
 // pos+1, copies its value into slot pos&mask, then publishes the slot by

@@ -16,11 +16,10 @@ type payload struct {
 const (
 	benchCapacity = 1024 // ring and channel capacity
 	benchBatch    = 64   // most messages the consumer takes at once
-	benchIdleSpin = 64   // empty polls (with a yield each) before the ring consumer parks
 )
 
 // BenchmarkInbox compares ways to get messages from many producer goroutines
-// to one consumer that drains in batches: the Ring (with its Waker), a
+// to one consumer that drains in batches: the Ring, a
 // buffered channel and a mutex-guarded slice swapped out by the consumer.
 // One op is one message, from push to consumption. Producers retry with a
 // yield when the ring is full; the channel blocks them; the slice is
@@ -72,31 +71,20 @@ var sink uint64
 
 func benchRing(b *testing.B, producers int) {
 	r := New[payload](benchCapacity)
-	w := NewWaker()
 	done := make(chan uint64)
 	b.ResetTimer()
 	go func() {
 		var buf [benchBatch]payload
 		var sum uint64
-		for got, idle := 0, 0; got < b.N; {
-			if n := r.PopBatch(buf[:]); n > 0 {
-				for i := range buf[:n] {
-					sum += buf[i].seq
-				}
-				got += n
-				idle = 0
-				continue
+		for got := 0; got < b.N; {
+			n := r.PopBatch(buf[:])
+			for i := range buf[:n] {
+				sum += buf[i].seq
 			}
-			if idle++; idle < benchIdleSpin {
-				runtime.Gosched()
-				continue
+			got += n
+			if n == 0 {
+				runtime.Gosched() // an empty ring: let the producers run
 			}
-			w.PrepareSleep()
-			if r.Peek() != nil {
-				w.CancelSleep()
-				continue
-			}
-			w.Sleep(nil)
 		}
 		done <- sum
 	}()
@@ -104,7 +92,6 @@ func benchRing(b *testing.B, producers int) {
 		for !r.TryPush(v) {
 			runtime.Gosched()
 		}
-		w.Wake()
 	})
 	sink += <-done
 }

@@ -4,7 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/atomic"
 )
@@ -228,24 +227,19 @@ func TestRingNoAllocs(t *testing.T) {
 		buf [48]byte
 	}
 	r := New[msg](8)
-	w := NewWaker()
 	dst := make([]msg, 4)
 	v := msg{p: new(int)}
 	allocs := testing.AllocsPerRun(1000, func() {
 		for range 3 {
 			r.TryPush(&v)
-			w.Wake()
 		}
 		r.Peek().buf[0]++
 		r.Pop()
 		r.PopBatch(dst)
 		_ = r.Len()
-		w.PrepareSleep()
-		w.Wake()
-		w.Sleep(nil)
 	})
 	if allocs != 0 {
-		t.Fatalf("%v allocations per push, pop and wake cycle, want 0", allocs)
+		t.Fatalf("%v allocations per push and pop cycle, want 0", allocs)
 	}
 }
 
@@ -256,337 +250,67 @@ type msg64 struct {
 }
 
 // Many producers, one consumer, a small ring that is often full: every
-// value arrives once and in its producer's order. With "park" the consumer
-// also sleeps on a Waker whenever the ring is empty, as the actor does.
+// value arrives once and in its producer's order.
 func TestRingStress(t *testing.T) {
 	const producers = 128
 	perProducer := 2500
 	if testing.Short() {
 		perProducer = 100
 	}
-	for _, park := range []bool{false, true} {
-		name := "spin"
-		if park {
-			name = "park"
-		}
-		t.Run(name, func(t *testing.T) {
-			r := New[msg64](64)
-			w := NewWaker()
-			stop := make(chan struct{})
-			deadline := time.AfterFunc(20*time.Second, func() { close(stop) })
-			defer deadline.Stop()
+	r := New[msg64](64)
 
-			var wg sync.WaitGroup
-			var quit atomic.Bool // set when the test fails, so producers stop retrying
-			defer func() {
-				quit.Store(true)
-				wg.Wait()
-			}()
-			for p := range producers {
-				wg.Go(func() {
-					for s := range perProducer {
-						m := msg64{producer: uint32(p), seq: uint32(s)}
-						for !r.TryPush(&m) {
-							if quit.Load() {
-								return
-							}
-							runtime.Gosched()
-						}
-						w.Wake()
+	var wg sync.WaitGroup
+	var quit atomic.Bool // set when the test fails, so producers stop retrying
+	defer func() {
+		quit.Store(true)
+		wg.Wait()
+	}()
+	for p := range producers {
+		wg.Go(func() {
+			for s := range perProducer {
+				m := msg64{producer: uint32(p), seq: uint32(s)}
+				for !r.TryPush(&m) {
+					if quit.Load() {
+						return
 					}
-				})
-			}
-
-			next := make([]uint32, producers)
-			dst := make([]msg64, 16)
-			total, sleeps := 0, 0
-			check := func(m *msg64) {
-				if m.producer >= producers || m.seq != next[m.producer] {
-					t.Fatalf("got producer %d seq %d, want seq %d", m.producer, m.seq, next[m.producer])
-				}
-				next[m.producer]++
-				total++
-			}
-			for total < producers*perProducer {
-				if l := r.Len(); l < 0 || l > r.Cap() {
-					t.Fatalf("Len %d outside [0, %d]", l, r.Cap())
-				}
-				// Alternate the two ways of consuming.
-				n := 0
-				if total%2 == 0 {
-					n = r.PopBatch(dst)
-					for i := range dst[:n] {
-						check(&dst[i])
-					}
-				} else if m := r.Peek(); m != nil {
-					check(m)
-					r.Pop()
-					n = 1
-				}
-				if n > 0 {
-					continue
-				}
-				if !park {
 					runtime.Gosched()
-					continue
-				}
-				w.PrepareSleep()
-				if r.Peek() != nil {
-					w.CancelSleep()
-					continue
-				}
-				sleeps++
-				if !w.Sleep(stop) {
-					t.Fatalf("consumer still asleep at the deadline with %d of %d values: lost wake-up",
-						total, producers*perProducer)
 				}
 			}
-			wg.Wait()
-			if r.Peek() != nil || r.Len() != 0 {
-				t.Fatalf("values left in the ring: Len %d", r.Len())
-			}
-			t.Logf("%d values, consumer slept %d times", total, sleeps)
 		})
 	}
-}
 
-// Push, then wait for the consumer to take the value, many times: each
-// push lands somewhere on the consumer's way to sleep, which is where a lost
-// wake-up would show. If a Wake were ever missed, the consumer would sleep
-// on a value in the ring and the round would hit its deadline. The consumer
-// waits a random while between the steps of the protocol, so that pushes
-// land in each window: before PrepareSleep, between it and the second look,
-// between that and Sleep, and during Sleep.
-func TestWakerNoLostWakeup(t *testing.T) {
-	rounds := 100000
-	if testing.Short() {
-		rounds = 10000
+	next := make([]uint32, producers)
+	dst := make([]msg64, 16)
+	total := 0
+	check := func(m *msg64) {
+		if m.producer >= producers || m.seq != next[m.producer] {
+			t.Fatalf("got producer %d seq %d, want seq %d", m.producer, m.seq, next[m.producer])
+		}
+		next[m.producer]++
+		total++
 	}
-	// A round where the consumer really parks costs a park and unpark of a
-	// locked thread (tens of microseconds): cap the time as well.
-	budget := time.Now().Add(1500 * time.Millisecond)
-	r := New[int](4)
-	w := NewWaker()
-	var got atomic.Int64
-	var sleeps, cancels atomic.Int64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // as the actor is
-		defer runtime.UnlockOSThread()
-		rnd := uint32(1)
-		pause := func() {
-			rnd ^= rnd << 13
-			rnd ^= rnd >> 17
-			rnd ^= rnd << 5
-			switch n := rnd % 128; {
-			case n < 64: // half the time no pause at all
-				for range n {
-					got.Load()
-				}
-			case n >= 120:
-				// Yield now and then: on one P the producer runs only
-				// then, and must land between the steps too.
-				runtime.Gosched()
-			}
+	for total < producers*perProducer {
+		if l := r.Len(); l < 0 || l > r.Cap() {
+			t.Fatalf("Len %d outside [0, %d]", l, r.Cap())
 		}
-		for {
-			for p := r.Peek(); p != nil; p = r.Peek() {
-				got.Store(int64(*p))
-				r.Pop()
+		// Alternate the two ways of consuming.
+		n := 0
+		if total%2 == 0 {
+			n = r.PopBatch(dst)
+			for i := range dst[:n] {
+				check(&dst[i])
 			}
-			pause()
-			w.PrepareSleep()
-			pause()
-			if r.Peek() != nil {
-				w.CancelSleep()
-				cancels.Inc()
-				continue
-			}
-			pause()
-			sleeps.Inc()
-			if !w.Sleep(stop) {
-				return
-			}
+		} else if m := r.Peek(); m != nil {
+			check(m)
+			r.Pop()
+			n = 1
 		}
-	}()
-	defer func() {
-		close(stop)
-		<-done
-	}()
-
-	for i := 1; i <= rounds; i++ {
-		v := i
-		if !r.TryPush(&v) {
-			t.Fatalf("round %d: ring full", i)
-		}
-		w.Wake()
-		deadline := time.Now().Add(5 * time.Second)
-		for spins := 0; got.Load() != int64(i); spins++ {
-			if spins < 1000 {
-				continue // busy: push again as soon as the value is taken
-			}
-			if spins%64 == 0 && time.Now().After(deadline) {
-				t.Fatalf("round %d: the consumer did not take the value in 5s: lost wake-up", i)
-			}
+		if n == 0 {
 			runtime.Gosched()
 		}
-		if i%256 == 0 && time.Now().After(budget) {
-			rounds = i
-			break
-		}
-	}
-	t.Logf("%d rounds: consumer slept %d times, cancelled %d, %d channel sends",
-		rounds, sleeps.Load(), cancels.Load(), w.sends.Load())
-	if sleeps.Load() == 0 || cancels.Load() == 0 {
-		t.Error("the test did not exercise both the sleep and the cancel path")
-	}
-}
-
-// While the consumer runs, Wake does no channel operation; while it
-// sleeps, a burst of Wakes does one.
-func TestWakerFastPath(t *testing.T) {
-	w := NewWaker()
-	for range 1000 {
-		w.Wake()
-	}
-	if n := w.sends.Load(); n != 0 {
-		t.Fatalf("Wake on a running consumer: %d channel sends, want 0", n)
-	}
-
-	w.PrepareSleep()
-	w.CancelSleep()
-	w.Wake()
-	if n := w.sends.Load(); n != 0 {
-		t.Fatalf("Wake after CancelSleep: %d channel sends, want 0", n)
-	}
-
-	w.PrepareSleep()
-	for range 1000 {
-		w.Wake()
-	}
-	if n := w.sends.Load(); n != 1 {
-		t.Fatalf("1000 Wakes of a sleeping consumer: %d channel sends, want 1", n)
-	}
-	// The token sent before Sleep is kept: Sleep returns at once.
-	sleepOrFail(t, w)
-	w.Wake()
-	if n := w.sends.Load(); n != 1 {
-		t.Fatalf("Wake after the consumer woke: %d channel sends, want 1", n)
-	}
-}
-
-// A stale token (a Wake that raced with CancelSleep) makes the next Sleep
-// return at once, and does not leave producers on the slow path.
-func TestWakerStaleToken(t *testing.T) {
-	w := NewWaker()
-	w.PrepareSleep()
-	w.Wake() // the consumer's second look found work too
-	w.CancelSleep()
-	w.PrepareSleep()
-	sleepOrFail(t, w)
-	w.Wake()
-	if n := w.sends.Load(); n != 1 {
-		t.Fatalf("Wake after a spurious return: %d channel sends, want 1", n)
-	}
-}
-
-func TestWakerSleepStop(t *testing.T) {
-	w := NewWaker()
-	stop := make(chan struct{})
-	res := make(chan bool)
-	go func() {
-		w.PrepareSleep()
-		res <- w.Sleep(stop)
-	}()
-	close(stop)
-	if <-res {
-		t.Fatal("Sleep reported a wake-up when stop was closed")
-	}
-	w.Wake()
-	if n := w.sends.Load(); n != 0 {
-		t.Fatalf("Wake after Sleep returned on stop: %d channel sends, want 0", n)
-	}
-}
-
-// sleepOrFail calls w.Sleep and fails if it does not return at once.
-func sleepOrFail(t *testing.T, w *Waker) {
-	t.Helper()
-	stop := make(chan struct{})
-	timer := time.AfterFunc(5*time.Second, func() { close(stop) })
-	defer timer.Stop()
-	if !w.Sleep(stop) {
-		t.Fatal("Sleep did not return: the token was lost")
-	}
-}
-
-// TestRestartingWakerOneRunAtATime: a consumer that ends instead of
-// sleeping (NewRestartingWaker, Leave) and is started again by the Wake
-// that finds it gone, against several producers: no value is lost (every
-// one is taken within 5 s), and never do two runs overlap.
-func TestRestartingWakerOneRunAtATime(t *testing.T) {
-	const producers, perProducer = 4, 20000
-	r := New[int](64)
-	var w *Waker
-	var running, overlaps, runs, leaves, stays atomic.Int64
-	var taken atomic.Int64
-	run := func() {
-		runs.Inc()
-		if running.Inc() != 1 {
-			overlaps.Inc()
-		}
-		for {
-			for p := r.Peek(); p != nil; p = r.Peek() {
-				r.Pop()
-				taken.Inc()
-			}
-			w.PrepareSleep()
-			if r.Peek() != nil {
-				w.CancelSleep()
-				continue
-			}
-			running.Dec() // before Leave: the next run may start at once
-			if w.Leave() {
-				leaves.Inc()
-				return
-			}
-			if running.Inc() != 1 {
-				overlaps.Inc()
-			}
-			stays.Inc()
-		}
-	}
-	w = NewRestartingWaker(func() { go run() })
-	w.gone.Store(true) // as if a run had ended: the first Wake starts one
-	w.sleeping.Store(true)
-	var wg sync.WaitGroup
-	for range producers {
-		wg.Go(func() {
-			for i := range perProducer {
-				for v := i; !r.TryPush(&v); {
-					runtime.Gosched()
-				}
-				w.Wake()
-				if i%8 == 0 {
-					time.Sleep(time.Microsecond) // let the consumer run dry and end
-				}
-			}
-		})
 	}
 	wg.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for taken.Load() != producers*perProducer {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d values taken after 5 s: a lost wake-up", taken.Load(), producers*perProducer)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if overlaps.Load() != 0 {
-		t.Fatalf("%d runs overlapped another", overlaps.Load())
-	}
-	t.Logf("%d runs, %d ended, %d went on after a Wake in Leave", runs.Load(), leaves.Load(), stays.Load())
-	if runs.Load() < 2 {
-		t.Error("the consumer never ended and restarted: the test proves nothing")
+	if r.Peek() != nil || r.Len() != 0 {
+		t.Fatalf("values left in the ring: Len %d", r.Len())
 	}
 }

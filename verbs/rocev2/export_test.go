@@ -5,8 +5,11 @@ import (
 	"time"
 )
 
-// PollEvery exports pollEvery to the tests.
-const PollEvery = pollEvery
+// PollEvery and PollMaxEvery export pollSocket's pacing to the tests.
+const (
+	PollEvery    = pollEvery
+	PollMaxEvery = pollMaxEvery
+)
 
 // StopReceiving ends t's receive goroutine and waits for it to end: the
 // socket is then read only by the polls of its device's CQs, as when the

@@ -35,11 +35,12 @@ func (q *rcQP) pump() {
 				q.fail(verbs.WCLocProtErr)
 				return
 			}
-			q.sq = q.sq[1:]
+			q.sq = pop(q.sq)
 			if w.signaled {
 				q.addWC(verbs.WC{WRID: w.id, Status: verbs.WCSuccess, Opcode: verbs.WCLocalInv,
 					QPNum: q.cfg.QPN}, w.seq, false)
 			}
+			freeSendWQE(w)
 			continue
 		}
 		if q.cfg.UC {
@@ -87,8 +88,8 @@ func (q *rcQP) pump() {
 	if q.sndPSN.After(q.maxPSN) {
 		q.maxPSN = q.sndPSN
 	}
-	if q.timer == nil && q.maxPSN != q.una {
-		q.armTimer(q.cfg.Timeout, q.ackTimeout)
+	if q.timerKind == timerNone && q.maxPSN != q.una {
+		q.armTimer(q.cfg.Timeout, timerAck)
 	}
 }
 
@@ -279,7 +280,7 @@ func (q *rcQP) acknowledge(psn wire.PSN) bool {
 			una = w.psn.Add(w.readRecv)
 			break
 		}
-		q.sq = q.sq[1:]
+		q.sq = pop(q.sq)
 		q.next--
 		if w.scatter != nil {
 			copySegs(w.scatter, w.data)
@@ -288,6 +289,7 @@ func (q *rcQP) acknowledge(psn wire.PSN) bool {
 			q.addWC(verbs.WC{WRID: w.id, Status: verbs.WCSuccess,
 				Opcode: verbs.WCOpcodeOf(w.op), ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN}, w.seq, false)
 		}
+		freeSendWQE(w)
 		progress = true
 	}
 	if una.After(q.una) && !una.After(q.maxPSN) {
@@ -312,7 +314,7 @@ func (q *rcQP) acknowledge(psn wire.PSN) bool {
 		q.rnrRetries = q.cfg.RNRRetry
 		q.stopTimer()
 		if q.maxPSN != q.una {
-			q.armTimer(q.cfg.Timeout, q.ackTimeout)
+			q.armTimer(q.cfg.Timeout, timerAck)
 		}
 	}
 	return progress
@@ -366,10 +368,8 @@ func (q *rcQP) requesterReceive(p *wire.Packet) {
 			q.rnrRetries--
 		}
 		q.rnrWait = true
-		q.armTimer(wire.RNRTimer(s.Value()), func() {
-			q.rnrWait = false
-			q.goBack(psn)
-		})
+		q.rnrPSN = psn
+		q.armTimer(wire.RNRTimer(s.Value()), timerRNR)
 	case s.IsNAK():
 		if !q.outstanding(psn) {
 			return
@@ -436,7 +436,7 @@ func (q *rcQP) readResponse(p *wire.Packet) {
 	} else {
 		// Progress on a long read keeps the ACK timer from firing.
 		q.retries = q.cfg.RetryCnt
-		q.armTimer(q.cfg.Timeout, q.ackTimeout)
+		q.armTimer(q.cfg.Timeout, timerAck)
 	}
 	q.pump()
 }

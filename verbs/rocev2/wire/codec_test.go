@@ -430,3 +430,41 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestICRCFramed checks that the one-pass ICRC over a buffer with
+// headroom agrees with ICRC on IPv6 and IPv4, with FECN and BECN set and
+// not, that it leaves the packet as it found it, and that it allocates
+// nothing.
+func TestICRCFramed(t *testing.T) {
+	hs := []IPHeader{
+		{Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), SrcPort: 49152, DstPort: 4791},
+		{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), ID: 7, FlagsFragOff: 0x4000, SrcPort: 1, DstPort: 4791},
+	}
+	for _, h := range hs {
+		for _, n := range []int{0, 1, 61, 4096} {
+			in := Packet{BTH: BTH{Opcode: RCWriteOnly, DestQP: 0x123456, PSN: 99, FECN: n%2 == 1, BECN: n > 60},
+				RETH: RETH{VA: 1, RKey: 2, DMALen: uint32(n)}, Payload: bytes.Repeat([]byte{0xa5}, n)}
+			f, err := in.Append(make([]byte, ICRCHeadroom), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			SealICRCFramed(f, &h)
+			pkt := f[ICRCHeadroom:]
+			if err := CheckICRC(pkt, &h); err != nil {
+				t.Fatalf("%v/%d: %v", h.Src, n, err)
+			}
+			want := append([]byte(nil), pkt...)
+			if !ICRCFramedValid(f, &h) || !bytes.Equal(pkt, want) {
+				t.Fatalf("%v/%d: framed check refused its own seal or changed the packet", h.Src, n)
+			}
+			pkt[len(pkt)-ICRCLen-1] ^= 1
+			if ICRCFramedValid(f, &h) {
+				t.Fatalf("%v/%d: a flipped bit passed", h.Src, n)
+			}
+			pkt[len(pkt)-ICRCLen-1] ^= 1
+			if a := testing.AllocsPerRun(100, func() { SealICRCFramed(f, &h); ICRCFramedValid(f, &h) }); a != 0 {
+				t.Fatalf("%v/%d: %v allocations", h.Src, n, a)
+			}
+		}
+	}
+}

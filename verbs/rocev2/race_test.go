@@ -1,0 +1,5 @@
+//go:build race
+
+package rocev2_test
+
+const raceEnabled = true
