@@ -26,7 +26,8 @@ type Op struct {
 	Flags verbs.SendFlags
 	// Local is the local buffer (gather list of one). Length 0 means no
 	// local data. Atomics leave it zero: the actor supplies the 8 bytes
-	// their result lands in and reports it as Completion.Value.
+	// their result lands in and reports it as the future's value
+	// (future.State.Value).
 	Local verbs.SGE
 	// Gather, when set, is the op's gather list (a READ's scatter list)
 	// instead of Local: at most MaxGather entries.
@@ -41,6 +42,10 @@ type Op struct {
 	// at once when the op never reaches the device (Submit's error too).
 	Hold *future.Hold
 }
+
+// DefaultRingSize, 1024, is an inbox's capacity in submissions unless
+// Config.RingSize says otherwise: the runtime's default too.
+const DefaultRingSize = 1024
 
 // MaxGather is the longest gather list an op may carry (Op.Gather).
 const MaxGather = 4
@@ -60,8 +65,9 @@ type Config struct {
 	// most wrid.MaxActorID, and different from the ID of every other actor
 	// whose completions may arrive on the same CQ.
 	ID uint16
-	// RingSize is the inbox capacity in submissions (0: 1024). The inbox
-	// starts with room for a few and grows as it fills (ring.NewGrowing).
+	// RingSize is the inbox capacity in submissions (0:
+	// DefaultRingSize). The inbox starts with room for a few and grows as
+	// it fills (ring.NewGrowing).
 	RingSize int
 	// SendDepth caps the send-queue slots the actor fills: what was asked
 	// of the provider, which may have rounded max_send_wr up (rxe and soft
@@ -377,7 +383,7 @@ func New(cfg Config) (*Actor, error) {
 	}
 	capacity := cfg.RingSize
 	if capacity <= 0 {
-		capacity = 1024
+		capacity = DefaultRingSize
 	}
 	a.inbox = ring.NewGrowing[submission](inboxStart, capacity)
 	a.credits.Store(int64(depth))

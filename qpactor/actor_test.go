@@ -84,7 +84,7 @@ func (r *rig) poll(t *testing.T, fs ...future.Future) {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, f := range fs {
 		for {
-			if _, err := f.Result(); !errors.Is(err, future.ErrPending) {
+			if _, err := future.Result(f, byteLen); !errors.Is(err, future.ErrPending) {
 				break
 			}
 			n, _ := r.cq.Poll(wcs)
@@ -101,6 +101,10 @@ func (r *rig) poll(t *testing.T, fs ...future.Future) {
 		}
 	}
 }
+
+// byteLen reads the bytes a successful operation moved: what the tests
+// read of an outcome (future.Wait) when they read no value.
+func byteLen(s *future.State) uint32 { return s.ByteLen() }
 
 // backOff is what a test's poll loop does when the CQ is empty: yield, so
 // that the actor and the soft device it waits for run even on one P,
@@ -129,7 +133,7 @@ func TestDoorbellBatching(t *testing.T) {
 	r.actor.Start()
 	r.poll(t, fs...)
 	for i, f := range fs {
-		if _, err := f.Wait(context.Background()); err != nil {
+		if _, err := future.Wait(f, context.Background(), byteLen); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
@@ -174,11 +178,11 @@ func TestBadOpFailsOnlyItsSubmission(t *testing.T) {
 	r.actor.Start()
 	r.poll(t, f1, f2, f3)
 	var we *verbs.WRError
-	if _, err := f2.Wait(context.Background()); !errors.As(err, &we) || !errors.Is(err, verbs.ErrInvalidWR) {
+	if _, err := future.Wait(f2, context.Background(), byteLen); !errors.As(err, &we) || !errors.Is(err, verbs.ErrInvalidWR) {
 		t.Fatalf("bad op: %v", err)
 	}
 	for _, f := range []future.Future{f1, f3} {
-		if _, err := f.Wait(context.Background()); err != nil {
+		if _, err := future.Wait(f, context.Background(), byteLen); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,7 +227,7 @@ func TestClosingActorWaitingForCreditsSleeps(t *testing.T) {
 	if used := cpuTime(t) - before; used > wait/3 {
 		t.Errorf("the process used %v of CPU while Close waited %v for credits", used, wait)
 	}
-	if _, err := fs[7].Wait(context.Background()); !errors.Is(err, verbs.ErrClosed) {
+	if _, err := future.Wait(fs[7], context.Background(), byteLen); !errors.Is(err, verbs.ErrClosed) {
 		t.Errorf("the queued submission: %v, want ErrClosed", err)
 	}
 	r.poll(t, fs[:7]...)
@@ -258,7 +262,7 @@ func TestOutstandingDropsBeforeFutureResolves(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen := make(chan int, 1)
-		f.Then(func(_ future.Completion, err error) {
+		future.Then(f, byteLen, func(_ uint32, err error) {
 			if err != nil {
 				t.Errorf("write %d: %v", i, err)
 			}

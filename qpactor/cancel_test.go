@@ -41,7 +41,7 @@ func TestCancelQueuedNeverPosted(t *testing.T) {
 	r.actor.Start()
 	for i := 0; i < n; i += 2 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := fs[i].Wait(ctx)
+		_, err := future.Wait(fs[i], ctx, byteLen)
 		cancel()
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled write %d: %v, want context.Canceled", i, err)
@@ -53,7 +53,7 @@ func TestCancelQueuedNeverPosted(t *testing.T) {
 	}
 	r.poll(t, rest...)
 	for i, f := range rest {
-		if _, err := f.Wait(context.Background()); err != nil {
+		if _, err := future.Wait(f, context.Background(), byteLen); err != nil {
 			t.Fatalf("write %d: %v", 2*i+1, err)
 		}
 	}
@@ -94,11 +94,11 @@ func TestCancelledHeadReleasesTheRest(t *testing.T) {
 	cancel()
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	if _, err := fHead.Wait(wctx); !errors.Is(err, context.Canceled) {
+	if _, err := future.Wait(fHead, wctx, byteLen); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled head: %v, want context.Canceled", err)
 	}
 	r.poll(t, append(posted, fBehind)...)
-	if _, err := fBehind.Wait(context.Background()); err != nil {
+	if _, err := future.Wait(fBehind, context.Background(), byteLen); err != nil {
 		t.Fatalf("the write behind the cancelled one: %v", err)
 	}
 	if got := r.actor.Stats().WRsPosted.Load(); got != 8 {
@@ -144,14 +144,14 @@ func TestCancelRacesTake(t *testing.T) {
 	r.poll(t, fs...)
 	ok := 0
 	for i, f := range fs {
-		_, err := f.Wait(context.Background())
+		_, err := future.Wait(f, context.Background(), byteLen)
 		switch {
 		case err == nil:
 			ok++
 		case !errors.Is(err, context.Canceled):
 			t.Fatalf("write %d: %v", i, err)
 		}
-		if _, err := f.Wait(context.Background()); !errors.Is(err, future.ErrReleased) {
+		if _, err := future.Wait(f, context.Background(), byteLen); !errors.Is(err, future.ErrReleased) {
 			t.Fatalf("write %d resolved twice? second Wait: %v", i, err)
 		}
 	}

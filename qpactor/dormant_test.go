@@ -62,7 +62,7 @@ func TestIdleActorEndsItsGoroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.poll(t, f)
-		if _, err := f.Wait(context.Background()); err != nil {
+		if _, err := future.Wait(f, context.Background(), byteLen); err != nil {
 			t.Fatal(err)
 		}
 		waitActorGoroutines(t, base)
@@ -109,7 +109,7 @@ func TestLateCompletionLeavesIdleActorAlone(t *testing.T) {
 	waitPostedAndGone(t, r.actor, 1, base) // the completion waits in the CQ
 	runs := r.actor.Stats().Ops.Runs.Load()
 	r.poll(t, f)
-	if _, err := f.Wait(ctx); err != nil {
+	if _, err := future.Wait(f, ctx, byteLen); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
@@ -163,7 +163,7 @@ func TestActorStartAllocatesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, err := f.Result(); errors.Is(err, future.ErrPending); _, err = f.Result() {
+		for _, err := future.Result(f, byteLen); errors.Is(err, future.ErrPending); _, err = future.Result(f, byteLen) {
 			n, _ := r.cq.Poll(wcs)
 			for i := range wcs[:n] {
 				r.actor.Complete(&wcs[i])

@@ -151,7 +151,7 @@ func TestDriverCompletesOnActor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i, f := range fs {
-		if _, err := f.Wait(ctx); err != nil {
+		if _, err := future.Wait(f, ctx, byteLen); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
@@ -174,7 +174,7 @@ func TestDriverCompletesOnActor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Wait(ctx); err != nil {
+	if _, err := future.Wait(f, ctx, byteLen); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.actor.Close(ctx); err != nil {

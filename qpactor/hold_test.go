@@ -28,7 +28,7 @@ func TestHoldGivenBackBeforeFutureResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := make(chan int, 1)
-	f.Then(func(_ future.Completion, err error) {
+	future.Then(f, byteLen, func(_ uint32, err error) {
 		if err != nil {
 			t.Error(err)
 		}
@@ -59,7 +59,7 @@ func TestHoldGivenBackBeforeFutureResolves(t *testing.T) {
 		h.Acquire()
 		ops[i].Hold = &h
 	}
-	bf, err := r.actor.SubmitBatch(context.Background(), ops)
+	bf, err := r.actor.SubmitBatch(context.Background(), ops, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestHoldGivenBackBeforeFutureResolves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lf.Wait(context.Background()); !errors.Is(err, verbs.ErrInvalidArgument) {
+	if _, err := future.Wait(lf, context.Background(), byteLen); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Fatalf("gather list of %d: %v, want ErrInvalidArgument", qpactor.MaxGather+1, err)
 	}
 	if h.Uses() != 0 {

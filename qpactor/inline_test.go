@@ -34,7 +34,7 @@ func TestInlinePostPostsOnCaller(t *testing.T) {
 			t.Fatalf("write %d: %d PostSend calls when Submit returned, want %d", i, got, i+1)
 		}
 		r.poll(t, f)
-		if _, err := f.Wait(context.Background()); err != nil {
+		if _, err := future.Wait(f, context.Background(), byteLen); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +82,7 @@ func TestInlinePostLeavesWaitToActor(t *testing.T) {
 	}
 	r.poll(t, f1, f2)
 	for _, f := range []future.Future{f1, f2} {
-		if _, err := f.Wait(ctx); err != nil {
+		if _, err := future.Wait(f, ctx, byteLen); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +121,7 @@ func TestFewWaitersPoll(t *testing.T) {
 			t.Fatal(err)
 		}
 		go func() {
-			_, err := f.Wait(ctx)
+			_, err := future.Wait(f, ctx, byteLen)
 			errs <- err
 		}()
 	}
@@ -188,7 +188,7 @@ func TestWaiterLeavesCQToDrivingActor(t *testing.T) {
 	f := submitStalled(ctx, t, r, d, 0)
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.Wait(ctx)
+		_, err := future.Wait(f, ctx, byteLen)
 		done <- err
 	}()
 	for {
@@ -244,7 +244,7 @@ func writeAndWait(t *testing.T, r *rig, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Wait(ctx); err != nil {
+		if _, err := future.Wait(f, ctx, byteLen); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
@@ -379,7 +379,7 @@ func waitParked(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, c
 		d.stall(false)
 		d.Poll()
 	}()
-	if _, err := f.Wait(ctx); err != nil {
+	if _, err := future.Wait(f, ctx, byteLen); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -438,7 +438,7 @@ func waitLate(ctx context.Context, t *testing.T, r *rig, d *recordingDriver, clk
 			}
 		}
 	}()
-	_, err := f.Wait(ctx)
+	_, err := future.Wait(f, ctx, byteLen)
 	close(waited)
 	<-polled
 	if err != nil {
@@ -489,7 +489,7 @@ func TestWritesInFlightAreChained(t *testing.T) {
 			}
 			for _, f := range futs {
 				r.poll(t, f)
-				if _, err := f.Wait(ctx); err != nil {
+				if _, err := future.Wait(f, ctx, byteLen); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -666,11 +666,11 @@ func TestQueuedBehindWaitingHeadRunsNoDrain(t *testing.T) {
 	cancel()
 	r.poll(t, append(fs, late)...)
 	for i, f := range fs {
-		if _, err := f.Wait(ctx); err != nil {
+		if _, err := future.Wait(f, ctx, byteLen); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
-	if _, err := late.Wait(ctx); !errors.Is(err, context.Canceled) {
+	if _, err := future.Wait(late, ctx, byteLen); !errors.Is(err, context.Canceled) {
 		t.Errorf("the write whose context ended while queued: %v, want context.Canceled", err)
 	}
 }

@@ -48,7 +48,7 @@ func TestSendDepthCapsCredits(t *testing.T) {
 	}
 	r.poll(t, fs...)
 	for i, f := range fs {
-		if _, err := f.Wait(context.Background()); err != nil {
+		if _, err := future.Wait(f, context.Background(), byteLen); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
 	}
@@ -106,14 +106,14 @@ func TestShadowGrowsWithOutstandingWRs(t *testing.T) {
 	r.poll(t, adds...)
 	seen := make(map[uint64]bool)
 	for i, f := range adds {
-		c, err := f.Wait(context.Background())
+		v, err := future.Wait(f, context.Background(), (*future.State).Value)
 		if err != nil {
 			t.Fatalf("fetch-add %d: %v", i, err)
 		}
-		if c.Value >= 61 || seen[c.Value] {
-			t.Fatalf("fetch-add %d found %d: each of the 61 must find a different value below 61", i, c.Value)
+		if v >= 61 || seen[v] {
+			t.Fatalf("fetch-add %d found %d: each of the 61 must find a different value below 61", i, v)
 		}
-		seen[c.Value] = true
+		seen[v] = true
 	}
 	if st := r.actor.Stats(); r.actor.Outstanding() != 0 || st.Stale.Load() != 0 {
 		t.Fatalf("%d outstanding, %d stale completions", r.actor.Outstanding(), st.Stale.Load())

@@ -31,11 +31,11 @@ func TestOpStats(t *testing.T) {
 	r.actor.Start()
 	r.poll(t, append(fs, fb)...)
 	for _, f := range fs {
-		if _, err := f.Wait(context.Background()); err != nil {
+		if _, err := future.Wait(f, context.Background(), byteLen); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := fb.Wait(context.Background()); err == nil {
+	if _, err := future.Wait(fb, context.Background(), byteLen); err == nil {
 		t.Fatal("misaligned atomic succeeded")
 	}
 	ops := &r.actor.Stats().Ops

@@ -25,23 +25,28 @@ import (
 // without waiting costs nothing more.
 func (a *Actor) Submit(ctx context.Context, op *Op) (future.Future, error) {
 	sub := submission{one: [1]Op{*op}}
-	return a.submitNew(ctx, &sub, 1)
+	return a.submitNew(ctx, &sub, 1, nil)
 }
 
 // SubmitBatch queues ops to be posted together (in one PostSend when
-// credits allow) with one future for all; the caller must not modify ops
-// until the future resolves.
-func (a *Actor) SubmitBatch(ctx context.Context, ops []Op) (future.Future, error) {
+// credits allow) with one future for all. The actor reads ops until it
+// has posted them all: the caller must not modify them until the future
+// succeeded, and never again after it failed (a batch failed while
+// queued may still be taken). giveBack, if not nil, runs when the
+// future is consumed after it succeeded, for the caller to reuse ops
+// (future.State.SetGiveBack).
+func (a *Actor) SubmitBatch(ctx context.Context, ops []Op, giveBack func()) (future.Future, error) {
 	if len(ops) == 0 {
 		return future.Future{}, fmt.Errorf("verbsrt: empty batch: %w", verbs.ErrInvalidArgument)
 	}
 	sub := submission{batch: ops}
-	return a.submitNew(ctx, &sub, len(ops))
+	return a.submitNew(ctx, &sub, len(ops), giveBack)
 }
 
-// submitNew queues sub, of n WRs, with a new future; a submission that
-// never reached the inbox gives its future's state back to the pool.
-func (a *Actor) submitNew(ctx context.Context, sub *submission, n int) (future.Future, error) {
+// submitNew queues sub, of n WRs, with a new future that calls giveBack
+// (SubmitBatch); a submission that never reached the inbox gives its
+// future's state back to the pool.
+func (a *Actor) submitNew(ctx context.Context, sub *submission, n int, giveBack func()) (future.Future, error) {
 	if ctx == nil {
 		if h := sub.hold(); h != nil {
 			h.Release()
@@ -62,6 +67,9 @@ func (a *Actor) submitNew(ctx context.Context, sub *submission, n int) (future.F
 	f = f.WithWaiter(a)
 	sub.fut = st
 	st.SetHold(sub.hold())
+	if giveBack != nil {
+		st.SetGiveBack(giveBack)
+	}
 	if ctx.Done() != nil {
 		sub.ctx = ctx
 	}

@@ -39,7 +39,7 @@ import (
 
 // chunkSize is the size of the arena's chunks (or the memory limit, when
 // smaller).
-const chunkSize = 4 << 20
+const chunkSize = rlimit.ArenaChunk
 
 func newAllocator(pd verbs.PD, limit int, log *slog.Logger) (allocator, error) {
 	if limit <= 0 {

@@ -3,7 +3,6 @@ package runtime
 import (
 	"sync"
 
-	"github.com/verbsrt/verbsrt/internal/future"
 	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
@@ -11,41 +10,29 @@ import (
 // opBatch is what Post hands the actor for one batch: its ops and the
 // gather lists of those that gather. The actor reads them until it has
 // chained every op into a post and never after, so a batch whose future
-// succeeded (every op posted and completed) is free for the next Post.
-// The goroutine consuming that future gives it back: Wait, through the
-// batch's WaitFor, and Then. A batch whose future failed, or was
-// released without a wait, is left to the collector: a queued batch
-// whose context ended is failed while the actor may still be about to
-// read it.
-//
-// The batch rides on its future as the future's Waiter, which waits
-// through the endpoint's actor as any future of it does: a Future stays
-// four words, and Wait, inlined where it is called, no larger, where a
-// field or a check of its own would cost every operation's future.
+// succeeded (every op posted and completed) is free for the next Post:
+// the future gives it back (giveBack) when it is consumed, by Wait, Then
+// or Release, through the hook of its state (future.State.SetGiveBack).
+// A batch whose future failed, or was released while pending, is left to
+// the collector: a queued batch whose context ended is failed while the
+// actor may still be about to read it.
 type opBatch struct {
 	ops    []qpactor.Op
-	gather []verbs.SGE    // MaxGather entries per op, made when an op gathers
-	actor  *qpactor.Actor // the endpoint's, which the future's Wait polls through
+	gather []verbs.SGE // MaxGather entries per op, made when an op gathers
+	// giveBack puts this batch back in the pool: made once per batch,
+	// so that a Post hands its future no new closure.
+	giveBack func()
 }
 
-// WaitFor waits as the actor's futures do (future.Waiter). A batch it
-// finds succeeded goes back for the next Post: Wait, its only caller,
-// consumes the future next and reads nothing of the batch.
-func (b *opBatch) WaitFor(s *future.State) bool {
-	if !b.actor.WaitFor(s) {
-		return false
-	}
-	if s.Succeeded() {
-		putBatch(b)
-	}
-	return true
-}
-
-var opBatches = sync.Pool{New: func() any { return new(opBatch) }}
+var opBatches sync.Pool
 
 // getBatch returns a batch of n ops.
 func getBatch(n int) *opBatch {
-	b := opBatches.Get().(*opBatch)
+	b, _ := opBatches.Get().(*opBatch)
+	if b == nil {
+		b = new(opBatch)
+		b.giveBack = func() { putBatch(b) }
+	}
 	if cap(b.ops) < n {
 		b.ops = make([]qpactor.Op, n)
 	}
@@ -65,6 +52,5 @@ func (b *opBatch) gatherOf(i int) []verbs.SGE {
 // are dropped, so the pool keeps no buffer reachable.
 func putBatch(b *opBatch) {
 	clear(b.ops)
-	b.actor = nil
 	opBatches.Put(b)
 }

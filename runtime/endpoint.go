@@ -376,10 +376,10 @@ func (ep *Endpoint) one(ctx context.Context, opcode verbs.Opcode, local Local, r
 // op is how an operation gathers several local ranges (a header and a
 // block in one WRITE or SEND) or scatters a READ into them.
 type Op struct {
-	// Opcode is one of verbs.OpWrite, OpWriteImm, OpSend, OpSendImm,
-	// OpRead, OpAtomicCmpSwp and OpAtomicFetchAdd; Post refuses the
-	// others (memory windows, invalidation, TSO) with an error matching
-	// verbs.ErrInvalidArgument, before they reach the device.
+	// Opcode is one of OpWrite, OpWriteImm, OpSend, OpSendImm, OpRead,
+	// OpAtomicCmpSwp and OpAtomicFetchAdd; Post refuses the others of
+	// verbs (memory windows, invalidation, TSO) with an error matching
+	// ErrInvalidArgument, before they reach the device.
 	Opcode verbs.Opcode
 	// Flags may hold FENCE, SOLICITED and INLINE; SIGNALED is the
 	// runtime's business and ignored.
@@ -395,6 +395,18 @@ type Op struct {
 	Swap       uint64
 	Imm        uint32
 }
+
+// The opcodes an Op may carry, the verbs layer's (verbs.Opcode): an
+// application posts them without importing verbs.
+const (
+	OpWrite          = verbs.OpWrite          // RDMA_WRITE: Local to Remote (Write)
+	OpWriteImm       = verbs.OpWriteImm       // RDMA_WRITE_WITH_IMM: a write that tells the peer's Recv Imm (WriteImm)
+	OpSend           = verbs.OpSend           // SEND: Local to the peer's Recv (Send)
+	OpSendImm        = verbs.OpSendImm        // SEND_WITH_IMM: a send with Imm (SendImm)
+	OpRead           = verbs.OpRead           // RDMA_READ: Remote into Local (Read)
+	OpAtomicCmpSwp   = verbs.OpAtomicCmpSwp   // ATOMIC_CMP_AND_SWP: Swap at Remote if it holds CompareAdd (CompareAndSwap)
+	OpAtomicFetchAdd = verbs.OpAtomicFetchAdd // ATOMIC_FETCH_AND_ADD: CompareAdd added at Remote (FetchAdd)
+)
 
 // MaxGather, 4, is the most ranges one operation gathers or scatters: the
 // bound of the actor that posts it.
@@ -468,12 +480,11 @@ func (ep *Endpoint) Post(ctx context.Context, ops []Op) Future {
 		return ep.failed(&qops[i], len(ops), err)
 	}
 	qops[0].Hold = h
-	f, err := ep.actor.SubmitBatch(ctx, qops)
+	f, err := ep.actor.SubmitBatch(ctx, qops, b.giveBack)
 	if err != nil {
 		return ep.failed(&qops[0], len(ops), ep.mapErr(err))
 	}
-	b.actor = ep.actor
-	return Future{f.WithWaiter(b)}
+	return Future{f}
 }
 
 // check refuses what would fail the connection: a SEND larger than the

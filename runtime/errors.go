@@ -12,7 +12,7 @@ import (
 
 // Errors of the runtime. An operation's future fails with an *OpError,
 // which says what failed where and wraps the cause: a *verbs.WCError for a
-// failure on the wire (errors.Is(err, verbs.ErrFlushed) and so on), a
+// failure on the wire (errors.Is(err, ErrFlushed) and so on), a
 // *verbs.WRError for a rule of ibv_post_send(3) broken, one of the errors
 // below, or the operation's context's error.
 var (
@@ -61,13 +61,32 @@ var (
 	// refused after it, once an operation failed on the wire: RC moved the
 	// QP to the error state, which ends the connection. errors.Is and
 	// errors.As reach that failure too (a *verbs.WCError:
-	// verbs.ErrRetryExceeded for a peer that stopped answering,
-	// verbs.ErrRemoteAccess, ...).
+	// ErrRetryExceeded for a peer that stopped answering,
+	// ErrRemoteAccess, ...).
 	ErrConnFailed = errors.New("verbsrt: connection failed")
 	// ErrProtocol is returned when the connection handshake fails, and is
 	// an endpoint's Err once its peer sent what the wire format does not
 	// allow (doc.go, "Wire format").
 	ErrProtocol = errors.New("verbsrt: protocol error")
+)
+
+// Causes an operation's error matches, the verbs layer's sentinels: an
+// application matches them without importing verbs.
+var (
+	// ErrInvalidArgument is matched by the error of a call given what it
+	// cannot take: a bad size, opcode, range or option, the zero Future.
+	ErrInvalidArgument = verbs.ErrInvalidArgument
+	// ErrRemoteAccess is matched by a failure on the wire with
+	// REM_ACCESS_ERR: the peer's device refused the remote reference (an
+	// access it does not allow, a key revoked, a range out of bounds).
+	ErrRemoteAccess = verbs.ErrRemoteAccess
+	// ErrRetryExceeded is matched by a failure on the wire with
+	// RETRY_EXC_ERR: the peer stopped answering.
+	ErrRetryExceeded = verbs.ErrRetryExceeded
+	// ErrFlushed is matched by an operation its QP flushed unexecuted
+	// (WR_FLUSH_ERR): one behind a failure on the wire, which moved the
+	// QP to the error state.
+	ErrFlushed = verbs.ErrFlushed
 )
 
 // The errors of methods called on a nil *Endpoint or *Listener, which

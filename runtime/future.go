@@ -19,7 +19,7 @@ import (
 // another Wait or Then consumes the future fails at once with an error
 // matching ErrReleased, and changes nothing of the operation or of any
 // other. The zero Future, which no operation returned, fails with an
-// error that says so, matching verbs.ErrInvalidArgument.
+// error that says so, matching ErrInvalidArgument.
 //
 // A Future resolves exactly once: with the operation's completion, with the
 // error of a work completion or a flush, with the error of a rule broken
@@ -50,8 +50,12 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 	if ctx == nil {
 		return Completion{}, future.ErrNilContext
 	}
-	c, err := f.f.Wait(ctx)
-	return Completion(c), err
+	return future.Wait(f.f, ctx, completionOf)
+}
+
+// completionOf reads the Completion of a successful operation's state.
+func completionOf(s *future.State) Completion {
+	return Completion{Opcode: s.Opcode(), ByteLen: s.ByteLen(), Value: s.Value(), WRs: s.WRs()}
 }
 
 // Done returns a channel closed when the operation completes. The channel
@@ -65,8 +69,7 @@ func (f Future) Err() error { return f.f.Err() }
 // Result returns the outcome without consuming the future: ErrPending while
 // the operation runs.
 func (f Future) Result() (Completion, error) {
-	c, err := f.f.Result()
-	return Completion(c), err
+	return future.Result(f.f, completionOf)
 }
 
 // Then arranges for fn to run, on the runtime's worker pool
@@ -74,13 +77,7 @@ func (f Future) Result() (Completion, error) {
 // consumes the future. fn must not wait for another future's Then
 // callback.
 func (f Future) Then(fn func(Completion, error)) {
-	b, _ := f.f.Waiter().(*opBatch)
-	f.f.Then(func(c future.Completion, err error) {
-		if err == nil && b != nil {
-			putBatch(b)
-		}
-		fn(Completion(c), err)
-	})
+	future.Then(f.f, completionOf, fn)
 }
 
 // Release consumes the future without waiting: use it after Done and

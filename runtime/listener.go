@@ -187,20 +187,19 @@ func (l *Listener) Close() error {
 		return errNilListener
 	}
 	first := false
-	l.closeOnce.Do(func() { first = true })
+	var err error
+	// The socket closes inside the once: Accept returns ErrClosed, and a
+	// second Close returns, only once no client can connect any more.
+	l.closeOnce.Do(func() {
+		first = true
+		err = l.stopListening()
+	})
 	if !first {
 		return listenerClosed{}
 	}
-	l.rt.mu.Lock()
-	delete(l.rt.listeners, l)
-	l.rt.mu.Unlock()
-	l.cancel()
-	close(l.closed)
 	if l.cm != nil {
-		return l.cm.Close()
+		return err
 	}
-	endBacklog(l.ln)
-	err := l.ln.Close()
 	<-l.loopDone
 	l.wg.Wait() // l.ctx ended every handshake's exchange
 	l.spare.release()
@@ -218,6 +217,26 @@ func (l *Listener) Close() error {
 		}
 	}
 	wg.Wait()
+	return err
+}
+
+// stopListening closes the listening socket (or the connection
+// manager's listener), ends the handshakes' context, and then wakes every
+// Accept. A ListenCM listener's Accepts are woken first: they learn of
+// the close by their listener's failing, which they report as ErrClosed
+// once l.closed is.
+func (l *Listener) stopListening() error {
+	l.rt.mu.Lock()
+	delete(l.rt.listeners, l)
+	l.rt.mu.Unlock()
+	l.cancel()
+	if l.cm != nil {
+		close(l.closed)
+		return l.cm.Close()
+	}
+	endBacklog(l.ln)
+	err := l.ln.Close()
+	close(l.closed)
 	return err
 }
 

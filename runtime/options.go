@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/verbsrt/verbsrt/internal/rlimit"
 	"github.com/verbsrt/verbsrt/internal/sched"
+	"github.com/verbsrt/verbsrt/qpactor"
 	"github.com/verbsrt/verbsrt/verbs"
 )
 
@@ -27,7 +29,7 @@ type config struct {
 }
 
 func defaults() config {
-	return config{gidIndex: -1, sqDepth: 256, recvDepth: 64, msgSize: 4096, memLimit: 1 << 30,
+	return config{gidIndex: -1, sqDepth: 256, recvDepth: 64, msgSize: 4096, memLimit: rlimit.DefaultMemoryLimit,
 		tuning: DefaultTuning()}
 }
 
@@ -192,7 +194,7 @@ func waitPoll(t Tuning) time.Duration {
 // DefaultTuning returns the tuning a runtime has without WithTuning.
 func DefaultTuning() Tuning {
 	return Tuning{Pollers: 1, Spin: sched.DefaultSpin, WaitPoll: 200 * time.Microsecond,
-		RingSize: 1024, CallbackWorkers: 256, AckTimeout: verbs.AckTimeoutDuration(defaultAckTimeoutCode),
+		RingSize: qpactor.DefaultRingSize, CallbackWorkers: 256, AckTimeout: verbs.AckTimeoutDuration(defaultAckTimeoutCode),
 		RetryCount: 7, RNRRetry: 7}
 }
 

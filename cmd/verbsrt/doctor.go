@@ -20,15 +20,6 @@ import (
 	"github.com/verbsrt/verbsrt/verbs/ibv"
 )
 
-// defaultMemoryLimit is the runtime's WithMemoryLimit default (its doc
-// says 1 GiB): what a runtime made without the option may register.
-const defaultMemoryLimit = 1 << 30
-
-// arenaChunk is how much the runtime's arena registers at a time (4 MiB,
-// or the memory limit when smaller; Runtime.Alloc's doc): the first Alloc
-// or connection registers that much.
-const arenaChunk = 4 << 20
-
 // runDoctor is "verbsrt doctor": it checks, on the ibv provider, what a
 // deployment gets wrong (libraries, device files, devices and ports, the
 // GID the runtime would choose, the memlock and open-file limits) and
@@ -45,7 +36,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) error {
 		"Exits 1 when a check FAILs.")
 	device := fs.String("device", "", "the device as runtime.WithDevice takes it: a name (mlx5_0), name:port, a netdev, an IP address or subnet, or a PCI address (default: the runtime's choice)")
 	fs.StringVar(device, "d", "", "same as -device")
-	memLimit := fs.Int("memory-limit", defaultMemoryLimit, "the runtime's WithMemoryLimit in bytes: what the locked-memory limit must allow")
+	memLimit := fs.Int("memory-limit", rlimit.DefaultMemoryLimit, "the runtime's WithMemoryLimit in bytes: what the locked-memory limit must allow")
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
@@ -475,7 +466,7 @@ func size(n uint64) string {
 func memlockCheck(l rlimit.Limit, memLimit int, ipcLock bool) result {
 	const check = "memlock"
 	need := uint64(memLimit)
-	first := uint64(min(arenaChunk, memLimit))
+	first := uint64(min(rlimit.ArenaChunk, memLimit))
 	kibUp := (need + 1023) / 1024
 	r := result{check: check}
 	switch {

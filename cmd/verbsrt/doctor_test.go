@@ -45,7 +45,7 @@ func softDoctor(t *testing.T, fabric *soft.Provider) *doctor {
 	return &doctor{
 		provider: fabric,
 		devDir:   dir,
-		memLimit: defaultMemoryLimit,
+		memLimit: rlimit.DefaultMemoryLimit,
 		memlock:  func() rlimit.Limit { return rlimit.Limit{Cur: rlimit.Infinity, Max: rlimit.Infinity, Known: true} },
 		nofile:   func() rlimit.Limit { return rlimit.Limit{Cur: 1 << 20, Max: 1 << 20, Known: true} },
 		ipcLock:  func() bool { return false },

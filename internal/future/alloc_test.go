@@ -16,10 +16,10 @@ func TestSteadyPathAllocatesNothing(t *testing.T) {
 	op := func() {
 		s, f := New(1, nil)
 		s.CompleteOne(verbs.WC{ByteLen: 8}, nil, 0)
-		if _, err := f.Result(); err != nil {
+		if _, err := Result(f, byteLen); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Wait(ctx); err != nil {
+		if _, err := Wait(f, ctx, byteLen); err != nil {
 			t.Fatal(err)
 		}
 		s, f = New(2, nil)

@@ -43,17 +43,6 @@ var (
 // Err, Result) compare the generation without it.
 const genConsuming = 1 << 63
 
-// Completion is the result of a successful operation.
-type Completion struct {
-	Opcode  verbs.WCOpcode
-	ByteLen uint32 // bytes moved (for a batch: the sum)
-	// Value is what an atomic found at the remote address before it acted
-	// (FETCH_AND_ADD, CMP_AND_SWP); a compare-and-swap succeeded when
-	// Value equals the compare operand.
-	Value uint64
-	WRs   int // work requests the future covered: 1, or the batch size
-}
-
 // Executor runs Then callbacks off the poller goroutines. Submit must not
 // block: an executor bounds its goroutines by queueing what it cannot run
 // yet (as the runtime's does). On error (the executor closed) the callback
@@ -117,8 +106,8 @@ type State struct {
 	gen     atomic.Uint64
 	status  stdatomic.Uint32 // status bits, see State and the status constants
 	pending stdatomic.Int32  // WRs not yet completed
-	value   uint64           // Completion.Value
-	byteLen uint32           // Completion.ByteLen
+	value   uint64           // Value
+	byteLen uint32           // ByteLen
 	readers stdatomic.Int32  // Done, Err, Result and cancel calls reading the state
 	failed  stdatomic.Bool   // err is set (first error wins)
 	opcode  verbs.WCOpcode
@@ -127,15 +116,19 @@ type State struct {
 	// of recycling it under the actor. (Here for the room.)
 	unpooled bool
 	err      error
-	_        [8]byte // the first line ends here
+	// giveBack gives back what the submitter lent the operation for as
+	// long as it might be read (SetGiveBack): release calls it for a
+	// state that succeeded. (Here for the room: the first line ends
+	// here.)
+	giveBack func()
 
 	// Second line: per state, or on demand.
 	// hold is the use of the operation's memory given back when its last
 	// WR is done (Op.Hold), before the future resolves.
 	hold *Hold
-	done chan struct{}           // Done's channel, set before statusHasDone
-	wake chan int64              // one slot, made once per state: Wait's parking spot; holds the resolver's WakeStamp
-	then func(Completion, error) // Then's callback, set before statusHasThen
+	done chan struct{} // Done's channel, set before statusHasDone
+	wake chan int64    // one slot, made once per state: Wait's parking spot; holds the resolver's WakeStamp
+	then func(*State)  // Then's callback, set before statusHasThen
 	exec Executor
 	// claim decides, for a queued operation whose context's end is
 	// watched (stopCancel set), who resolves it: the actor taking it
@@ -310,7 +303,7 @@ func (s *State) CompleteCounted(wc verbs.WC, err error, value uint64, resolved *
 	if asked&statusHasDone != 0 {
 		done = s.done
 	}
-	var then func(Completion, error)
+	var then func(*State)
 	if asked&statusHasThen != 0 {
 		then = s.then
 	}
@@ -330,18 +323,21 @@ func (s *State) CompleteCounted(wc verbs.WC, err error, value uint64, resolved *
 	return true
 }
 
-func (s *State) result() (Completion, error) {
+// outcome returns the resolved state's error, or what read makes of its
+// success.
+func outcome[C any](s *State, read func(*State) C) (c C, err error) {
 	if s.failed.Load() {
-		return Completion{}, s.err
+		return c, s.err
 	}
-	return Completion{Opcode: s.opcode, ByteLen: s.byteLen, Value: s.value, WRs: int(s.wrs)}, nil
+	return read(s), nil
 }
 
-func (s *State) runThen(fn func(Completion, error)) {
-	comp, err := s.result()
+// runThen runs fn, Then's callback, on the executor; the state is
+// recycled once it returned.
+func (s *State) runThen(fn func(*State)) {
 	task := func() {
 		defer s.release()
-		fn(comp, err)
+		fn(s)
 	}
 	if s.exec == nil || s.exec.Submit(task) != nil {
 		go task()
@@ -356,6 +352,12 @@ func (s *State) release() {
 	s.gen.Store(s.gen.Load()&^genConsuming + 1)
 	if s.unpooled {
 		return
+	}
+	if s.giveBack != nil {
+		if s.Succeeded() {
+			s.giveBack()
+		}
+		s.giveBack = nil
 	}
 	for s.readers.Load() != 0 {
 		runtime.Gosched()
@@ -383,11 +385,16 @@ func (s *State) release() {
 // Future is the result of an asynchronous operation. It is a small value:
 // copy it freely, but consume it once, with exactly one of Wait (once it
 // returned a result), Then or Release; after that its state is recycled and
-// every method returns ErrReleased (Done a closed channel). One goroutine
+// every call returns ErrReleased (Done a closed channel). One goroutine
 // consumes it; Done, Err and Result may be called from any goroutine at any
 // time, also while it is being consumed: each checks the handle's
 // generation as a registered reader of the state, which the recycling
 // waits for (see State).
+//
+// Wait, Result and Then hand over a success as the consumer's own type,
+// made by a reader function from the state (State.ByteLen and the
+// others) before it is recycled: the runtime's Completion, which is
+// defined once, where its users read its documentation.
 type Future struct {
 	s   *State
 	gen uint64
@@ -414,16 +421,17 @@ func (f Future) consume() error {
 // unclaim gives back the claim of consume without consuming the future.
 func (f Future) unclaim() { f.s.gen.Store(f.gen) }
 
-// Wait blocks until the operation completes or ctx ends. A result (success
-// or failure of the operation) consumes the future; ctx ending does not, and
-// Wait may be called again.
+// Wait blocks until f's operation completes or ctx ends, and returns its
+// error or what read makes of its success. A result (success or failure
+// of the operation) consumes the future; ctx ending does not, and Wait
+// may be called again.
 //
 // Waiting allocates nothing: it parks on the state's own one-slot wake
 // channel, which the resolver fills; Done's channel is made only for
 // callers who ask for it.
-func (f Future) Wait(ctx context.Context) (Completion, error) {
+func Wait[C any](f Future, ctx context.Context, read func(*State) C) (c C, err error) {
 	if err := f.consume(); err != nil {
-		return Completion{}, err
+		return c, err
 	}
 	s := f.s
 	var spun bool
@@ -439,7 +447,7 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 		case <-ctx.Done():
 			if s.unpark() {
 				f.unclaim()
-				return Completion{}, ctx.Err()
+				return c, ctx.Err()
 			}
 			// The resolver saw statusParked: its token is sent or on its
 			// way. Taking it leaves the channel empty for the state's next
@@ -447,9 +455,9 @@ func (f Future) Wait(ctx context.Context) (Completion, error) {
 			<-s.wake
 		}
 	}
-	comp, err := s.result()
+	c, err = outcome(s, read)
 	s.release()
-	return comp, err
+	return c, err
 }
 
 // ask sets the bits set and clears the bits clear of the status, changing
@@ -520,42 +528,48 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // Err returns ErrPending while the operation runs, then nil or its error.
 // It does not consume the future.
 func (f Future) Err() error {
-	_, err := f.Result()
+	_, err := Result(f, noOutcome)
 	return err
 }
 
-// Result returns the outcome without consuming the future: ErrPending while
-// the operation runs.
-func (f Future) Result() (Completion, error) {
+// noOutcome reads nothing of a success.
+func noOutcome(*State) struct{} { return struct{}{} }
+
+// Result returns f's outcome without consuming the future, a success as
+// read makes it: ErrPending while the operation runs.
+func Result[C any](f Future, read func(*State) C) (c C, err error) {
 	s := f.s
 	if s == nil {
-		return Completion{}, ErrZero
+		return c, ErrZero
 	}
 	if !s.enterRead(f.gen) {
-		return Completion{}, ErrReleased
+		return c, ErrReleased
 	}
 	defer s.leaveRead()
 	if !s.Resolved() {
-		return Completion{}, ErrPending
+		return c, ErrPending
 	}
-	return s.result()
+	return outcome(s, read)
 }
 
-// Then arranges for fn to run, on the runtime's worker pool, once the
-// operation completes (at once if it has). It consumes the future.
-func (f Future) Then(fn func(Completion, error)) {
+// Then arranges for fn to run, on the runtime's worker pool, once f's
+// operation completes (at once if it has), with its error or what read
+// makes of its success. It consumes the future.
+func Then[C any](f Future, read func(*State) C, fn func(C, error)) {
 	if err := f.consume(); err != nil {
-		go fn(Completion{}, err)
+		var c C
+		go fn(c, err)
 		return
 	}
 	s := f.s
+	then := func(s *State) { fn(outcome(s, read)) }
 	// The claim is the consumer's, which alone recycles the state: the
 	// generation holds without enterRead.
-	s.then = fn
+	s.then = then
 	if s.ask(statusHasThen, 0) {
 		return // the resolver runs it
 	}
-	s.runThen(fn)
+	s.runThen(then)
 }
 
 // Release consumes the future without waiting: use it after Done and
@@ -597,9 +611,6 @@ func (f Future) WithWaiter(w Waiter) Future {
 	return f
 }
 
-// Waiter returns the Waiter f's Wait polls through (nil for none).
-func (f Future) Waiter() Waiter { return f.w }
-
 // State returns the state behind a promise, for the actor that queues it.
 func (p Promise) State() *State { return p.s }
 
@@ -611,6 +622,17 @@ func (s *State) Recycle() { s.release() }
 // WR is done.
 func (s *State) SetHold(h *Hold) { s.hold = h }
 
+// SetGiveBack sets what gives back memory the submitter lent the
+// operation and pools, such as the ops of a batch: the resolver may read
+// them until the operation has succeeded, and never after. The consumer
+// calls fn when it consumes the state after the operation succeeded:
+// Wait returning the result, the end of Then's callback, or Release of a
+// resolved future. A state that failed, or that Release leaves pending,
+// drops fn uncalled: a failed operation may have been failed while its
+// resolver was still about to read what fn would give back. Set it
+// before the state is submitted.
+func (s *State) SetGiveBack(fn func()) { s.giveBack = fn }
+
 // TakeHold returns the hold and clears it.
 func (s *State) TakeHold() *Hold {
 	h := s.hold
@@ -620,6 +642,18 @@ func (s *State) TakeHold() *Hold {
 
 // WRs returns how many WRs the operation has.
 func (s *State) WRs() int { return int(s.wrs) }
+
+// The outcome of a success, for the reader given Wait, Result or Then,
+// which calls them while the state is the consumer's.
+
+// Opcode returns the opcode of the operation's last work completion.
+func (s *State) Opcode() verbs.WCOpcode { return s.opcode }
+
+// ByteLen returns the bytes the operation's work requests moved.
+func (s *State) ByteLen() uint32 { return s.byteLen }
+
+// Value returns what an atomic found at the remote address.
+func (s *State) Value() uint64 { return s.value }
 
 // FailN fails n WRs of the operation that were never posted and reports
 // whether that resolved the future.

@@ -31,10 +31,10 @@ func TestConcurrentWaitsOnCopiesConsumeOnce(t *testing.T) {
 	s, f := New(1, nil)
 	f = f.WithWaiter(w)
 	first := make(chan error, 1)
-	go func() { _, err := f.Wait(context.Background()); first <- err }()
+	go func() { _, err := Wait(f, context.Background(), byteLen); first <- err }()
 	<-w.entered
 	second := make(chan error, 1)
-	go func() { _, err := f.Wait(context.Background()); second <- err }()
+	go func() { _, err := Wait(f, context.Background(), byteLen); second <- err }()
 	select {
 	case <-w.entered:
 		t.Error("a second Wait on a copy entered the wait while the first was in it")
@@ -72,10 +72,10 @@ func TestMisuseOfCopiesLeavesOthersAlone(t *testing.T) {
 				defer consumed.Done()
 				switch i {
 				case 0:
-					f.Wait(ctx)
+					Wait(f, ctx, byteLen)
 				case 1:
 					done := make(chan struct{})
-					f.Then(func(Completion, error) { close(done) })
+					Then(f, byteLen, func(uint32, error) { close(done) })
 					<-done
 				case 2:
 					f.Release()
@@ -90,7 +90,7 @@ func TestMisuseOfCopiesLeavesOthersAlone(t *testing.T) {
 			defer wg.Done()
 			s2, f2 := New(1, nil)
 			s2.CompleteOne(verbs.WC{ByteLen: 16}, nil, 0)
-			if c, err := f2.Wait(ctx); err != nil || c.ByteLen != 16 {
+			if c, err := Wait(f2, ctx, byteLen); err != nil || c != 16 {
 				t.Errorf("an unrelated operation: %+v, %v", c, err)
 			}
 		}()
@@ -102,15 +102,15 @@ func TestMisuseOfCopiesLeavesOthersAlone(t *testing.T) {
 // so, rather than that it was consumed.
 func TestZeroFutureSaysSo(t *testing.T) {
 	var f Future
-	_, err := f.Wait(context.Background())
+	_, err := Wait(f, context.Background(), byteLen)
 	if !errors.Is(err, verbs.ErrInvalidArgument) || errors.Is(err, ErrReleased) {
 		t.Errorf("Wait of the zero Future: %v, want an error matching ErrInvalidArgument, not ErrReleased", err)
 	}
-	if _, err := f.Result(); !errors.Is(err, verbs.ErrInvalidArgument) {
+	if _, err := Result(f, byteLen); !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Errorf("Result of the zero Future: %v", err)
 	}
 	got := make(chan error, 1)
-	f.Then(func(_ Completion, err error) { got <- err })
+	Then(f, byteLen, func(_ uint32, err error) { got <- err })
 	if err := <-got; !errors.Is(err, verbs.ErrInvalidArgument) {
 		t.Errorf("Then of the zero Future: %v", err)
 	}

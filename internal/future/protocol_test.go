@@ -31,12 +31,12 @@ func (e *tagErr) Error() string { return fmt.Sprintf("operation %d failed", e.ta
 // checkOutcome reports what is wrong with an outcome read through a handle
 // of the operation tagged tag: it must be that operation's, or ErrPending,
 // or ErrReleased.
-func checkOutcome(tag uint32, c Completion, err error) error {
+func checkOutcome(tag, c uint32, err error) error {
 	var te *tagErr
 	switch {
 	case err == nil:
-		if c.ByteLen != tag {
-			return fmt.Errorf("operation %d read ByteLen %d", tag, c.ByteLen)
+		if c != tag {
+			return fmt.Errorf("operation %d read ByteLen %d", tag, c)
 		}
 	case errors.Is(err, ErrPending), errors.Is(err, ErrReleased):
 	case errors.As(err, &te):
@@ -69,12 +69,12 @@ func TestWaitCancelRaceLeavesNoToken(t *testing.T) {
 			st.CompleteOne(verbs.WC{ByteLen: tag}, nil, 0)
 		}()
 		go cancel()
-		c, err := f.Wait(ctx)
+		c, err := Wait(f, ctx, byteLen)
 		if errors.Is(err, context.Canceled) {
 			// Not consumed: it can be waited again.
-			c, err = f.Wait(context.Background())
+			c, err = Wait(f, context.Background(), byteLen)
 		}
-		if err != nil || c.ByteLen != tag {
+		if err != nil || c != tag {
 			t.Fatalf("round %d: %+v %v", i, c, err)
 		}
 		<-resolved
@@ -86,11 +86,11 @@ func TestWaitCancelRaceLeavesNoToken(t *testing.T) {
 		// Wait that parks must not come back with a result.
 		q, g := NewPromise(1, nil)
 		g = g.WithWaiter(noSpin{})
-		if c, err := g.Wait(ended); !errors.Is(err, context.Canceled) {
+		if c, err := Wait(g, ended, byteLen); !errors.Is(err, context.Canceled) {
 			t.Fatalf("round %d: a pending operation's Wait returned %+v %v", i, c, err)
 		}
 		q.s.CompleteOne(verbs.WC{ByteLen: tag}, nil, 0)
-		if c, err := g.Wait(context.Background()); err != nil || c.ByteLen != tag {
+		if c, err := Wait(g, context.Background(), byteLen); err != nil || c != tag {
 			t.Fatalf("round %d: %+v %v", i, c, err)
 		}
 	}
@@ -121,16 +121,16 @@ func TestStaleReadersDuringReuse(t *testing.T) {
 					if h == nil {
 						continue
 					}
-					c, err := h.f.Result()
+					c, err := Result(h.f, byteLen)
 					if e := checkOutcome(h.tag, c, err); e != nil {
 						t.Error("Result:", e)
 					}
-					if e := checkOutcome(h.tag, Completion{ByteLen: h.tag}, h.f.Err()); e != nil {
+					if e := checkOutcome(h.tag, h.tag, h.f.Err()); e != nil {
 						t.Error("Err:", e)
 					}
 					select {
 					case <-h.f.Done():
-						if _, err := h.f.Result(); errors.Is(err, ErrPending) {
+						if _, err := Result(h.f, byteLen); errors.Is(err, ErrPending) {
 							t.Errorf("operation %d: Done closed while Result is pending", h.tag)
 						}
 					default:
@@ -161,7 +161,7 @@ func TestStaleReadersDuringReuse(t *testing.T) {
 				} else {
 					resolve()
 				}
-				c, err := f.Wait(context.Background())
+				c, err := Wait(f, context.Background(), byteLen)
 				if errors.Is(err, ErrPending) || errors.Is(err, ErrReleased) {
 					t.Errorf("Wait of operation %d: %v", tag, err)
 				}
@@ -205,7 +205,7 @@ func TestThenAndDoneRaceResolution(t *testing.T) {
 				ch := f.Done()
 				select {
 				case <-ch:
-					if _, err := f.Result(); errors.Is(err, ErrPending) {
+					if _, err := Result(f, byteLen); errors.Is(err, ErrPending) {
 						t.Errorf("round %d: Done's channel closed before the outcome was published", i)
 					}
 				case <-resolved:
@@ -216,7 +216,7 @@ func TestThenAndDoneRaceResolution(t *testing.T) {
 				default:
 					t.Errorf("round %d: Done's channel is open after the resolution", i)
 				}
-				c, err := f.Result() // ErrReleased once Then's callback ran
+				c, err := Result(f, byteLen) // ErrReleased once Then's callback ran
 				if errors.Is(err, ErrPending) {
 					t.Errorf("round %d: pending after the resolution", i)
 				}
@@ -226,9 +226,9 @@ func TestThenAndDoneRaceResolution(t *testing.T) {
 			}()
 		}
 		var calls atomic.Int32
-		var got Completion
+		var got moved
 		var gotErr error
-		f.Then(func(c Completion, err error) {
+		Then(f, movedOf, func(c moved, err error) {
 			calls.Add(1)
 			got, gotErr = c, err
 		})
@@ -237,7 +237,7 @@ func TestThenAndDoneRaceResolution(t *testing.T) {
 		if n := calls.Load(); n != 1 {
 			t.Fatalf("round %d: Then's callback ran %d times", i, n)
 		}
-		if gotErr != nil || got.ByteLen != 2*tag || got.WRs != 2 {
+		if gotErr != nil || got.byteLen != 2*tag || got.wrs != 2 {
 			t.Fatalf("round %d: Then got %+v %v", i, got, gotErr)
 		}
 	}
@@ -256,7 +256,7 @@ func TestDoneWhileWaitRecycles(t *testing.T) {
 			defer close(resolved)
 			p.s.CompleteOne(verbs.WC{ByteLen: tag}, nil, 0)
 		}()
-		if c, err := f.Wait(context.Background()); err != nil || c.ByteLen != tag {
+		if c, err := Wait(f, context.Background(), byteLen); err != nil || c != tag {
 			t.Fatalf("round %d: %+v %v", i, c, err)
 		}
 		<-resolved
@@ -288,7 +288,7 @@ func TestReleasePendingFuture(t *testing.T) {
 			if err := f.Err(); !errors.Is(err, ErrReleased) {
 				t.Fatalf("round %d: Err after Release: %v", i, err)
 			}
-			if _, err := f.Wait(context.Background()); !errors.Is(err, ErrReleased) {
+			if _, err := Wait(f, context.Background(), byteLen); !errors.Is(err, ErrReleased) {
 				t.Fatalf("round %d: Wait after Release: %v", i, err)
 			}
 			select {
@@ -359,7 +359,7 @@ func TestWatchRacesTake(t *testing.T) {
 				t.Fatalf("round %d: taken and cancelled", i)
 			}
 			s.CompleteOne(verbs.WC{ByteLen: tag}, nil, 0)
-			if c, err := f.Wait(context.Background()); err != nil || c.ByteLen != tag {
+			if c, err := Wait(f, context.Background(), byteLen); err != nil || c != tag {
 				t.Fatalf("round %d: taken: %+v %v", i, c, err)
 			}
 			close(gate)
@@ -368,7 +368,7 @@ func TestWatchRacesTake(t *testing.T) {
 		if !s.CancelledWhileQueued() {
 			t.Fatalf("round %d: not taken, not cancelled", i)
 		}
-		c, err := f.Wait(context.Background())
+		c, err := Wait(f, context.Background(), byteLen)
 		if e := checkOutcome(tag, c, err); e != nil || err == nil {
 			t.Fatalf("round %d: cancelled: %+v %v", i, c, err)
 		}

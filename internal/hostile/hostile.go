@@ -102,3 +102,20 @@ func NeedDescriptors(t testing.TB, n uint64) {
 		t.Skipf("raising RLIMIT_NOFILE to %d: %v", n, err)
 	}
 }
+
+// RefusesTCP fails t when a TCP connection to addr, a listener's that
+// closed, is taken; when says at what point of the test. A socket that
+// connected to itself (the kernel chose the closed port as the client's
+// own) reached no listener and passes.
+func RefusesTCP(t testing.TB, addr, when string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	self := c.LocalAddr().String() == c.RemoteAddr().String()
+	c.Close()
+	if !self {
+		t.Fatalf("%s: a TCP connection to %s was taken", when, addr)
+	}
+}

@@ -19,6 +19,18 @@ type Limit struct {
 // Infinity is an unlimited Cur or Max.
 const Infinity = ^uint64(0)
 
+// What the runtime registers, and the kernel locks: the runtime sizes its
+// arena by these, and the doctor checks RLIMIT_MEMLOCK against them.
+const (
+	// DefaultMemoryLimit is the runtime's WithMemoryLimit default, 1 GiB:
+	// what a runtime made without the option may register.
+	DefaultMemoryLimit = 1 << 30
+	// ArenaChunk is how much the runtime's arena registers at a time,
+	// 4 MiB, or the memory limit when smaller: what its first Alloc or
+	// connection registers.
+	ArenaChunk = 4 << 20
+)
+
 // Names of the limits in /proc/self/limits.
 const (
 	Memlock = "Max locked memory"

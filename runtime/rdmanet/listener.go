@@ -46,14 +46,19 @@ func (l *Listener) Accept() (net.Conn, error) {
 // stay open; connections still in their handshake are closed.
 func (l *Listener) Close() error {
 	first := false
+	var err error
+	// The runtime's listener closes its socket before Accept returns and
+	// before a second Close does: inside the once, and before the
+	// context Accept waits with ends.
 	l.once.Do(func() {
 		first = true
+		err = l.ln.Close()
 		l.cancel()
 	})
 	if !first {
 		return &net.OpError{Op: "close", Net: network, Addr: l.ln.Addr(), Err: net.ErrClosed}
 	}
-	return l.ln.Close()
+	return err
 }
 
 // Addr returns the TCP address Dial connects to.
