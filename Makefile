@@ -44,7 +44,7 @@ race:
 # The tests that count allocations, without the race detector, which
 # empties sync.Pools at random.
 allocs:
-	$(GO) test -count=1 -run 'Allocs|AllocatesNothing' ./runtime/ ./qpactor/ ./internal/... ./verbs/rocev2/
+	$(GO) test -count=1 -run 'Allocs|AllocatesNothing' ./runtime/ ./qpactor/ ./internal/...
 
 # The actor, poller and runtime tests with GOMAXPROCS=1: spin slots, actors
 # that drive their own CQ and yielding pollers must make progress where no

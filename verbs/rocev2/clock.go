@@ -15,9 +15,7 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
-// Timer is a timer of a Clock. One that also has Reset(d time.Duration)
-// bool, rearming it for d from now as *time.Timer's does, is reused by a
-// QP for each of its timeouts instead of a new one armed for each.
+// Timer is a timer of a Clock.
 type Timer interface {
 	// Stop prevents the timer from firing; false if it fired or was
 	// stopped already.
@@ -82,23 +80,6 @@ func (t *manualTimer) Stop() bool {
 	}
 	c.timers = slices.Delete(c.timers, i, i+1)
 	return true
-}
-
-// Reset rearms the timer to fire when Advance passes now+d, whether it
-// fired, was stopped or is armed; it reports whether it was armed.
-func (t *manualTimer) Reset(d time.Duration) bool {
-	c := t.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i := slices.Index(c.timers, t)
-	if i >= 0 {
-		c.timers = slices.Delete(c.timers, i, i+1)
-	}
-	t.when = c.now.Add(d)
-	c.timers = append(c.timers, t)
-	close(c.armed)
-	c.armed = make(chan struct{})
-	return i >= 0
 }
 
 // Advance moves the clock forward by d and fires every timer due by then,

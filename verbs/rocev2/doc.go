@@ -36,19 +36,14 @@
 // order the socket received them): the transport's receive goroutine,
 // which waits in Go's network poller, and a poll of a CQ of the device
 // that finds it empty, which reads without waiting what the socket holds
-// (on every eighth empty poll while packets come, ever more rarely while
-// reads find nothing, to bound the system calls, and only if the lock is
-// free). The second reader is there because the scheduler
+// (on every eighth empty poll, to bound the system calls, and only if the
+// lock is free). The second reader is there because the scheduler
 // consults the network poller only when it runs out of goroutines to run,
 // or from sysmon every 10 ms or so, and the runtime's pollers and waiters
 // spin (runtime.Gosched loops, locked threads), so it may never run out:
 // completions then come as fast as something polls. Where a read cannot
 // tell "nothing queued" without waiting (platforms that are not unix),
-// the receive goroutine alone reads. A reader takes up to a window of
-// datagrams a system call (recvmmsg on Linux), and a QP's burst is sent
-// with one (sendmmsg): one ACK answers the packets of a burst. Steady
-// streams allocate nothing per packet or message: buffers, system call
-// arguments, WQEs, timers and completion arrays are reused.
+// the receive goroutine alone reads.
 //
 // The RC transport (rcQP, internal: the Provider wraps it), requester and
 // responder in one object under one lock: SEND and SEND with
@@ -185,7 +180,7 @@
 // Over IPv6 the ICRC covers, of the IP header, the payload length, next
 // header and the two addresses; the traffic class, flow label and hop
 // limit are masked. A sender knows all of the covered fields when it binds
-// a specific address, and a receiver reads them from recvmmsg or recvfrom and its own
+// a specific address, and a receiver reads them from recvfrom and its own
 // bound address. Listen therefore refuses the unspecified address: the
 // source address the kernel would pick is covered.
 //

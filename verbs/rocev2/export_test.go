@@ -5,11 +5,8 @@ import (
 	"time"
 )
 
-// PollEvery and PollMaxEvery export pollSocket's pacing to the tests.
-const (
-	PollEvery    = pollEvery
-	PollMaxEvery = pollMaxEvery
-)
+// PollEvery exports pollEvery to the tests.
+const PollEvery = pollEvery
 
 // StopReceiving ends t's receive goroutine and waits for it to end: the
 // socket is then read only by the polls of its device's CQs, as when the

@@ -131,6 +131,19 @@ type hitCall struct {
 	p wire.Packet
 }
 
+// transmit applies the fault rules to the encoded packet b (whose decoded
+// form is p) and sends what they leave.
+func (t *Transport) transmit(to netip.AddrPort, p *wire.Packet, b []byte) error {
+	var outs [3]outPacket
+	var hits [1]hitCall
+	out, hit := t.decide(to, p, b, outs[:0], hits[:0])
+	err := t.writeMany(out)
+	for _, h := range hit {
+		h.f(h.p)
+	}
+	return err
+}
+
 // decide applies the fault rules to the encoded packet b (whose decoded
 // form is p): it appends to out what is to be written now, in order
 // (copies where a fault changes the bytes), holds or delays the rest,

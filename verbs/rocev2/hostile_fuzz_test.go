@@ -128,12 +128,12 @@ func FuzzRCDatagrams(f *testing.F) {
 			if pk.BTH.Opcode.HasPayload() {
 				pk.Payload = payload
 			}
-			b, err := pk.Append(make([]byte, wire.ICRCHeadroom), &wire.IPHeader{Src: from.Addr(), Dst: to.LocalAddr().Addr(), SrcPort: from.Port(), DstPort: to.LocalAddr().Port()})
+			b, err := pk.Append(nil, &wire.IPHeader{Src: from.Addr(), Dst: to.LocalAddr().Addr(), SrcPort: from.Port(), DstPort: to.LocalAddr().Port()})
 			if err != nil {
 				continue
 			}
 			to.rxMu.Lock()
-			to.handleFrame(b, from)
+			to.handle(b, from)
 			to.flush()
 			to.rxMu.Unlock()
 		}

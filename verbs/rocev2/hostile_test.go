@@ -327,7 +327,7 @@ func BenchmarkDropStranger(b *testing.B) {
 	}{{"not-the-peer", 0x22}, {"no-qp", 0x33}} {
 		b.Run(c.name, func(b *testing.B) {
 			pk := wire.Packet{BTH: wire.BTH{Opcode: wire.RCWriteOnly, DestQP: c.qpn, PKey: wire.DefaultPKey}, RETH: wire.RETH{DMALen: 64}, Payload: make([]byte, 64)}
-			d, err := pk.Append(make([]byte, wire.ICRCHeadroom), &wire.IPHeader{Src: from.Addr(), Dst: tb.LocalAddr().Addr(), SrcPort: from.Port(), DstPort: tb.LocalAddr().Port()})
+			d, err := pk.Append(nil, &wire.IPHeader{Src: from.Addr(), Dst: tb.LocalAddr().Addr(), SrcPort: from.Port(), DstPort: tb.LocalAddr().Port()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -335,7 +335,7 @@ func BenchmarkDropStranger(b *testing.B) {
 			defer tb.rxMu.Unlock()
 			b.ReportAllocs()
 			for b.Loop() {
-				tb.handleFrame(d, from)
+				tb.handle(d, from)
 			}
 		})
 	}

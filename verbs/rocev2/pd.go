@@ -98,11 +98,10 @@ func (q *qp) localInvalidate(key uint32) bool {
 }
 
 // localSegs resolves a local gather or scatter list through the device's
-// keys (swhca.LocalSegs), appending the segments to out, which a caller
-// passes from its stack so that a WR's usual one or two segments cost no
-// allocation; the segments are meaningful only when it reports true.
-func localSegs(d *device, p *swhca.PD, sgl []verbs.SGE, need verbs.Access, out [][]byte) ([][]byte, bool) {
-	return swhca.LocalSegs(d.mrByKey, p, sgl, need, out)
+// keys (swhca.LocalSegs); the segments are meaningful only when it
+// reports true.
+func localSegs(d *device, p *swhca.PD, sgl []verbs.SGE, need verbs.Access) ([][]byte, bool) {
+	return swhca.LocalSegs(d.mrByKey, p, sgl, need, nil)
 }
 
 // copySegs copies the bytes of src, in order, into the segments of dst

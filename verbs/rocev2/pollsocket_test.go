@@ -16,8 +16,7 @@ import (
 // pollers spin, and checks that polling the CQs alone moves a SEND and its
 // ACK: the responder's receive completes with the data, then the
 // requester's send. It then checks the bound on the system calls: polls
-// of an empty CQ read the socket once every PollEvery polls while packets
-// move, and ever more rarely while none do.
+// of an empty CQ read the socket once every PollEvery polls.
 func TestPollReceivesWithoutReceiveGoroutine(t *testing.T) {
 	p := newProvider(t)
 	devs, _ := p.Devices()
@@ -72,43 +71,20 @@ func TestPollReceivesWithoutReceiveGoroutine(t *testing.T) {
 		}
 	}
 
-	// Polls of an idle CQ read ever more rarely: the reads that find
-	// nothing double the polls until the next, up to PollMaxEvery.
-	st := func() rocev2.Stats { return p.Transport(0).Stats() }
-	poll := func(polls int) {
-		for range polls {
-			if n, err := a.cq.Poll(wc); err != nil || n != 0 {
-				t.Fatalf("Poll of an idle CQ: %d, %v", n, err)
-			}
+	before, emptyBefore := p.Transport(0).Stats().PollReads, p.Transport(0).Stats().EmptyReads
+	const rounds = 10
+	for range rounds * rocev2.PollEvery {
+		if n, err := a.cq.Poll(wc); err != nil || n != 0 {
+			t.Fatalf("Poll of an idle CQ: %d, %v", n, err)
 		}
 	}
-	before, emptyBefore := st().PollReads, st().EmptyReads
-	const polls = 20 * rocev2.PollMaxEvery
-	poll(polls)
-	reads := st().PollReads - before
-	// At most one read per doubling from PollEvery to PollMaxEvery, then
-	// one per PollMaxEvery polls.
-	doublings := 0
-	for w := rocev2.PollEvery; w < rocev2.PollMaxEvery; w *= 2 {
-		doublings++
+	if got := p.Transport(0).Stats().PollReads - before; got != rounds {
+		t.Errorf("%d empty polls read the socket %d times, want %d (one in %d)",
+			rounds*rocev2.PollEvery, got, rounds, rocev2.PollEvery)
 	}
-	if most := uint64(doublings + polls/rocev2.PollMaxEvery + 1); reads == 0 || reads > most {
-		t.Errorf("%d empty polls read the socket %d times, want 1 to %d", polls, reads, most)
-	}
-	// Each of those reads found nothing.
-	if got := st().EmptyReads - emptyBefore; got != reads {
-		t.Errorf("%d reads of an idle socket counted %d empty", reads, got)
-	}
-	// A packet sent brings the reads back to one in PollEvery polls: its
-	// answer is what a poll waits for.
-	if _, err := a.qp.PostSend([]verbs.SendWR{{ID: 3, Opcode: verbs.OpWrite,
-		SGL:  []verbs.SGE{{Addr: a.mr.Addr(), Length: 8, LKey: a.mr.LKey()}},
-		RDMA: verbs.RDMA{RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}}}); err != nil {
-		t.Fatal(err)
-	}
-	before = st().PollReads
-	poll(rocev2.PollEvery)
-	if got := st().PollReads - before; got != 1 {
-		t.Errorf("%d polls after a send read the socket %d times, want 1", rocev2.PollEvery, got)
+	// Each of those reads found nothing; the receive goroutine's may add
+	// to them.
+	if got := p.Transport(0).Stats().EmptyReads - emptyBefore; got < rounds {
+		t.Errorf("%d reads of an idle socket counted %d empty, want at least %d", rounds, got, rounds)
 	}
 }

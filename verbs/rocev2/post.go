@@ -1,8 +1,6 @@
 package rocev2
 
 import (
-	"slices"
-
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
 	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
@@ -83,13 +81,12 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 		if wr.Opcode == verbs.OpRead || wr.Opcode.IsAtomic() {
 			need = verbs.AccessLocalWrite
 		}
-		var room [2][]byte
-		segs, ok := localSegs(q.dev, q.pd, wr.SGL, need, room[:0])
+		segs, ok := localSegs(q.dev, q.pd, wr.SGL, need)
 		switch {
 		case !ok:
 			lerr = verbs.WCLocProtErr
 		case len(segs) > 1 && (wr.Opcode == verbs.OpRead):
-			data, scatter = make([]byte, wr.Length()), slices.Clone(segs)
+			data, scatter = make([]byte, wr.Length()), segs
 		default:
 			data = gather(segs)
 		}
@@ -106,8 +103,7 @@ func (q *qp) postOneLocked(i int, wr *verbs.SendWR, flush bool) error {
 			remoteQPN: wr.UD.RemoteQPN & wire.Mask24, remoteQKey: wr.UD.RemoteQKey, seq: seq})
 		return nil
 	}
-	w := newSendWQE()
-	*w = sendWQE{id: wr.ID, op: wr.Opcode, data: data, scatter: scatter, localErr: lerr, seq: seq,
+	w := &sendWQE{id: wr.ID, op: wr.Opcode, data: data, scatter: scatter, localErr: lerr, seq: seq,
 		signaled: signaled, solicited: wr.Flags&verbs.SendSolicited != 0, imm: wr.Imm}
 	switch {
 	case wr.Opcode.IsAtomic():

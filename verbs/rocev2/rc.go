@@ -3,7 +3,6 @@ package rocev2
 import (
 	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/verbsrt/verbsrt/internal/lockrank"
@@ -173,48 +172,6 @@ type sendWQE struct {
 
 func (w *sendWQE) lastPSN() wire.PSN { return w.psn.Add(w.npkts - 1) }
 
-// wqePool recycles the sendWQEs of completed work requests, so that a
-// stream of posts allocates none in steady state. A WQE is put back once
-// it has left the send queue and its completion was built, when nothing
-// refers to it.
-var wqePool = sync.Pool{New: func() any { return new(sendWQE) }}
-
-func newSendWQE() *sendWQE { return wqePool.Get().(*sendWQE) }
-
-// freeSendWQE returns w to wqePool, cleared so that it keeps no buffer.
-func freeSendWQE(w *sendWQE) {
-	*w = sendWQE{}
-	wqePool.Put(w)
-}
-
-// push appends v to the queue q, a slice whose head is popped by
-// reslicing, reusing its array's popped front: once q reaches the array's
-// end with at least half of it free, push moves q back to the start of
-// the array, base, instead of growing it, so that a queue that stays
-// within a size allocates nothing. base is the start of q's array, which
-// push keeps.
-func push[T any](q []T, base *[]T, v T) []T {
-	if len(q) == cap(q) {
-		if b := (*base)[:cap(*base)]; len(b) > 0 && len(q) <= len(b)/2 {
-			n := copy(b, q)
-			clear(b[n:])
-			q = b[:n]
-		} else {
-			q = append(q, v)
-			*base = q[:0]
-			return q
-		}
-	}
-	return append(q, v)
-}
-
-// pop removes the head of q, clearing its slot.
-func pop[T any](q []T) []T {
-	var zero T
-	q[0] = zero
-	return q[1:]
-}
-
 // responded reports whether w is done at the responder as far as the
 // requester can tell: a READ or an atomic needs its response, anything
 // else only an ACK.
@@ -261,10 +218,6 @@ type rcQP struct {
 	mu     lockrank.Mutex[lockrank.RoCEReceiver]
 	failed bool         // the QP is in ERR
 	out    []completion // completions to deliver once mu is released
-	// spare is the array out used before, back from delivery, which out
-	// takes next, so that delivering allocates nothing; guarded by
-	// deliverMu.
-	spare []completion
 	// deliverMu is taken before mu is released and held while the
 	// completions gathered under mu are delivered, so that two goroutines
 	// that released mu one after the other deliver in that order.
@@ -272,19 +225,11 @@ type rcQP struct {
 	tx        wire.Packet   // scratch for the packet being built
 	batching  bool          // send collects packets in pkts (batch)
 	pkts      []wire.Packet // packets of the batch being built
-	// timer is the QP's one timer, the ACK timer or the RNR timer as
-	// timerKind says, reset rather than made anew when the Clock's timers
-	// have Reset. timerAt is when it is due: a firing that finds the kind
-	// none or the time before timerAt is a stale one, of a timer stopped
-	// or reset while it fired, and does nothing.
-	timer     Timer
-	timerKind timerKind
-	timerAt   time.Time
-	rnrPSN    wire.PSN // where the RNR timer resumes
+	timer     Timer         // the ACK timer or the RNR timer
+	tgen      uint64        // generation of timer, so a stale firing is ignored
 
 	// Requester.
 	sq         []*sendWQE // posted and not completed, oldest first
-	sqBase     []*sendWQE // the start of sq's array (push)
 	next       int        // index in sq of the WQE sent next
 	nextPkt    int        // its packet (or, for a Read, response packet) index
 	sndPSN     wire.PSN   // PSN of the next packet to send
@@ -304,7 +249,6 @@ type rcQP struct {
 
 	// Responder.
 	rq         []recvWQE
-	rqBase     []recvWQE // the start of rq's array (push)
 	ePSN       wire.PSN
 	msn        uint32
 	nakSent    bool // a NAK for ePSN went out; later packets are dropped silently
@@ -361,21 +305,17 @@ func (q *rcQP) barrier() {
 	q.mu.Unlock()
 }
 
-// unlock releases mu and delivers the completions gathered under it. The
-// two arrays of completions alternate: out gathers into one while the
-// other is delivered, and comes back as spare once it was.
+// unlock releases mu and delivers the completions gathered under it.
 func (q *rcQP) unlock() {
-	if len(q.out) == 0 {
+	out := q.out
+	q.out = nil
+	if len(out) == 0 {
 		q.mu.Unlock()
 		return
 	}
 	q.deliverMu.Lock()
-	out := q.out
-	q.out, q.spare = q.spare[:0], nil
 	q.mu.Unlock()
 	deliver(&q.cfg.Deliver, q.cfg.Complete, out)
-	clear(out)
-	q.spare = out[:0]
 	q.deliverMu.Unlock()
 }
 
@@ -431,7 +371,7 @@ func (q *rcQP) postSend(w *sendWQE) error {
 		w.npkts = 0 // a local operation: no packet, no PSN
 	}
 	q.tailPSN = q.tailPSN.Add(w.npkts)
-	q.sq = push(q.sq, &q.sqBase, w)
+	q.sq = append(q.sq, w)
 	q.pump()
 	return nil
 }
@@ -444,7 +384,7 @@ func (q *rcQP) postRecv(r recvWQE) error {
 		q.addWC(verbs.WC{WRID: r.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}, 0, false)
 		return nil
 	}
-	q.rq = push(q.rq, &q.rqBase, r)
+	q.rq = append(q.rq, r)
 	return nil
 }
 
@@ -518,61 +458,32 @@ func (q *rcQP) sendAck(s wire.Syndrome, psn wire.PSN) {
 	q.send(&q.tx)
 }
 
-// timerKind is what the QP's timer does when it fires.
-type timerKind uint8
-
-const (
-	timerNone timerKind = iota // not armed
-	timerAck                   // the local ACK timeout (ackTimeout)
-	timerRNR                   // the RNR delay is over: resume at rnrPSN
-)
-
-// resetter is a Timer that can be rearmed, as *time.Timer and
-// ManualClock's timers can.
-type resetter interface {
-	Reset(d time.Duration) bool
-}
-
-// armTimer (re)starts the QP's timer for d, to do kind when it fires.
-func (q *rcQP) armTimer(d time.Duration, kind timerKind) {
+// armTimer (re)starts the QP's timer for d; f runs under mu if the timer
+// is still the current one when it fires.
+func (q *rcQP) armTimer(d time.Duration, f func()) {
 	q.stopTimer()
 	if d <= 0 {
 		return
 	}
-	q.timerKind = kind
-	q.timerAt = q.cfg.Clock.Now().Add(d)
-	if r, ok := q.timer.(resetter); ok {
-		r.Reset(d)
-		return
-	}
-	q.timer = q.cfg.Clock.AfterFunc(d, q.fire)
+	q.tgen++
+	gen := q.tgen
+	q.timer = q.cfg.Clock.AfterFunc(d, func() {
+		q.mu.Lock()
+		defer q.unlock()
+		if gen != q.tgen || q.failed {
+			return
+		}
+		q.timer = nil
+		f()
+	})
 }
 
-// stopTimer disarms the QP's timer.
 func (q *rcQP) stopTimer() {
-	if q.timerKind != timerNone {
+	if q.timer != nil {
 		q.timer.Stop()
-		q.timerKind = timerNone
+		q.timer = nil
 	}
-}
-
-// fire is the QP's timer callback: under mu, unless the QP failed or the
-// firing is stale, it does what the timer was armed for.
-func (q *rcQP) fire() {
-	q.mu.Lock()
-	defer q.unlock()
-	kind := q.timerKind
-	if kind == timerNone || q.failed || q.cfg.Clock.Now().Before(q.timerAt) {
-		return
-	}
-	q.timerKind = timerNone
-	switch kind {
-	case timerAck:
-		q.ackTimeout()
-	case timerRNR:
-		q.rnrWait = false
-		q.goBack(q.rnrPSN)
-	}
+	q.tgen++
 }
 
 // fail moves the QP to ERR: the oldest WQE completes with status, the
@@ -592,9 +503,7 @@ func (q *rcQP) failAs(status verbs.WCStatus, responder bool) {
 			s = status
 		}
 		q.addWC(verbs.WC{WRID: w.id, Status: s, QPNum: q.cfg.QPN}, w.seq, false)
-		freeSendWQE(w)
 	}
-	clear(q.sq)
 	q.sq = nil
 	if q.cur.active && q.cur.send {
 		q.addWC(verbs.WC{WRID: q.cur.rwqe.id, Status: verbs.WCWRFlushErr, QPNum: q.cfg.QPN}, 0, false)

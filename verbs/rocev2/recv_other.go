@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-
-	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 )
 
 // canPollSocket: Go's net API cannot tell "nothing queued" without
@@ -15,27 +13,26 @@ import (
 // reads.
 const canPollSocket = false
 
-// reader is the receive goroutine's buffer; read never finds anything.
+// reader is the receive goroutine's buffer; tryRead never finds anything.
 type reader struct {
 	c   *net.UDPConn
-	buf []byte // frameLen: wire.ICRCHeadroom, then the datagram
+	buf []byte
 }
 
-func newReader(c *net.UDPConn) (*reader, error) {
-	return &reader{c: c, buf: make([]byte, frameLen)}, nil
+func newReader(c *net.UDPConn) (reader, error) {
+	return reader{c: c, buf: make([]byte, maxPacket)}, nil
 }
 
-func (r *reader) batch() int              { return 1 }
-func (r *reader) read(int) (int, error)   { return 0, nil }
-func (r *reader) frame(int) []byte        { return nil }
-func (r *reader) from(int) netip.AddrPort { return netip.AddrPort{} }
+func (r *reader) tryRead() (b []byte, from netip.AddrPort, ok bool, err error) {
+	return nil, from, false, nil
+}
 
 // receive reads datagrams until the socket closes, each a burst of its
 // own: ACKs are not coalesced across datagrams.
 func (t *Transport) receive() {
 	defer close(t.done)
 	for {
-		n, from, err := t.rd.c.ReadFromUDPAddrPort(t.rd.buf[wire.ICRCHeadroom:])
+		n, from, err := t.rd.c.ReadFromUDPAddrPort(t.rd.buf)
 		if err != nil {
 			if t.closed.Load() || t.rxStop.Load() || errors.Is(err, net.ErrClosed) {
 				return
@@ -44,7 +41,7 @@ func (t *Transport) receive() {
 		}
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 		t.rxMu.Lock()
-		t.handleFrame(t.rd.buf[:wire.ICRCHeadroom+n], from)
+		t.handle(t.rd.buf[:n], from)
 		t.flush()
 		t.rxMu.Unlock()
 	}

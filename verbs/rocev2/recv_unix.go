@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
-
-	"github.com/verbsrt/verbsrt/verbs/rocev2/wire"
 )
 
 // canPollSocket: a read can tell "nothing queued" without waiting.
@@ -19,62 +17,48 @@ const canPollSocket = true
 // tried. It reads through RawConn.Control, which takes no read lock of the
 // descriptor, so a read from pollSocket never waits behind the receive
 // goroutine parked in RawConn.Read; the socket is non-blocking (Go opens
-// it so), and rxMu orders the readers. It reads up to readBatch datagrams
-// a system call (recvmmsg where the platform has it) into frames made
-// once, and allocates nothing.
+// it so), and rxMu orders the readers.
 type reader struct {
-	rc     syscall.RawConn
-	frames [][]byte // frameLen each: wire.ICRCHeadroom, then the datagram
-	lens   []int    // the datagrams' lengths, of the last read
-	froms  []netip.AddrPort
-	sys    readSys // the platform's system call arguments
-	fn     func(fd uintptr)
-	want   int   // the datagrams the read asks for
-	n      int   // and those it got
-	err    error // its error
+	rc  syscall.RawConn
+	buf []byte
 }
 
-func newReader(c *net.UDPConn) (*reader, error) {
+func newReader(c *net.UDPConn) (reader, error) {
 	rc, err := c.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	r := &reader{rc: rc, frames: make([][]byte, readBatch), lens: make([]int, readBatch),
-		froms: make([]netip.AddrPort, readBatch)}
-	for i := range r.frames {
-		r.frames[i] = make([]byte, frameLen)
-	}
-	r.sys.init(r)
-	r.fn = r.readSys
-	return r, nil
+	return reader{rc: rc, buf: make([]byte, maxPacket)}, err
 }
 
-// batch is how many datagrams a read may return.
-func (r *reader) batch() int { return len(r.frames) }
-
-// read reads up to want datagrams (at most batch) without waiting, and
-// returns how many it got: 0 when none is queued.
-func (r *reader) read(want int) (int, error) {
-	r.want, r.n, r.err = min(max(want, 1), len(r.frames)), 0, nil
-	err := r.rc.Control(r.fn)
+// tryRead returns the next datagram and its source, or ok false when none
+// is queued. b is valid until the next call.
+func (r *reader) tryRead() (b []byte, from netip.AddrPort, ok bool, err error) {
+	var n int
+	var sa syscall.Sockaddr
+	var rerr error
+	err = r.rc.Control(func(fd uintptr) {
+		for {
+			n, sa, rerr = syscall.Recvfrom(int(fd), r.buf, 0)
+			if rerr != syscall.EINTR {
+				return
+			}
+		}
+	})
 	if err == nil {
-		err = r.err
+		err = rerr
 	}
 	switch {
-	case r.n > 0:
-		return r.n, nil // an error after some datagrams comes back on the next read
 	case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
-		return 0, nil
+		return nil, from, false, nil
+	case err != nil:
+		return nil, from, false, err
 	}
-	return 0, err
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet6:
+		from = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	case *syscall.SockaddrInet4:
+		from = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	}
+	return r.buf[:n], from, true, nil
 }
-
-// frame returns the i-th datagram of the last read, after its
-// wire.ICRCHeadroom bytes of scratch; valid until the next read.
-func (r *reader) frame(i int) []byte { return r.frames[i][:wire.ICRCHeadroom+r.lens[i]] }
-
-// from returns the source of the i-th datagram of the last read.
-func (r *reader) from(i int) netip.AddrPort { return r.froms[i] }
 
 // receive is the transport's receive goroutine: it waits in Go's network
 // poller until the socket is readable, then takes rxMu and drains the

@@ -35,12 +35,11 @@ func (q *rcQP) pump() {
 				q.fail(verbs.WCLocProtErr)
 				return
 			}
-			q.sq = pop(q.sq)
+			q.sq = q.sq[1:]
 			if w.signaled {
 				q.addWC(verbs.WC{WRID: w.id, Status: verbs.WCSuccess, Opcode: verbs.WCLocalInv,
 					QPNum: q.cfg.QPN}, w.seq, false)
 			}
-			freeSendWQE(w)
 			continue
 		}
 		if q.cfg.UC {
@@ -88,8 +87,8 @@ func (q *rcQP) pump() {
 	if q.sndPSN.After(q.maxPSN) {
 		q.maxPSN = q.sndPSN
 	}
-	if q.timerKind == timerNone && q.maxPSN != q.una {
-		q.armTimer(q.cfg.Timeout, timerAck)
+	if q.timer == nil && q.maxPSN != q.una {
+		q.armTimer(q.cfg.Timeout, q.ackTimeout)
 	}
 }
 
@@ -280,7 +279,7 @@ func (q *rcQP) acknowledge(psn wire.PSN) bool {
 			una = w.psn.Add(w.readRecv)
 			break
 		}
-		q.sq = pop(q.sq)
+		q.sq = q.sq[1:]
 		q.next--
 		if w.scatter != nil {
 			copySegs(w.scatter, w.data)
@@ -289,7 +288,6 @@ func (q *rcQP) acknowledge(psn wire.PSN) bool {
 			q.addWC(verbs.WC{WRID: w.id, Status: verbs.WCSuccess,
 				Opcode: verbs.WCOpcodeOf(w.op), ByteLen: uint32(len(w.data)), QPNum: q.cfg.QPN}, w.seq, false)
 		}
-		freeSendWQE(w)
 		progress = true
 	}
 	if una.After(q.una) && !una.After(q.maxPSN) {
@@ -314,7 +312,7 @@ func (q *rcQP) acknowledge(psn wire.PSN) bool {
 		q.rnrRetries = q.cfg.RNRRetry
 		q.stopTimer()
 		if q.maxPSN != q.una {
-			q.armTimer(q.cfg.Timeout, timerAck)
+			q.armTimer(q.cfg.Timeout, q.ackTimeout)
 		}
 	}
 	return progress
@@ -368,8 +366,10 @@ func (q *rcQP) requesterReceive(p *wire.Packet) {
 			q.rnrRetries--
 		}
 		q.rnrWait = true
-		q.rnrPSN = psn
-		q.armTimer(wire.RNRTimer(s.Value()), timerRNR)
+		q.armTimer(wire.RNRTimer(s.Value()), func() {
+			q.rnrWait = false
+			q.goBack(psn)
+		})
 	case s.IsNAK():
 		if !q.outstanding(psn) {
 			return
@@ -436,7 +436,7 @@ func (q *rcQP) readResponse(p *wire.Packet) {
 	} else {
 		// Progress on a long read keeps the ACK timer from firing.
 		q.retries = q.cfg.RetryCnt
-		q.armTimer(q.cfg.Timeout, timerAck)
+		q.armTimer(q.cfg.Timeout, q.ackTimeout)
 	}
 	q.pump()
 }

@@ -183,7 +183,7 @@ func (q *rcQP) takeRecv() (recvWQE, bool) {
 		return recvWQE{}, false
 	}
 	r := q.rq[0]
-	q.rq = pop(q.rq)
+	q.rq = q.rq[1:]
 	return r, true
 }
 

@@ -23,7 +23,7 @@ func TestSendmmsgWritesAll(t *testing.T) {
 		}
 		out = append(out, outPacket{b.LocalAddr(), p})
 	}
-	if n, err := a.sendmmsg(new(mmsgSend), out); n != 3 || err != nil {
+	if n, err := a.sendmmsg(out); n != 3 || err != nil {
 		t.Fatalf("sendmmsg wrote %d of 3: %v", n, err)
 	}
 	r.wait(t, 3)

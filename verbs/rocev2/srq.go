@@ -1,8 +1,6 @@
 package rocev2
 
 import (
-	"slices"
-
 	"github.com/verbsrt/verbsrt/internal/lockrank"
 	"github.com/verbsrt/verbsrt/verbs"
 	"github.com/verbsrt/verbsrt/verbs/internal/swhca"
@@ -127,8 +125,7 @@ func (s *srq) Close() error {
 // bytes, so the message meant for it fails with a length error.
 func resolveRecv(d *device, p *swhca.PD, wr *verbs.RecvWR) recvWQE {
 	r := recvWQE{id: wr.ID}
-	var room [2][]byte
-	segs, ok := localSegs(d, p, wr.SGL, verbs.AccessLocalWrite, room[:0])
+	segs, ok := localSegs(d, p, wr.SGL, verbs.AccessLocalWrite)
 	switch {
 	case !ok:
 		r.buf = []byte{}
@@ -139,7 +136,7 @@ func resolveRecv(d *device, p *swhca.PD, wr *verbs.RecvWR) recvWQE {
 		for _, s := range segs {
 			n += len(s)
 		}
-		r.buf, r.scatter = make([]byte, n), slices.Clone(segs)
+		r.buf, r.scatter = make([]byte, n), segs
 	}
 	return r
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/verbsrt/verbsrt/internal/lockrank"
 )
@@ -72,16 +71,11 @@ type Transport struct {
 	// them in the order it received them. It ranks before a Receiver's
 	// own lock, and that before mu (internal/lockrank).
 	rxMu    lockrank.Mutex[lockrank.RoCERx]
-	rd      *reader     // its buffers guarded by rxMu where pollSocket reads (unix)
-	rxPkt   wire.Packet // guarded by rxMu: the packet being handled
-	touched []Receiver  // guarded by rxMu: got packets since the last flush
-	// pollSocket's pacing (pollSocket): the calls since its last read,
-	// the calls its next read waits for, and the packets the transport had
-	// sent at its last read.
-	idle     atomic.Uint64
-	pollWait atomic.Uint64
-	pollMark atomic.Uint64
-	rxStop   atomic.Bool // the receive goroutine ends at its next wake-up (tests)
+	rd      reader        // its buffer guarded by rxMu where pollSocket reads (unix)
+	rxPkt   wire.Packet   // guarded by rxMu: the packet being handled
+	touched []Receiver    // guarded by rxMu: got packets since the last flush
+	idle    atomic.Uint64 // pollSocket's calls, to read on every pollEvery-th
+	rxStop  atomic.Bool   // the receive goroutine ends at its next wake-up (tests)
 
 	mu        lockrank.Mutex[lockrank.RoCETransport] // guards receivers and faults
 	receivers map[uint32]registered
@@ -96,9 +90,7 @@ type Transport struct {
 	}
 	closed atomic.Bool
 	done   chan struct{}
-	// batches holds txBatch scratch, so that sending allocates nothing
-	// once each sending goroutine has one.
-	batches sync.Pool
+	bufs   sync.Pool
 }
 
 // Stats counts a Transport's packets.
@@ -160,19 +152,13 @@ func Listen(cfg TransportConfig) (*Transport, error) {
 		t.clock = SystemClock{}
 	}
 	t.local = netip.AddrPortFrom(a, uint16(conn.LocalAddr().(*net.UDPAddr).Port))
-	t.batches.New = func() any { return new(txBatch) }
+	t.bufs.New = func() any { b := make([]byte, 0, maxPacket); return &b }
 	go t.receive()
 	return t, nil
 }
 
 // maxPacket is the largest UDP payload the transport sends or receives.
 const maxPacket = wire.BTHLen + wire.RETHLen + wire.ImmDtLen + wire.MaxPayload + wire.ICRCLen + 64
-
-// frameLen is a packet buffer's size: the ICRC's scratch
-// (wire.ICRCHeadroom), then the packet. A packet is encoded, and received,
-// after the scratch, so that its ICRC is computed in one pass over the
-// buffer with no copy.
-const frameLen = wire.ICRCHeadroom + maxPacket
 
 // LocalAddr is the address and port peers send to.
 func (t *Transport) LocalAddr() netip.AddrPort { return t.local }
@@ -264,67 +250,64 @@ func (t *Transport) header(from, to netip.AddrPort) wire.IPHeader {
 // Send encodes p, seals its ICRC for the path from this transport to
 // `to`, and sends it, unless an injected fault says otherwise.
 func (t *Transport) Send(to netip.AddrPort, p *wire.Packet) error {
-	return t.SendBatch(to, unsafe.Slice(p, 1))
-}
-
-// txBatch is the scratch of one SendBatch: the encoded frames, what the
-// fault rules make of them, and the platform's system call arguments. It
-// is reused, its slices growing to the largest batch sent.
-type txBatch struct {
-	frames [][]byte // each frameLen long: wire.ICRCHeadroom, then the packet
-	out    []outPacket
-	hits   []hitCall
-	mm     mmsgSend
-}
-
-// frame returns the batch's i-th frame buffer, made the first time.
-func (x *txBatch) frame(i int) []byte {
-	for len(x.frames) <= i {
-		x.frames = append(x.frames, make([]byte, frameLen))
+	bp := t.bufs.Get().(*[]byte)
+	defer t.bufs.Put(bp)
+	h := t.header(t.local, to)
+	b, err := p.Append((*bp)[:0], &h)
+	if err != nil {
+		return err
 	}
-	return x.frames[i][:wire.ICRCHeadroom]
+	*bp = b[:0]
+	return t.transmit(to, p, b)
 }
 
 // SendBatch sends the packets of ps to `to`, in order, as Send would send
 // each, with as few system calls as the platform allows: one sendmmsg on
 // Linux (amd64, arm64) for the whole batch, what the fault rules leave of
-// it included. It allocates nothing in steady state.
+// it included.
 func (t *Transport) SendBatch(to netip.AddrPort, ps []wire.Packet) error {
-	x := t.batches.Get().(*txBatch)
+	if len(ps) == 1 {
+		return t.Send(to, &ps[0])
+	}
 	h := t.header(t.local, to)
-	out, hits := x.out[:0], x.hits[:0]
+	bufs := make([]*[]byte, 0, len(ps))
+	defer func() {
+		for _, bp := range bufs {
+			t.bufs.Put(bp)
+		}
+	}()
+	out := make([]outPacket, 0, len(ps))
+	var hits []hitCall
 	var err error
 	for i := range ps {
-		f, e := ps[i].Append(x.frame(i), nil)
+		bp := t.bufs.Get().(*[]byte)
+		bufs = append(bufs, bp)
+		b, e := ps[i].Append((*bp)[:0], &h)
 		if e != nil {
 			err = e
 			break
 		}
-		wire.SealICRCFramed(f, &h)
-		out, hits = t.decide(to, &ps[i], f[wire.ICRCHeadroom:], out, hits)
+		*bp = b[:0]
+		out, hits = t.decide(to, &ps[i], b, out, hits)
 	}
-	if e := t.writeMany(&x.mm, out); err == nil {
+	if e := t.writeMany(out); err == nil {
 		err = e
 	}
-	for _, c := range hits {
-		c.f(c.p)
+	for _, x := range hits {
+		x.f(x.p)
 	}
-	clear(out) // no packet stays referenced from the pool
-	clear(hits)
-	x.out, x.hits = out[:0], hits[:0]
-	t.batches.Put(x)
 	return err
 }
 
 // writeMany puts encoded packets on the wire, in order.
-func (t *Transport) writeMany(mm *mmsgSend, out []outPacket) error {
+func (t *Transport) writeMany(out []outPacket) error {
 	switch len(out) {
 	case 0:
 		return nil
 	case 1:
 		return t.write(out[0].to, out[0].b)
 	}
-	n, err := t.sendmmsg(mm, out)
+	n, err := t.sendmmsg(out)
 	t.stats.sent.Add(uint64(n))
 	for _, o := range out[n:] {
 		if e := t.write(o.to, o.b); err == nil {
@@ -343,63 +326,36 @@ func (t *Transport) write(to netip.AddrPort, b []byte) error {
 	return err
 }
 
-// pollEvery is how many calls of pollSocket make one read of the socket
-// while packets move, and pollMaxEvery how many at most while none do. A
-// read that finds nothing costs a system call, and a spinning poller
-// calls pollSocket as fast as it polls: reading on every pollEvery-th call
+// pollEvery is how many calls of pollSocket make one read of the socket.
+// A read that finds nothing costs a system call, and a spinning poller
+// calls pollSocket as fast as it polls; reading on every pollEvery-th call
 // bounds the system calls to a fraction of its polls, and a packet waits
 // for at most pollEvery-1 empty polls more than it would if every poll
-// read. Each read that finds nothing doubles the calls until the next, up
-// to pollMaxEvery, so that a poll spinning while no packet comes makes
-// empty reads in the logarithm of its polls rather than in proportion; a
-// read that finds packets brings them back to pollEvery, and so does a
-// packet sent since the last read, whose answer is what a poll waits for.
-const (
-	pollEvery    = 8
-	pollMaxEvery = 1024
-)
+// read.
+const pollEvery = 8
 
 // pollSocket is what an empty poll of a CQ of the transport's device
-// does: when its pacing says (pollEvery), unless the receive goroutine or
-// another poll is reading the socket, it reads what the socket holds
-// without waiting, at most pollBurst packets, and hands them to their
-// Receivers as the receive goroutine does, on the polling goroutine. It
-// makes receiving independent of the scheduler: the receive goroutine
-// waits in Go's network poller, which the scheduler consults only when it
-// runs out of goroutines to run, or from sysmon every 10 ms or so, and
-// pollers that spin (runtime.Gosched loops, locked threads) never let it
-// run out. Where the platform cannot read
-// without waiting (not unix) it does nothing. Safe for concurrent use; a
-// Receiver's lock must not be held.
+// does: on every pollEvery-th call (the first included), unless the
+// receive goroutine or another poll is reading the socket, it reads what
+// the socket holds without waiting, at most pollBurst packets, and hands
+// them to their Receivers as the receive goroutine does. It makes
+// receiving independent of the scheduler: the receive goroutine waits in
+// Go's network poller, which the scheduler consults only when it runs out
+// of goroutines to run, or from sysmon every 10 ms or so, and pollers that
+// spin (runtime.Gosched loops, locked threads) never let it run out.
+// Where the platform cannot read without waiting (not unix) it does
+// nothing. Safe for concurrent use; a Receiver's lock must not be held.
 func (t *Transport) pollSocket() {
-	if !canPollSocket || t.closed.Load() {
-		return
-	}
-	n := t.idle.Add(1)
-	wait := max(t.pollWait.Load(), 1)
-	sent := t.stats.sent.Load()
-	moved := sent != t.pollMark.Load()
-	if n < wait && (!moved || n < pollEvery) {
+	if !canPollSocket || (t.idle.Add(1)-1)%pollEvery != 0 || t.closed.Load() {
 		return
 	}
 	if !t.rxMu.TryLock() {
 		return // another reader has the socket, in order
 	}
-	t.idle.Store(0)
 	before := t.stats.received.Load()
 	t.stats.pollReads.Add(1)
 	t.drain(pollBurst)
-	got := t.stats.received.Load() - before
-	t.stats.pollPackets.Add(got)
-	switch {
-	case got > 0:
-		t.pollWait.Store(pollEvery)
-	case moved:
-		t.pollWait.Store(2 * pollEvery)
-	default:
-		t.pollWait.Store(min(2*wait, pollMaxEvery))
-	}
-	t.pollMark.Store(sent)
+	t.stats.pollPackets.Add(t.stats.received.Load() - before)
 	t.rxMu.Unlock()
 }
 
@@ -408,52 +364,32 @@ func (t *Transport) pollSocket() {
 // next poll or the receive goroutine.
 const pollBurst = 64
 
-// drain reads the packets the socket holds without waiting, in batches
-// (recvmmsg where the platform has it), at most max of them (0: until none
-// is left), hands each to its Receiver, then flushes the Receivers that
-// got one: a burst is acknowledged once. It reports whether it found the
-// socket empty, and a read's error other than "nothing queued". With a
-// bound (pollSocket), a batch shorter than asked for took all the socket
-// held, and counts as finding it empty without a read more, so that a
-// spinning poll makes no empty read where a packet came; without one (the
-// receive goroutine), it reads until a read finds nothing, which takes the
-// packets that came while it handled the batch into the same burst and
-// re-arms the poller's wake-up. A read that finds nothing is counted
-// (Stats.EmptyReads). t.rxMu must be held.
+// drain reads the packets the socket holds without waiting, at most max
+// of them (0: until none is left), hands each to its Receiver, then
+// flushes the Receivers that got one: a burst is acknowledged once. It
+// reports whether it found the socket empty, and a read's error other
+// than "nothing queued". t.rxMu must be held.
 func (t *Transport) drain(max int) (empty bool, err error) {
 	defer t.flush()
-	for n := 0; max == 0 || n < max; {
-		want := t.rd.batch()
-		if max > 0 {
-			want = min(want, max-n)
+	for n := 0; max == 0 || n < max; n++ {
+		b, from, ok, err := t.rd.tryRead()
+		if err != nil || !ok {
+			if err == nil {
+				t.stats.emptyReads.Add(1) // on the empty path only
+			}
+			return err == nil, err
 		}
-		k, err := t.rd.read(want)
-		if err != nil {
-			return false, err
-		}
-		if k == 0 {
-			t.stats.emptyReads.Add(1)
-			return true, nil
-		}
-		for i := range k {
-			t.handleFrame(t.rd.frame(i), t.rd.from(i))
-		}
-		n += k
-		if max > 0 && k < want {
-			return true, nil
-		}
+		t.handle(b, from)
 	}
 	return false, nil
 }
 
-// handleFrame hands the datagram in frame f (wire.ICRCHeadroom bytes of
-// scratch, then the datagram) from `from` to the Receiver of its
+// handle hands the datagram b from `from` to the Receiver of its
 // destination QP, after the checks that drop what is not for it, cheapest
 // first, so that a stranger's datagram costs a map lookup: long enough to
 // carry a BTH and an ICRC, a registered destination QP, a source the QP
 // admits, then the ICRC and the decoder. t.rxMu must be held.
-func (t *Transport) handleFrame(f []byte, from netip.AddrPort) {
-	b := f[wire.ICRCHeadroom:]
+func (t *Transport) handle(b []byte, from netip.AddrPort) {
 	if len(b) < wire.BTHLen+wire.ICRCLen {
 		t.stats.runt.Add(1)
 		return
@@ -471,7 +407,7 @@ func (t *Transport) handleFrame(f []byte, from netip.AddrPort) {
 		return
 	}
 	h := t.header(from, t.local)
-	if !wire.ICRCFramedValid(f, &h) {
+	if err := wire.CheckICRC(b, &h); err != nil {
 		t.stats.badICRC.Add(1)
 		return
 	}

@@ -61,22 +61,18 @@ type IPHeader struct {
 	SrcPort, DstPort uint16
 }
 
-// ICRCHeadroom is the scratch that SealICRCFramed and ICRCFramedValid
-// want before a packet: room for the 8 bytes of ones, an IPv6 header and a
-// UDP header, which they write there so that the CRC runs once, over one
-// contiguous range, with no copy of the packet and no buffer of its own.
-const ICRCHeadroom = len(icrcOnes) + ipv6HeaderLen + UDPHeaderLen
-
-// putPseudo writes steps 1 to 3 of the ICRC for h and a UDP datagram of
-// udpLen bytes at the end of f, ICRCHeadroom bytes long, and returns where
-// they start (an IPv4 header is shorter than an IPv6 one).
-func putPseudo(f []byte, h *IPHeader, udpLen int) int {
-	f = f[:ICRCHeadroom]
-	var start, ip int
+// ICRC computes the invariant CRC of udpPayload (the BTH through the pad,
+// without the ICRC itself) as carried by h. It returns the CRC register
+// value; PutICRC writes it in wire order.
+func ICRC(h *IPHeader, udpPayload []byte) uint32 {
+	if len(udpPayload) < BTHLen {
+		return 0
+	}
+	var pseudo [ipv6HeaderLen + UDPHeaderLen + BTHLen]byte
+	udpLen := UDPHeaderLen + len(udpPayload) + ICRCLen
+	var n int
 	if h.Src.Is4() || h.Src.Is4In6() {
-		start = ipv6HeaderLen - ipv4HeaderLen
-		ip = start + len(icrcOnes)
-		p := f[ip : ip+ipv4HeaderLen]
+		p := pseudo[:ipv4HeaderLen]
 		p[0] = 0x45
 		p[1] = 0xff // TOS, masked
 		binary.BigEndian.PutUint16(p[2:], uint16(ipv4HeaderLen+udpLen))
@@ -88,9 +84,9 @@ func putPseudo(f []byte, h *IPHeader, udpLen int) int {
 		s, d := h.Src.Unmap().As4(), h.Dst.Unmap().As4()
 		copy(p[12:], s[:])
 		copy(p[16:], d[:])
+		n = ipv4HeaderLen
 	} else {
-		ip = len(icrcOnes)
-		p := f[ip : ip+ipv6HeaderLen]
+		p := pseudo[:ipv6HeaderLen]
 		// version 6, then traffic class and flow label masked
 		p[0], p[1], p[2], p[3] = 0x6f, 0xff, 0xff, 0xff
 		binary.BigEndian.PutUint16(p[4:], uint16(udpLen))
@@ -99,62 +95,21 @@ func putPseudo(f []byte, h *IPHeader, udpLen int) int {
 		s, d := h.Src.As16(), h.Dst.As16()
 		copy(p[8:], s[:])
 		copy(p[24:], d[:])
+		n = ipv6HeaderLen
 	}
-	copy(f[start:], icrcOnes[:])
-	u := f[ICRCHeadroom-UDPHeaderLen:]
+	u := pseudo[n : n+UDPHeaderLen]
 	binary.BigEndian.PutUint16(u[0:], h.SrcPort)
 	binary.BigEndian.PutUint16(u[2:], h.DstPort)
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
 	u[6], u[7] = 0xff, 0xff // UDP checksum, masked
-	return start
-}
+	n += UDPHeaderLen
+	copy(pseudo[n:], udpPayload[:BTHLen])
+	pseudo[n+4] = 0xff // FECN, BECN, reserved
+	n += BTHLen
 
-// ICRC computes the invariant CRC of udpPayload (the BTH through the pad,
-// without the ICRC itself) as carried by h. It returns the CRC register
-// value; PutICRC writes it in wire order.
-func ICRC(h *IPHeader, udpPayload []byte) uint32 {
-	if len(udpPayload) < BTHLen {
-		return 0
-	}
-	var pseudo [ICRCHeadroom + BTHLen]byte
-	start := putPseudo(pseudo[:], h, UDPHeaderLen+len(udpPayload)+ICRCLen)
-	copy(pseudo[ICRCHeadroom:], udpPayload[:BTHLen])
-	pseudo[ICRCHeadroom+4] = 0xff // FECN, BECN, reserved
-	crc := crc32.Update(0, crc32.IEEETable, pseudo[start:])
+	crc := crc32.Update(0, crc32.IEEETable, icrcOnes[:])
+	crc = crc32.Update(crc, crc32.IEEETable, pseudo[:n])
 	return crc32.Update(crc, crc32.IEEETable, udpPayload[BTHLen:])
-}
-
-// icrcFramed is ICRC for the packet f[ICRCHeadroom:len(f)-ICRCLen],
-// writing steps 1 to 3 into f[:ICRCHeadroom] and masking the BTH's byte 4
-// in place for the one pass of the CRC (it is restored after).
-func icrcFramed(f []byte, h *IPHeader) uint32 {
-	start := putPseudo(f, h, UDPHeaderLen+len(f)-ICRCHeadroom)
-	b4 := &f[ICRCHeadroom+4]
-	saved := *b4
-	*b4 = 0xff // FECN, BECN, reserved
-	crc := crc32.ChecksumIEEE(f[start : len(f)-ICRCLen])
-	*b4 = saved
-	return crc
-}
-
-// SealICRCFramed writes the ICRC of the encoded packet f[ICRCHeadroom:]
-// (whose last four bytes are the ICRC's place) for the headers h, as
-// SealICRC does; f[:ICRCHeadroom] is scratch it overwrites.
-func SealICRCFramed(f []byte, h *IPHeader) {
-	if len(f) < ICRCHeadroom+BTHLen+ICRCLen {
-		return
-	}
-	PutICRC(f[len(f)-ICRCLen:], icrcFramed(f, h))
-}
-
-// ICRCFramedValid reports whether the ICRC of the encoded packet
-// f[ICRCHeadroom:] matches the headers h, as CheckICRC does without
-// building an error; f[:ICRCHeadroom] is scratch it overwrites.
-func ICRCFramedValid(f []byte, h *IPHeader) bool {
-	if len(f) < ICRCHeadroom+BTHLen+ICRCLen {
-		return false
-	}
-	return GetICRC(f[len(f)-ICRCLen:]) == icrcFramed(f, h)
 }
 
 // PutICRC writes crc in the ICRC's wire order.

@@ -1,5 +1,0 @@
-//go:build race
-
-package rocev2_test
-
-const raceEnabled = true
