@@ -344,34 +344,18 @@ func acceptUntilClosed(ln *runtime.Listener) {
 
 // TestClosedListenerTakesNoConnection: once Accept has returned ErrClosed,
 // or a second Close has, the listening socket is closed: a TCP client
-// that connects then is refused, as by a net.Listener after Close. Each
-// round closes a listener while an Accept waits on it, from another
-// goroutine, and connects the moment Accept returns.
+// that connects then is refused, as by a net.Listener after Close.
 func TestClosedListenerTakesNoConnection(t *testing.T) {
 	rt := newRuntime(t)
-	for round := range 200 {
+	hostile.ClosedListenerTakesNoConnection(t, func() (string, func() error, func() error) {
 		ln, err := rt.Listen("127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := ln.Addr().String()
-		accepted := make(chan error, 1)
-		go func() {
+		accept := func() error {
 			_, err := ln.Accept(context.Background())
-			accepted <- err
-		}()
-		closed := make(chan error, 1)
-		go func() { closed <- ln.Close() }()
-		if err := <-accepted; !errors.Is(err, runtime.ErrClosed) {
-			t.Fatalf("round %d: Accept during Close: %v, want ErrClosed", round, err)
+			return err
 		}
-		hostile.RefusesTCP(t, addr, fmt.Sprintf("round %d, after Accept returned ErrClosed", round))
-		if err := ln.Close(); !errors.Is(err, runtime.ErrClosed) {
-			t.Fatalf("round %d: second Close: %v, want ErrClosed", round, err)
-		}
-		hostile.RefusesTCP(t, addr, fmt.Sprintf("round %d, after a second Close returned", round))
-		if err := <-closed; err != nil {
-			t.Fatalf("round %d: Close: %v", round, err)
-		}
-	}
+		return ln.Addr().String(), accept, ln.Close
+	}, runtime.ErrClosed)
 }

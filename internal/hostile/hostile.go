@@ -2,6 +2,8 @@ package hostile
 
 import (
 	"crypto/rand"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -103,11 +105,40 @@ func NeedDescriptors(t testing.TB, n uint64) {
 	}
 }
 
-// RefusesTCP fails t when a TCP connection to addr, a listener's that
+// ClosedListenerTakesNoConnection checks that once Accept has returned,
+// or a second Close has, a listener's socket is closed: a TCP client that
+// connects then is refused, as by a net.Listener after Close. Each of its
+// rounds takes a new listener from listen (its address, its Accept and
+// its Close), closes it while an Accept waits on it, from another
+// goroutine, and connects the moment Accept returns; Accept and the
+// second Close must fail with an error matching closedErr.
+func ClosedListenerTakesNoConnection(t testing.TB, listen func() (addr string, accept, close func() error), closedErr error) {
+	t.Helper()
+	for round := range 200 {
+		addr, accept, close := listen()
+		accepted := make(chan error, 1)
+		go func() { accepted <- accept() }()
+		closed := make(chan error, 1)
+		go func() { closed <- close() }()
+		if err := <-accepted; !errors.Is(err, closedErr) {
+			t.Fatalf("round %d: Accept during Close: %v, want %v", round, err, closedErr)
+		}
+		refusesTCP(t, addr, fmt.Sprintf("round %d, after Accept returned", round))
+		if err := close(); !errors.Is(err, closedErr) {
+			t.Fatalf("round %d: second Close: %v, want %v", round, err, closedErr)
+		}
+		refusesTCP(t, addr, fmt.Sprintf("round %d, after a second Close returned", round))
+		if err := <-closed; err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+	}
+}
+
+// refusesTCP fails t when a TCP connection to addr, a listener's that
 // closed, is taken; when says at what point of the test. A socket that
 // connected to itself (the kernel chose the closed port as the client's
 // own) reached no listener and passes.
-func RefusesTCP(t testing.TB, addr, when string) {
+func refusesTCP(t testing.TB, addr, when string) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {

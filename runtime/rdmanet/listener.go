@@ -2,8 +2,8 @@ package rdmanet
 
 import (
 	"context"
+	"errors"
 	"net"
-	"sync"
 
 	"github.com/verbsrt/verbsrt/runtime"
 )
@@ -11,10 +11,7 @@ import (
 // Listener accepts Conns on a TCP address: each connection's handshake
 // (runtime.Runtime.Listen) makes an endpoint, and the endpoint a Conn.
 type Listener struct {
-	ln     *runtime.Listener
-	ctx    context.Context
-	cancel context.CancelFunc
-	once   sync.Once
+	ln *runtime.Listener
 }
 
 // Listen listens on the TCP address addr ("host:port"; port 0 picks one).
@@ -23,8 +20,7 @@ func Listen(rt *runtime.Runtime, addr string) (*Listener, error) {
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Listener{ln: ln, ctx: ctx, cancel: cancel}, nil
+	return &Listener{ln: ln}, nil
 }
 
 // Accept waits for the next connection. A client whose handshake fails (a
@@ -35,7 +31,7 @@ func Listen(rt *runtime.Runtime, addr string) (*Listener, error) {
 // error matching net.ErrClosed, on which servers such as net/http and
 // gRPC stop serving.
 func (l *Listener) Accept() (net.Conn, error) {
-	ep, err := l.ln.Accept(l.ctx)
+	ep, err := l.ln.Accept(context.Background())
 	if err != nil {
 		return nil, &net.OpError{Op: "accept", Net: network, Addr: l.ln.Addr(), Err: net.ErrClosed}
 	}
@@ -45,17 +41,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 // Close stops listening; a blocked Accept returns. Conns already accepted
 // stay open; connections still in their handshake are closed.
 func (l *Listener) Close() error {
-	first := false
-	var err error
-	// The runtime's listener closes its socket before Accept returns and
-	// before a second Close does: inside the once, and before the
-	// context Accept waits with ends.
-	l.once.Do(func() {
-		first = true
-		err = l.ln.Close()
-		l.cancel()
-	})
-	if !first {
+	// The runtime's listener closes its socket before its Accept returns
+	// and before a second Close does.
+	err := l.ln.Close()
+	if errors.Is(err, runtime.ErrClosed) {
 		return &net.OpError{Op: "close", Net: network, Addr: l.ln.Addr(), Err: net.ErrClosed}
 	}
 	return err

@@ -2,8 +2,6 @@ package rdmanet_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -119,35 +117,19 @@ func TestHostileClientsDoNotStallTheListener(t *testing.T) {
 }
 
 // TestClosedListenerTakesNoConnection: once Accept has returned
-// net.ErrClosed, or a second Close has, the listening socket is closed:
-// a client that connects then is refused, as by a net.Listener after
-// Close. Each round closes a listener while an Accept waits on it, from
-// another goroutine, and connects the moment Accept returns.
+// net.ErrClosed, or a second Close has, the listening socket is closed: a
+// client that connects then is refused, as by a net.Listener after Close.
 func TestClosedListenerTakesNoConnection(t *testing.T) {
 	rt := newRuntime(t)
-	for round := range 200 {
+	hostile.ClosedListenerTakesNoConnection(t, func() (string, func() error, func() error) {
 		ln, err := rdmanet.Listen(rt, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := ln.Addr().String()
-		accepted := make(chan error, 1)
-		go func() {
+		accept := func() error {
 			_, err := ln.Accept()
-			accepted <- err
-		}()
-		closed := make(chan error, 1)
-		go func() { closed <- ln.Close() }()
-		if err := <-accepted; !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("round %d: Accept during Close: %v, want net.ErrClosed", round, err)
+			return err
 		}
-		hostile.RefusesTCP(t, addr, fmt.Sprintf("round %d, after Accept returned net.ErrClosed", round))
-		if err := ln.Close(); !errors.Is(err, net.ErrClosed) {
-			t.Fatalf("round %d: second Close: %v, want net.ErrClosed", round, err)
-		}
-		hostile.RefusesTCP(t, addr, fmt.Sprintf("round %d, after a second Close returned", round))
-		if err := <-closed; err != nil {
-			t.Fatalf("round %d: Close: %v", round, err)
-		}
-	}
+		return ln.Addr().String(), accept, ln.Close
+	}, net.ErrClosed)
 }
