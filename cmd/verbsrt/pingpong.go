@@ -84,7 +84,10 @@ func runPingpong(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "verbsrt pingpong: waiting for a client on %s\n", ln.Addr())
 		}
 	}
-	return withProviderHint(cfg.provider, pingpong(context.Background(), stdout, p, cfg, ln))
+	ctx, interrupted := rcpingpong.OnInterrupt(stderr, p)
+	err = pingpong(ctx, stdout, p, cfg, ln)
+	interrupted()
+	return withProviderHint(cfg.provider, err)
 }
 
 // parsePingpong parses ibv_rc_pingpong's flags (short and long names) and
@@ -95,7 +98,8 @@ func parsePingpong(args []string, stdout, stderr io.Writer) (ppConfig, error) {
 		gidx: -1, port: 18515}
 	fs := newFlagSet("pingpong", "usage: verbsrt pingpong [flags]        start a server and wait for connection\n"+
 		"       verbsrt pingpong [flags] HOST   connect to server at HOST\n\n"+
-		"rdma-core's ibv_rc_pingpong, flags, protocol and output included: either end may be the C program.")
+		"rdma-core's ibv_rc_pingpong, flags, protocol and output included: either end may be the C program. "+
+		"SIGINT or SIGTERM ends it with how far it got and, with -provider rocev2, its packet counts.")
 	cfg.spec.name = cfg.provider
 	addProviderFlags(fs, &cfg.spec, "ibv; soft runs a self-test of both ends in this process")
 	for _, f := range []struct {

@@ -245,7 +245,7 @@ func (e *end) run(ctx context.Context, w io.Writer) error {
 		if cfg.Events {
 			cq, err := e.ch.GetCQEvent(ctx)
 			if err != nil {
-				return fmt.Errorf("failed to get cq_event: %w", err)
+				return fmt.Errorf("failed to get cq_event (%s): %w", progress(rcnt, scnt, cfg.Iters), err)
 			}
 			e.events++
 			if cq != e.cq {
@@ -269,7 +269,7 @@ func (e *end) run(ctx context.Context, w io.Writer) error {
 			// giving up when ctx ends.
 			runtime.Gosched()
 			if empty%1024 == 0 && ctx.Err() != nil {
-				return fmt.Errorf("poll CQ: %w", ctx.Err())
+				return fmt.Errorf("poll CQ (%s): %w", progress(rcnt, scnt, cfg.Iters), ctx.Err())
 			}
 		}
 		for i := range wcs[:n] {
@@ -315,6 +315,12 @@ func (e *end) run(ctx context.Context, w io.Writer) error {
 		e.cq.AckEvents(e.events)
 	}
 	return nil
+}
+
+// progress says how far a run got, for the error that ends it early: the
+// side of a stalled exchange that waits is the one whose count is behind.
+func progress(rcnt, scnt, iters int) string {
+	return fmt.Sprintf("%d of %d receives and %d of %d sends completed", rcnt, iters, scnt, iters)
 }
 
 func (e *end) postSend() error {
