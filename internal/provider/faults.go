@@ -155,7 +155,5 @@ func reportFaults(w io.Writer, dev string, t *rocev2.Transport, counters []*faul
 			fmt.Fprintf(w, "rocev2 fault %s: dropped %d of %d %s %s packets\n", r.text, r.dropped.Load(), c.seen.Load(), dir, kind)
 		}
 	}
-	s := t.Stats()
-	fmt.Fprintf(w, "rocev2 %s: sent %d packets, received %d, dropped by faults %d, bad ICRC %d\n",
-		dev, s.Sent, s.Received, s.Faulted, s.BadICRC)
+	writePackets(w, dev, t)
 }
